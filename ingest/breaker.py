@@ -1,0 +1,44 @@
+"""Stops a consumer that sees a burst of invalid messages.
+
+Without it, a producer bug turns into a drained topic: every message lands in the
+dead-letter queue, offsets advance, and the valid-looking silence hides the outage.
+Tripping stops the consumer before committing, so nothing is lost and the operator fixes
+the producer (or the consumer) and restarts.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+
+@dataclass
+class InvalidBurstBreaker:
+    max_consecutive: int
+    max_ratio: float
+    window: int
+    _recent: deque[bool] = field(init=False)
+    _invalid_in_window: int = field(default=0, init=False)
+    consecutive: int = field(default=0, init=False)
+
+    def __post_init__(self) -> None:
+        self._recent = deque(maxlen=self.window)
+
+    def record(self, valid: bool) -> str | None:
+        """Record one verdict; returns why the breaker trips, or None."""
+        if len(self._recent) == self.window and not self._recent[0]:
+            self._invalid_in_window -= 1
+        self._recent.append(valid)
+        if valid:
+            self.consecutive = 0
+            return None
+        self._invalid_in_window += 1
+        self.consecutive += 1
+        if self.consecutive >= self.max_consecutive:
+            return f"{self.consecutive} consecutive invalid messages (limit {self.max_consecutive})"
+        if len(self._recent) == self.window and self._invalid_in_window / self.window > self.max_ratio:
+            return (
+                f"{self._invalid_in_window} of the last {self.window} messages invalid "
+                f"(limit {self.max_ratio:.0%})"
+            )
+        return None

@@ -1,0 +1,205 @@
+"""The agent-side event emitter: never blocks the agent, never raises into it, loses nothing.
+
+``emit()`` only puts the event on a bounded in-memory queue (or, when that is full,
+appends it to the local spool). A background pump serializes queued events and hands
+them to a :class:`Sink` (Kafka, or memory in tests). Whatever the sink cannot take —
+broker down, timeouts — goes to the spool, and the pump replays the spool to the sink
+in order once it answers again. While older records wait in the spool, newer ones queue
+behind them there, so a task's events keep their order. With no sink (embedded mode)
+the spool *is* the destination: the store-owning process ingests it.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from typing import Protocol
+
+from retrylens.schemas import EventTooLargeError, RetryEvent
+
+from . import metrics
+from .spool import Spool
+
+log = logging.getLogger(__name__)
+
+Record = tuple[bytes, bytes]  # (key = task_id, value = serialized event)
+
+
+class Sink(Protocol):
+    """Where the pump delivers records, in order."""
+
+    def deliver(self, records: list[Record]) -> int:
+        """Deliver in order; return how many from the start were durably accepted."""
+
+    def close(self) -> None: ...
+
+
+class Emitter:
+    """Thread-safe; one per process is enough. Use as a context manager or call close()."""
+
+    def __init__(
+        self,
+        *,
+        sink: Sink | None,
+        spool: Spool | None,
+        queue_size: int = 10_000,
+        batch_size: int = 1_000,
+        min_backoff_s: float = 0.2,
+        max_backoff_s: float = 5.0,
+    ) -> None:
+        if sink is None and spool is None:
+            raise ValueError("an emitter needs a sink, a spool, or both")
+        self._sink = sink
+        self._spool = spool
+        self._queue: queue.Queue[RetryEvent] = queue.Queue(maxsize=queue_size)
+        self._batch_size = batch_size
+        self._min_backoff = min_backoff_s
+        self._max_backoff = max_backoff_s
+        self._backoff = min_backoff_s
+        self._next_drain = 0.0
+        self._spool_pending = spool is not None and sink is not None and spool.has_pending()
+        self._pending_lock = threading.Lock()
+        self._closing = threading.Event()
+        self.rejected = 0
+        self._pump = threading.Thread(target=self._run, name="retrylens-emitter", daemon=True)
+        self._pump.start()
+
+    # -- agent side ----------------------------------------------------------------------
+    def emit(self, event: RetryEvent) -> bool:
+        """Hand ``event`` over without blocking. Returns False only if it had to be dropped."""
+        try:
+            self._queue.put_nowait(event)
+            metrics.EMITTED.labels("queued").inc()
+            return True
+        except queue.Full:
+            return self._overflow(event)
+
+    def _overflow(self, event: RetryEvent) -> bool:
+        if self._spool is None:
+            metrics.EMITTED.labels("dropped_queue_full").inc()
+            return False
+        record = self._serialize(event)
+        if record is None:
+            return False
+        with self._pending_lock:
+            self._spool.append([record], sync=False)
+            self._spool_pending = self._sink is not None
+        metrics.EMITTED.labels("spooled_queue_full").inc()
+        metrics.SPOOLED.inc()
+        return True
+
+    def flush(self, timeout_s: float = 30.0) -> bool:
+        """Wait until every emitted event reached the sink (or the spool when there is none)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self._queue.unfinished_tasks == 0 and not (self._sink is not None and self._spool_pending):
+                if self._spool is not None:
+                    self._spool.sync()
+                return True
+            self._next_drain = 0.0
+            time.sleep(0.01)
+        return False
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Flush what can be flushed within ``timeout_s``; the rest stays durably spooled."""
+        self.flush(timeout_s)
+        self._closing.set()
+        self._pump.join(timeout=timeout_s + 5)
+        if self._sink is not None:
+            self._sink.close()
+        if self._spool is not None:
+            self._spool.close()
+
+    def __enter__(self) -> Emitter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- pump side -----------------------------------------------------------------------
+    def _serialize(self, event: RetryEvent) -> Record | None:
+        try:
+            return event.task_id.encode(), event.to_json_bytes()
+        except EventTooLargeError as exc:
+            self.rejected += 1
+            metrics.EMITTED.labels("rejected_oversize").inc()
+            log.warning("dropping event %s: %s", event.event_id, exc)
+            return None
+
+    def _take(self) -> list[RetryEvent]:
+        try:
+            items = [self._queue.get(timeout=0.05)]
+        except queue.Empty:
+            return []
+        while len(items) < self._batch_size:
+            try:
+                items.append(self._queue.get_nowait())
+            except queue.Empty:
+                break
+        return items
+
+    def _run(self) -> None:
+        while True:
+            items = self._take()
+            if items:
+                try:
+                    records = [r for r in map(self._serialize, items) if r is not None]
+                    self._route(records)
+                except Exception:  # noqa: BLE001 - the pump must survive anything
+                    log.exception("emitter pump failed to route %d events", len(items))
+                finally:
+                    for _ in items:
+                        self._queue.task_done()
+            elif self._spool is not None:
+                self._spool.sync()
+            if self._spool_pending and self._sink is not None and time.monotonic() >= self._next_drain:
+                self._drain_spool()
+            if self._closing.is_set() and self._queue.unfinished_tasks == 0:
+                return
+
+    def _route(self, records: list[Record]) -> None:
+        if not records:
+            return
+        if self._sink is None or self._spool_pending:
+            self._to_spool(records)
+            return
+        delivered = self._deliver(records)
+        if delivered < len(records):
+            self._to_spool(records[delivered:])
+
+    def _to_spool(self, records: list[Record]) -> None:
+        if self._spool is None:
+            metrics.EMITTED.labels("dropped_no_spool").inc(len(records))
+            log.error("sink refused %d events and there is no spool: dropped", len(records))
+            return
+        with self._pending_lock:
+            self._spool.append(records)
+            self._spool_pending = self._sink is not None
+        metrics.SPOOLED.inc(len(records))
+
+    def _deliver(self, records: list[Record]) -> int:
+        assert self._sink is not None
+        try:
+            delivered = self._sink.deliver(records)
+        except Exception as exc:  # noqa: BLE001 - a sink failure means "spool and retry later"
+            log.warning("sink unavailable (%s); spooling", exc)
+            delivered = 0
+        if delivered < len(records):
+            self._next_drain = time.monotonic() + self._backoff
+            self._backoff = min(self._backoff * 2, self._max_backoff)
+        else:
+            self._backoff = self._min_backoff
+        return delivered
+
+    def _drain_spool(self) -> None:
+        assert self._spool is not None
+        with self._pending_lock:
+            pending = self._spool.read(max_records=self._batch_size * 5)
+            if not pending:
+                self._spool_pending = False
+                return
+        delivered = self._deliver([(r.key, r.value) for r in pending])
+        if delivered:
+            self._spool.commit(pending[delivered - 1].next_position)

@@ -1,0 +1,101 @@
+"""Payload → row, or an invalid message with a reason. Pure: no I/O, no clock but the row's.
+
+The consumer, the embedded spool ingestor, HTTP ingestion and the naive benchmark all
+call :func:`process`, so an event is judged the same way whichever road it took.
+Processing the same payload twice gives the same verdict (replay idempotency).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from pydantic import ValidationError
+
+from retrylens.schemas import MAX_EVENT_BYTES, SCHEMA_VERSION, RetryEvent
+from retrylens.store.event_table import event_row
+
+
+class InvalidReason(StrEnum):
+    """Why a message went to the dead-letter topic (the ``reason`` header)."""
+
+    EMPTY = "empty"
+    OVERSIZED = "oversized"
+    NOT_UTF8 = "not_utf8"
+    BAD_JSON = "bad_json"
+    NOT_AN_OBJECT = "not_an_object"
+    MISSING_SCHEMA_VERSION = "missing_schema_version"
+    UNKNOWN_SCHEMA_VERSION = "unknown_schema_version"
+    INVALID_FIELDS = "invalid_fields"
+
+
+@dataclass(frozen=True, slots=True)
+class SourceRef:
+    """Where a payload was read: a Kafka topic/partition/offset or a spool position."""
+
+    topic: str
+    partition: int
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class ValidEvent:
+    event: RetryEvent
+    row: list[Any]
+    source: SourceRef
+
+
+@dataclass(frozen=True, slots=True)
+class InvalidMessage:
+    reason: InvalidReason
+    detail: str
+    source: SourceRef
+
+
+MAX_DETAIL_CHARS = 1000
+_SCHEMA_VERSION_KEY = b'"schema_version"'
+
+
+def process(payload: bytes | None, source: SourceRef) -> ValidEvent | InvalidMessage:
+    """Validate one serialized event and build its row."""
+    if not payload:
+        return InvalidMessage(InvalidReason.EMPTY, "empty payload", source)
+    if len(payload) > MAX_EVENT_BYTES:
+        return InvalidMessage(
+            InvalidReason.OVERSIZED, f"{len(payload)} bytes > limit {MAX_EVENT_BYTES}", source
+        )
+    try:
+        event = RetryEvent.model_validate_json(payload)
+    except ValidationError as exc:
+        return _invalid(payload, exc, source)
+    if _SCHEMA_VERSION_KEY not in payload:
+        return InvalidMessage(
+            InvalidReason.MISSING_SCHEMA_VERSION,
+            f"schema_version is required on the wire (current: {SCHEMA_VERSION})",
+            source,
+        )
+    row = event_row(event, topic=source.topic, partition=source.partition, offset=source.offset)
+    return ValidEvent(event, row, source)
+
+
+def _invalid(payload: bytes, exc: ValidationError, source: SourceRef) -> InvalidMessage:
+    errors = exc.errors(include_url=False, include_input=False)
+    first = errors[0]
+    if first["type"] == "json_invalid":
+        try:
+            payload.decode("utf-8")
+        except UnicodeDecodeError as decode_error:
+            return InvalidMessage(InvalidReason.NOT_UTF8, str(decode_error)[:MAX_DETAIL_CHARS], source)
+        return InvalidMessage(InvalidReason.BAD_JSON, first["msg"][:MAX_DETAIL_CHARS], source)
+    if first["type"] in {"model_type", "model_attributes_type"} and not first["loc"]:
+        return InvalidMessage(InvalidReason.NOT_AN_OBJECT, first["msg"], source)
+    for error in errors:
+        if error["loc"] == ("schema_version",) and error["type"] == "literal_error":
+            return InvalidMessage(
+                InvalidReason.UNKNOWN_SCHEMA_VERSION,
+                f"schema_version not supported: this consumer reads version {SCHEMA_VERSION}",
+                source,
+            )
+    detail = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(event)'}: {e['msg']}" for e in errors)
+    return InvalidMessage(InvalidReason.INVALID_FIELDS, detail[:MAX_DETAIL_CHARS], source)

@@ -1,0 +1,21 @@
+"""``retrylens``: the single entry point. Each area registers its commands here."""
+
+from __future__ import annotations
+
+import typer
+
+from . import ingest_cmds, store_cmds
+
+app = typer.Typer(
+    name="retrylens",
+    help="Explicit, recorded and learnable retry decisions for LLM agents.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+
+for module in (ingest_cmds, store_cmds):
+    module.register(app)
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,155 @@
+"""Settings for every RetryLens process, from environment variables and an optional TOML file.
+
+Every setting has a default that runs the whole product embedded on one machine (chDB
+store, spool instead of Kafka); production points the same code at a Kafka cluster and a
+ClickHouse server by environment alone. The README's configuration table is generated from
+:func:`settings_table`, so the documentation cannot drift from the code.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import AliasChoices, Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from .errors import ConfigError
+
+CONFIG_FILE_ENV = "RETRYLENS_CONFIG"
+
+
+def _default_data_dir() -> Path:
+    return Path(os.environ.get("XDG_DATA_HOME", Path.home() / ".local" / "share")) / "retrylens"
+
+
+class Settings(BaseSettings):
+    """All settings; environment variable = ``RETRYLENS_`` + upper-case name unless noted."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="RETRYLENS_", extra="forbid", frozen=True, populate_by_name=True
+    )
+
+    data_dir: Path = Field(
+        default_factory=_default_data_dir,
+        description="Where the embedded store, spool and model artifacts live.",
+    )
+    clickhouse_dsn: str = Field(
+        default="",
+        description="clickhouse-connect DSN; empty means embedded `chdb:///<data_dir>/chdb`. "
+        "Example: `http://default:@localhost:8123`.",
+    )
+    clickhouse_database: str = Field(
+        default="retrylens", pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$", description="Database name."
+    )
+    clickhouse_cluster: str = Field(
+        default="",
+        pattern=r"^([A-Za-z_][A-Za-z0-9_\-]{0,63})?$",
+        description="ClickHouse cluster name; when set, migrations run ON CLUSTER with "
+        "Replicated engines and a Distributed `events` table.",
+    )
+    event_ttl_days: int = Field(default=395, ge=1, description="Row TTL of raw events.")
+    bulky_ttl_days: int = Field(
+        default=30, ge=1, description="Column TTL of context snapshots and error details."
+    )
+    dedup_window: int = Field(
+        default=10_000, ge=0, description="Inserts remembered for insert_deduplication_token."
+    )
+    kafka_bootstrap_servers: str = Field(
+        default="",
+        validation_alias=AliasChoices("KAFKA_BOOTSTRAP_SERVERS", "RETRYLENS_KAFKA_BOOTSTRAP_SERVERS"),
+        description="Kafka brokers (env `KAFKA_BOOTSTRAP_SERVERS`); empty means embedded mode.",
+    )
+    kafka_topic: str = Field(default="retrylens.events", description="Topic of retry events.")
+    kafka_dlq_topic: str = Field(default="retrylens.events.dlq", description="Dead-letter topic.")
+    kafka_group: str = Field(default="retrylens-ingest", description="Consumer group id.")
+    kafka_topic_partitions: int = Field(
+        default=6, ge=1, description="Partitions when RetryLens creates the topics (consumer scale-out bound)."
+    )
+    kafka_replication_factor: int = Field(default=1, ge=1, description="Replication factor of created topics.")
+    batch_max_rows: int = Field(default=5_000, ge=1, le=1_000_000, description="Rows per insert.")
+    batch_max_seconds: float = Field(default=1.0, gt=0, le=60, description="Max wait before an insert.")
+    dlq_max_consecutive: int = Field(
+        default=500, ge=1, description="Consecutive invalid messages that stop the consumer."
+    )
+    dlq_max_ratio: float = Field(
+        default=0.5, gt=0, le=1, description="Invalid share over the last `dlq_window` that stops it."
+    )
+    dlq_window: int = Field(default=2_000, ge=10, description="Messages in the invalid-ratio window.")
+    emit_queue_size: int = Field(
+        default=10_000, ge=1, description="In-memory events before emit() spills to the spool."
+    )
+    spool_dir: Path | None = Field(default=None, description="Spool folder; default `<data_dir>/spool`.")
+    metrics_port: int = Field(default=0, ge=0, le=65535, description="Prometheus port of `consume` (0 = off).")
+    api_host: str = Field(default="127.0.0.1", description="Bind address of `retrylens serve`.")
+    api_port: int = Field(default=8787, ge=1, le=65535, description="Port of `retrylens serve`.")
+    api_url: str = Field(
+        default="", description="Where other processes reach the server; default http://api_host:api_port."
+    )
+
+    @field_validator("clickhouse_dsn")
+    @classmethod
+    def _known_scheme(cls, value: str) -> str:
+        if value and not value.startswith(("chdb://", "http://", "https://", "clickhouse://", "clickhouses://")):
+            raise ValueError("must start with chdb://, http://, https:// or clickhouse://")
+        return value
+
+    @property
+    def effective_dsn(self) -> str:
+        return self.clickhouse_dsn or f"chdb://{(self.data_dir / 'chdb').resolve()}"
+
+    @property
+    def is_embedded_store(self) -> bool:
+        return self.effective_dsn.startswith("chdb://")
+
+    @property
+    def uses_kafka(self) -> bool:
+        return bool(self.kafka_bootstrap_servers)
+
+    @property
+    def effective_spool_dir(self) -> Path:
+        return self.spool_dir or self.data_dir / "spool"
+
+    @property
+    def effective_api_url(self) -> str:
+        return self.api_url or f"http://{self.api_host}:{self.api_port}"
+
+
+def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
+    """Settings from env, then the TOML file (``RETRYLENS_CONFIG``), then ``overrides``.
+
+    Raises :class:`ConfigError` naming the bad field instead of a pydantic traceback.
+    """
+    path = config_file or (Path(os.environ[CONFIG_FILE_ENV]) if os.environ.get(CONFIG_FILE_ENV) else None)
+    file_values: dict[str, Any] = {}
+    if path is not None:
+        try:
+            file_values = tomllib.loads(path.read_text())
+        except FileNotFoundError as exc:
+            raise ConfigError(f"config file {path} does not exist") from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
+        file_values = file_values.get("retrylens", file_values)
+    try:
+        return Settings(**{**file_values, **overrides})
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, source=str(path) if path else "environment")) from exc
+
+
+def _describe(exc: ValidationError, *, source: str) -> str:
+    problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg']}" for e in exc.errors())
+    return f"invalid RetryLens settings ({source}): {problems}"
+
+
+def settings_table() -> list[tuple[str, str, str, str]]:
+    """(setting, env var, default, description) rows for the README."""
+    rows = []
+    for name, field in Settings.model_fields.items():
+        env = f"RETRYLENS_{name.upper()}"
+        if isinstance(field.validation_alias, AliasChoices):
+            env = " / ".join(str(choice) for choice in field.validation_alias.choices)
+        default = "(computed)" if field.default_factory else repr(field.default)
+        rows.append((name, env, default, field.description or ""))
+    return rows

@@ -1,0 +1,22 @@
+"""Size bounds of a retry event.
+
+An agent that logs a whole conversation into every event turns observability into a
+storage bill and a privacy incident; these bounds are part of the schema contract.
+"""
+
+from __future__ import annotations
+
+#: Serialized event size limit (UTF-8 JSON bytes), enforced by the SDK and the consumer.
+MAX_EVENT_BYTES = 64 * 1024
+MAX_ID_CHARS = 128
+MAX_NAME_CHARS = 128
+MAX_ERROR_MESSAGE_CHARS = 2048
+MAX_REASON_CHARS = 512
+MAX_INPUT_FEATURES = 64
+MAX_FEATURE_KEY_CHARS = 64
+MAX_FEATURE_VALUE_CHARS = 256
+MAX_MESSAGE_DIGESTS = 256
+MAX_LAST_MESSAGES = 5
+MAX_MESSAGE_CHARS = 2000
+MAX_SIDE_EFFECTS = 32
+MAX_ATTEMPT = 10_000

@@ -1,0 +1,53 @@
+"""Opening the ClickHouse store: embedded chDB or any ClickHouse server, one code path.
+
+chDB runs the real ClickHouse engine inside this process and locks its data directory,
+so only one process may open an embedded store, and one process may open only one
+embedded path. Both limits surface here as clear :class:`StoreError` s rather than the
+engine's generic messages.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import clickhouse_connect
+from clickhouse_connect.driver.client import Client
+from clickhouse_connect.driver.exceptions import ClickHouseError
+
+from retrylens.config import Settings
+from retrylens.errors import StoreError, StoreLockedError
+
+_clients: dict[str, Client] = {}
+_clients_lock = threading.Lock()
+
+
+def connect(settings: Settings) -> Client:
+    """A client for the configured store; embedded clients are shared per process."""
+    dsn = settings.effective_dsn
+    if not dsn.startswith("chdb://"):
+        try:
+            return clickhouse_connect.get_client(dsn=dsn, autogenerate_session_id=False)
+        except ClickHouseError as exc:
+            raise StoreError(f"cannot reach ClickHouse at {dsn}: {exc}") from exc
+    with _clients_lock:
+        if dsn in _clients:
+            return _clients[dsn]
+        path = dsn.removeprefix("chdb://")
+        Path(path).mkdir(parents=True, exist_ok=True)
+        try:
+            client = clickhouse_connect.get_client(dsn=dsn)
+        except ClickHouseError as exc:
+            text = str(exc)
+            if "Cannot lock file" in text or "Another server instance" in text or (
+                "Error initializing EmbeddedServer" in text
+            ):
+                raise StoreLockedError(path, settings.effective_api_url) from exc
+            if "already initialized with path" in text:
+                raise StoreError(
+                    f"this process already opened another embedded store; chDB allows one data "
+                    f"directory per process, so {path} cannot be opened here"
+                ) from exc
+            raise StoreError(f"cannot open the embedded store at {path}: {text}") from exc
+        _clients[dsn] = client
+        return client

@@ -1,0 +1,76 @@
+"""The events table as the rest of RetryLens sees it: batch inserts and exact reads.
+
+Reads that must be exact (counts, metrics, a task's story) go through ``FINAL`` so that a
+re-sent event that has not been merged away yet is still counted once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from clickhouse_connect.driver.client import Client
+
+from retrylens.config import Settings
+
+from .client import connect
+from .event_table import EVENT_COLUMN_NAMES
+from .migrations.base import MigrationContext
+from .migrator import Migrator, context_from
+from .sql import query_rows, query_scalar, render
+
+
+class EventStore:
+    """Insert batches of event rows; read them back exactly."""
+
+    def __init__(self, client: Client, ctx: MigrationContext) -> None:
+        self.client = client
+        self.ctx = ctx
+        self.database = ctx.database
+        self.events_table = f"{ctx.database}.events"
+
+    def insert_rows(self, rows: Sequence[Sequence[Any]], *, dedup_token: str | None = None) -> None:
+        """One INSERT (one part). A repeated ``dedup_token`` within the window is a no-op."""
+        if not rows:
+            return
+        settings = {"insert_deduplication_token": dedup_token} if dedup_token else {}
+        if self.ctx.cluster:
+            settings["insert_distributed_sync"] = 1
+        self.client.insert(self.events_table, rows, column_names=list(EVENT_COLUMN_NAMES), settings=settings)
+
+    def sql(self, template: str) -> str:
+        """``template`` with ``[[db]]`` filled in: the one way to name our tables in SQL."""
+        return render(template, db=self.database)
+
+    def count_distinct_events(self, project: str | None = None) -> int:
+        sql = self.sql("SELECT count() FROM [[db]].events FINAL")
+        if project is None:
+            return int(query_scalar(self.client, sql))
+        return int(query_scalar(self.client, sql + " WHERE project = {project:String}", {"project": project}))
+
+    def count_rows(self) -> int:
+        """Physical rows, duplicates included (for tests and diagnostics)."""
+        return int(query_scalar(self.client, self.sql("SELECT count() FROM [[db]].events")))
+
+    def task_events(self, project: str, task_id: str) -> list[dict[str, Any]]:
+        return query_rows(
+            self.client,
+            self.sql(
+                "SELECT * FROM [[db]].events FINAL WHERE project = {project:String} "
+                "AND task_id = {task_id:String} ORDER BY ts, attempt, kafka_offset"
+            ),
+            {"project": project, "task_id": task_id},
+        )
+
+    def event_ids(self) -> set[str]:
+        result = self.client.query(self.sql("SELECT DISTINCT toString(event_id) FROM [[db]].events"))
+        return {row[0] for row in result.result_rows}
+
+
+def open_store(settings: Settings, *, migrate: bool = True) -> EventStore:
+    """Connect to the configured store and bring its schema up to date."""
+    client = connect(settings)
+    ctx = context_from(settings)
+    if migrate:
+        Migrator(client, ctx).apply()
+    return EventStore(client, ctx)
