@@ -1,0 +1,9 @@
+"""Commands of one area; see :func:`register`."""
+
+from __future__ import annotations
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    """Add this area's commands to ``app``."""

@@ -1,0 +1,95 @@
+"""Input features and fingerprints: the one function shared by events, training and scoring.
+
+The agent computes these before a task starts, the classifier trains on them as stored
+on events, and the risk API scores a new task with the same call — so there is no
+training/serving skew. Only what is known before a run starts goes in: the task text and
+who runs it, never anything about the run itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from collections import Counter
+from collections.abc import Iterable
+
+FeatureValue = bool | int | float | str
+
+_WS = re.compile(r"\s+")
+_WORD = re.compile(r"[a-z][a-z0-9_\-]{2,}")
+_NUMBER = re.compile(r"\b\d+(?:[.,]\d+)?\b")
+_URL = re.compile(r"https?://\S+")
+_EMAIL = re.compile(r"\b[\w.+-]+@[\w-]+\.[\w.-]+\b")
+_CAPITALISED = re.compile(r"\b[A-Z][a-z]+(?:\s+[A-Z][a-z]+)*\b")
+MAX_KEYWORDS = 12
+
+STOPWORDS = frozenset(
+    """the and for are but not you all any can had her was one our out day get has him his how
+    man new now old see two way who boy did its let put say she too use that with have this
+    will your from they know want been good much some time very when come here just like long
+    make many more only over such take than them well were what where which while would there
+    their about after again also because before being between both could does doing down each
+    few further into itself most other same should these those through under until upon whom
+    why yours please need needs using used user users task tasks then than able""".split()
+)
+
+
+def normalise_input(text: str) -> str:
+    """Case-, whitespace- and Unicode-insensitive form of a task input."""
+    return _WS.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip()
+
+
+def input_fingerprint(text: str) -> str:
+    """Stable 32-hex-digit id of a task input: equal after normalisation → equal id."""
+    return hashlib.sha256(normalise_input(text).encode()).hexdigest()[:32]
+
+
+def keywords(text: str, limit: int = MAX_KEYWORDS) -> list[str]:
+    """Most frequent content words (ties broken alphabetically, so the list is stable)."""
+    counts = Counter(w for w in _WORD.findall(normalise_input(text)) if w not in STOPWORDS)
+    return [w for w, _ in sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:limit]]
+
+
+def _language(text: str) -> str:
+    letters = [c for c in text if c.isalpha()]
+    if not letters:
+        return "none"
+    ascii_share = sum(c.isascii() for c in letters) / len(letters)
+    return "en" if ascii_share > 0.9 else "other"
+
+
+def extract_input_features(
+    text: str,
+    *,
+    agent: str = "",
+    model: str = "",
+    tools: Iterable[str] = (),
+) -> dict[str, FeatureValue]:
+    """Features of a task input, bounded to fit an event's ``input_features``.
+
+    ``tools`` are the tools the agent may call; those the text names become ``tool:<name>``.
+    """
+    normalised = normalise_input(text)
+    features: dict[str, FeatureValue] = {
+        "n_chars": len(text),
+        "n_words": len(normalised.split()),
+        "n_lines": text.count("\n") + 1 if text else 0,
+        "n_numbers": len(_NUMBER.findall(text)),
+        "n_entities": len(_CAPITALISED.findall(text)),
+        "has_url": bool(_URL.search(text)),
+        "has_email": bool(_EMAIL.search(text)),
+        "has_code": "```" in text or "def " in text,
+        "is_question": text.rstrip().endswith("?"),
+        "language": _language(text),
+    }
+    if agent:
+        features["agent"] = agent[:128]
+    if model:
+        features["model"] = model[:128]
+    for tool in sorted(set(tools))[:16]:
+        if tool and tool.casefold() in normalised:
+            features[f"tool:{tool[:58]}"] = True
+    for word in keywords(text):
+        features[f"kw:{word[:60]}"] = True
+    return features
