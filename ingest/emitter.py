@@ -98,7 +98,6 @@ class Emitter:
                 if self._spool is not None:
                     self._spool.sync()
                 return True
-            self._next_drain = 0.0
             time.sleep(0.01)
         return False
 
@@ -107,6 +106,9 @@ class Emitter:
         self.flush(timeout_s)
         self._closing.set()
         self._pump.join(timeout=timeout_s + 5)
+        if self._pump.is_alive():
+            log.error("emitter pump did not stop; %d queued events may be lost", self._queue.qsize())
+            return
         if self._sink is not None:
             self._sink.close()
         if self._spool is not None:
@@ -154,7 +156,12 @@ class Emitter:
                         self._queue.task_done()
             elif self._spool is not None:
                 self._spool.sync()
-            if self._spool_pending and self._sink is not None and time.monotonic() >= self._next_drain:
+            if (
+                self._spool_pending
+                and self._sink is not None
+                and not self._closing.is_set()
+                and time.monotonic() >= self._next_drain
+            ):
                 self._drain_spool()
             if self._closing.is_set() and self._queue.unfinished_tasks == 0:
                 return
@@ -162,7 +169,7 @@ class Emitter:
     def _route(self, records: list[Record]) -> None:
         if not records:
             return
-        if self._sink is None or self._spool_pending:
+        if self._sink is None or self._spool_pending or self._closing.is_set():
             self._to_spool(records)
             return
         delivered = self._deliver(records)

@@ -32,6 +32,7 @@ class KafkaSink:
             self._producer = make_producer(
                 self._settings,
                 max_block_ms=self._max_block_ms,
+                bootstrap_timeout_ms=self._max_block_ms,
                 request_timeout_ms=5_000,
                 delivery_timeout_ms=int(self._flush_timeout_s * 1000) + 5_000,
             )

@@ -17,7 +17,7 @@ from retrylens.errors import ConfigError, InvalidBurstError, RetryLensError
 P = ParamSpec("P")
 R = TypeVar("R")
 
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)
 ConfigOption = typer.Option(None, "--config", help="TOML settings file (also RETRYLENS_CONFIG).")
 
 

@@ -1,0 +1,149 @@
+"""Context hygiene: clean attempt contexts, echo removal, pollution score, bounded snapshots.
+
+A failed attempt's raw output and error text are the worst things to feed the next
+attempt: in real agent traces an errored tool call is followed by another error on the
+same tool 58 % of the time versus 0.2 % after a success (../shared/data/agent_traces).
+So every attempt starts from a snapshot — the clean base context, the facts verified so
+far and at most a one-line failure summary — never from the failed attempt's history.
+
+Messages are plain dicts: ``{"role": ..., "content": ...}`` plus optional ``"tool"`` and
+``"args"`` for tool calls.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from retrylens.schemas import ContextMessage, ContextSnapshot
+from retrylens.schemas.limits import MAX_LAST_MESSAGES, MAX_MESSAGE_CHARS, MAX_MESSAGE_DIGESTS
+
+from .features import normalise_input
+from .sanitizer import redact
+
+Message = dict[str, Any]
+
+_ERROR_MARKERS = ("traceback (most recent call last)", "error:", "exception", "failed:", "errorcode", "status 5", "429")
+
+
+def digest(message: Message) -> str:
+    """Stable 16-hex digest of a message's role, tool and normalised content."""
+    body = f"{message.get('role', '')}|{message.get('tool', '')}|{normalise_input(str(message.get('content', '')))}"
+    return hashlib.sha256(body.encode()).hexdigest()[:16]
+
+
+def estimate_tokens(messages: Iterable[Message]) -> int:
+    """About four characters per token, the usual rule of thumb for English text."""
+    return sum(len(str(m.get("content", ""))) for m in messages) // 4 + 4 * sum(1 for _ in messages)
+
+
+def drop_echoed_input(history: Sequence[Message], user_input: str) -> tuple[list[Message], list[Message]]:
+    """Remove copies of the current user message from loaded ``history``.
+
+    The "save, then read history, then append the input again" bug leaves the input in
+    the history *and* appended as the new turn; the model then answers it twice or treats
+    it as a repeated request. Returns (kept, dropped).
+    """
+    target = normalise_input(user_input)
+    kept: list[Message] = []
+    dropped: list[Message] = []
+    for message in history:
+        if message.get("role") == "user" and normalise_input(str(message.get("content", ""))) == target:
+            dropped.append(message)
+        else:
+            kept.append(message)
+    return kept, dropped
+
+
+def pollution_score(messages: Sequence[Message]) -> float:
+    """0 (clean) … 1 (polluted): error text carried, identical tool calls repeated, duplicates.
+
+    The mean of three shares, each in [0, 1]: messages carrying error text, tool calls
+    identical to an earlier one, and messages that duplicate an earlier message.
+    """
+    if not messages:
+        return 0.0
+    n = len(messages)
+    errors = sum(1 for m in messages if _carries_error(m))
+    calls = [(m.get("tool"), repr(m.get("args"))) for m in messages if m.get("tool")]
+    repeated_calls = sum(c - 1 for c in Counter(calls).values() if c > 1)
+    digests = Counter(digest(m) for m in messages)
+    duplicates = sum(c - 1 for c in digests.values() if c > 1)
+    error_share = min(1.0, 3.0 * errors / n)
+    repeat_share = min(1.0, 2.0 * repeated_calls / max(1, len(calls)))
+    dup_share = min(1.0, 3.0 * duplicates / n)
+    return round(min(1.0, (error_share + repeat_share + dup_share) / 3.0), 4)
+
+
+def _carries_error(message: Message) -> bool:
+    if message.get("summary"):
+        return False  # the governor's own one-line, redacted failure note
+    if message.get("error"):
+        return True
+    text = str(message.get("content", "")).casefold()
+    return any(marker in text for marker in _ERROR_MARKERS)
+
+
+def snapshot(messages: Sequence[Message], *, previous: Sequence[str] | None = None, last: int = 3) -> ContextSnapshot:
+    """A bounded, redacted snapshot; with ``previous`` digests, only what changed (a delta)."""
+    digests = [digest(m) for m in messages]
+    shown: Sequence[Message] = messages
+    is_delta = previous is not None
+    if is_delta:
+        before = set(previous or ())
+        changed = [i for i, d in enumerate(digests) if d not in before]
+        digests = [digests[i] for i in changed]
+        shown = [messages[i] for i in changed]
+    tail = [
+        ContextMessage(role=str(m.get("role", ""))[:128], content=redact(str(m.get("content", "")), limit=MAX_MESSAGE_CHARS))
+        for m in list(shown)[-min(last, MAX_LAST_MESSAGES):]
+    ] if last else []
+    return ContextSnapshot(
+        message_count=len(messages),
+        token_count=estimate_tokens(messages),
+        message_digests=digests[-MAX_MESSAGE_DIGESTS:],
+        last_messages=tail,
+        pollution_score=pollution_score(messages),
+        is_delta=is_delta,
+    )
+
+
+@dataclass
+class ContextBuilder:
+    """Builds each attempt's context from a clean base; records what was kept or dropped."""
+
+    base: list[Message]
+    facts: list[str] = field(default_factory=list)
+    dropped: list[Message] = field(default_factory=list)
+
+    @classmethod
+    def for_input(cls, user_input: str, *, system: str = "", history: Sequence[Message] = ()) -> ContextBuilder:
+        kept, dropped = drop_echoed_input(history, user_input)
+        base = ([{"role": "system", "content": system}] if system else []) + kept
+        base.append({"role": "user", "content": user_input})
+        return cls(base=base, dropped=dropped)
+
+    def add_fact(self, fact: str) -> None:
+        """A verified result of a completed sub-step, carried into later attempts."""
+        if fact not in self.facts:
+            self.facts.append(fact)
+
+    def build(self, *, failure_summary: str | None = None, patch: str | None = None,
+              relaxed: bool = False) -> list[Message]:
+        """Base + verified facts + at most one failure line + an optional prompt patch."""
+        messages = [dict(m) for m in self.base]
+        notes = []
+        if self.facts:
+            notes.append("Verified so far: " + "; ".join(self.facts))
+        if failure_summary:
+            notes.append(f"Note: the previous try did not succeed ({failure_summary}).")
+        if patch:
+            notes.append(patch)
+        if relaxed:
+            notes.append("A plain-text answer is acceptable; it will be post-processed.")
+        if notes:
+            messages.append({"role": "system", "content": " ".join(notes), "summary": True})
+        return messages

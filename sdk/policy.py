@@ -1,0 +1,242 @@
+"""The retry policy: small typed parts, loaded from a file, a dict or the environment.
+
+A policy says how far the governor may go for each failure class, how long it waits, when
+it degrades, what a task may spend, how the fleet protects a struggling dependency, and
+who may retry at all (the kill switch). Every event carries ``policy_id``/``policy_version``
+so that a decision can always be traced to the rules that made it.
+
+Attempt caps count *retries caused by a failure class*: ``logic: 1`` means one retry
+(with a rebuilt context) after a logic error, ``context_overflow: 0`` means no plain retry
+(only a degradation helps). The task budget bounds *all* attempts whatever the classes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from retrylens.schemas import ErrorType
+
+from .errors import PolicyError
+
+POLICY_ENV = "RETRYLENS_POLICY"
+POLICY_FILE_ENV = "RETRYLENS_POLICY_FILE"
+
+DEFAULT_CAPS: dict[ErrorType, int] = {
+    ErrorType.TIMEOUT: 3,
+    ErrorType.NETWORK: 3,
+    ErrorType.RATE_LIMIT: 3,
+    ErrorType.SERVER_ERROR: 3,
+    ErrorType.VALIDATION: 2,
+    ErrorType.SCHEMA_MISMATCH: 2,
+    ErrorType.LOGIC: 1,
+}
+
+DEFAULT_RETRYABLE: frozenset[ErrorType] = frozenset(
+    {
+        ErrorType.TIMEOUT,
+        ErrorType.NETWORK,
+        ErrorType.RATE_LIMIT,
+        ErrorType.SERVER_ERROR,
+        ErrorType.VALIDATION,
+        ErrorType.SCHEMA_MISMATCH,
+        ErrorType.LOGIC,
+        ErrorType.CONTEXT_OVERFLOW,
+        ErrorType.TOOL_ERROR,
+        ErrorType.UNKNOWN,
+    }
+)
+
+
+class _Part(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class BackoffPolicy(_Part):
+    """Exponential backoff: ``base_ms * 2**(n-1)`` capped at ``cap_ms``, jittered."""
+
+    base_ms: int = Field(default=500, ge=0)
+    cap_ms: int = Field(default=8_000, ge=0)
+    jitter: float = Field(default=0.3, ge=0.0, le=1.0, description="± share of the delay")
+    full_jitter: bool = Field(default=False, description="uniform in [0, delay] (AWS full jitter)")
+    honour_retry_after: bool = True
+    max_retry_after_ms: int = Field(default=60_000, ge=0)
+
+
+class TaskBudget(_Part):
+    """What one task (with all its sub-agents) may spend. ``None`` means unbounded."""
+
+    max_attempts: int = Field(default=5, ge=1)
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_cost_usd: float | None = Field(default=None, gt=0)
+    deadline_s: float | None = Field(default=None, gt=0)
+
+
+class FleetBudgetPolicy(_Part):
+    """gRPC retry throttling per dependency: retries stop while tokens ≤ max/2.
+
+    Each failure costs one token, each success earns ``ratio``; so retries are only
+    allowed while failures stay below roughly ``ratio`` of recent calls (the SRE book's
+    10 % rule).
+    """
+
+    enabled: bool = True
+    max_tokens: float = Field(default=100.0, gt=0)
+    ratio: float = Field(default=0.1, gt=0, le=1)
+
+
+class BreakerPolicy(_Part):
+    """Circuit breaker per dependency over the last ``window`` calls."""
+
+    enabled: bool = True
+    window: int = Field(default=20, ge=1)
+    min_calls: int = Field(default=10, ge=1)
+    failure_ratio: float = Field(default=0.5, gt=0, le=1)
+    open_s: float = Field(default=30.0, gt=0)
+    half_open_probes: int = Field(default=1, ge=1)
+
+
+class RulesPolicy(_Part):
+    """Failure-intelligence rules (history, progress, loops)."""
+
+    fingerprint_failure_limit: int = Field(default=3, ge=1)
+    extra_try_on_type_change: bool = True
+    same_phase_limit: int = Field(default=2, ge=1)
+    pollution_rebuild_threshold: float = Field(default=0.2, ge=0, le=1)
+    max_degradations: int = Field(default=2, ge=0)
+    handoff_when_stopped: bool = True
+
+
+class KillSwitch(_Part):
+    """Operator switch: no automatic retries for a whole project or named agents."""
+
+    project: bool = False
+    agents: frozenset[str] = frozenset()
+
+
+class ShadowPolicy(_Part):
+    """A candidate evaluated beside the live policy, and optional exploration."""
+
+    candidate: dict[str, Any] | None = None
+    exploration: float = Field(default=0.0, ge=0.0, le=0.5)
+
+
+class RoleOverride(_Part):
+    """Fields that differ for one agent role; unset fields inherit the policy's."""
+
+    caps: dict[ErrorType, int] | None = None
+    phase_caps: dict[str, int] | None = None
+    degrade_after: int | None = Field(default=None, ge=1)
+    budget: TaskBudget | None = None
+    retryable: frozenset[ErrorType] | None = None
+
+
+class RetryPolicy(_Part):
+    """Everything the governor needs to decide a retry."""
+
+    id: str = Field(default="default", min_length=1, max_length=64)
+    version: str = Field(default="1", min_length=1, max_length=64)
+    caps: dict[ErrorType, int] = Field(default_factory=lambda: dict(DEFAULT_CAPS))
+    retryable: frozenset[ErrorType] = DEFAULT_RETRYABLE
+    backoff: BackoffPolicy = BackoffPolicy()
+    degrade_after: int = Field(default=2, ge=1, description="consecutive failures before degrading")
+    phase_caps: dict[str, int] = Field(default_factory=lambda: {"planning": 2})
+    budget: TaskBudget = TaskBudget()
+    fleet_budget: FleetBudgetPolicy = FleetBudgetPolicy()
+    breaker: BreakerPolicy = BreakerPolicy()
+    rules: RulesPolicy = RulesPolicy()
+    kill_switch: KillSwitch = KillSwitch()
+    fallbacks: dict[str, str] = Field(default_factory=dict, description="dependency → fallback")
+    roles: dict[str, RoleOverride] = Field(default_factory=dict)
+    shadow: ShadowPolicy = ShadowPolicy()
+
+    @field_validator("caps", "phase_caps")
+    @classmethod
+    def _non_negative(cls, value: dict[Any, int]) -> dict[Any, int]:
+        for key, cap in value.items():
+            if cap < 0:
+                raise ValueError(f"cap for {key} must be ≥ 0, got {cap}")
+        return value
+
+    def cap(self, error_type: ErrorType) -> int:
+        return self.caps.get(error_type, 0)
+
+    def for_role(self, role: str) -> RetryPolicy:
+        """This policy with ``role``'s overrides applied (itself when there are none)."""
+        override = self.roles.get(role)
+        if override is None:
+            return self
+        changes: dict[str, Any] = {}
+        if override.caps is not None:
+            changes["caps"] = {**self.caps, **override.caps}
+        if override.phase_caps is not None:
+            changes["phase_caps"] = {**self.phase_caps, **override.phase_caps}
+        for name in ("degrade_after", "budget", "retryable"):
+            if getattr(override, name) is not None:
+                changes[name] = getattr(override, name)
+        return self.model_copy(update=changes)
+
+    def is_killed(self, agent: str) -> bool:
+        return self.kill_switch.project or agent in self.kill_switch.agents
+
+    def with_overrides(self, **changes: Any) -> RetryPolicy:
+        """A validated copy with top-level fields replaced (e.g. pre-flight adaptations)."""
+        return parse_policy({**self.model_dump(mode="json"), **changes}, source="override")
+
+    def candidate(self) -> RetryPolicy | None:
+        """The shadow candidate as a full policy (this one with the candidate's fields)."""
+        if self.shadow.candidate is None:
+            return None
+        base = self.model_dump(mode="json")
+        base.pop("shadow")
+        return parse_policy({**base, **self.shadow.candidate}, source="shadow.candidate")
+
+
+def parse_policy(data: Any, *, source: str = "policy") -> RetryPolicy:
+    """Validate ``data`` (a mapping, possibly under a top-level ``policy`` key)."""
+    if isinstance(data, dict) and set(data) == {"policy"}:
+        data = data["policy"]
+    if not isinstance(data, dict):
+        raise PolicyError(f"{source}: a policy must be a mapping", source=source)
+    try:
+        return RetryPolicy.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(part) for part in first["loc"]) or "policy"
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'policy'}: {e['msg']}" for e in exc.errors()[:5]
+        )
+        raise PolicyError(f"invalid policy ({source}): {problems}", field=field, source=source) from exc
+
+
+def load_policy(path: str | Path) -> RetryPolicy:
+    """Read a YAML or JSON policy file; raises :class:`PolicyError` naming the bad field."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise PolicyError(f"cannot read policy file {path}: {exc}", source=str(path)) from exc
+    try:
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError) as exc:
+        raise PolicyError(f"policy file {path} is not valid YAML/JSON: {exc}", source=str(path)) from exc
+    return parse_policy(data or {}, source=str(path))
+
+
+def policy_from_env(environ: dict[str, str] | None = None) -> RetryPolicy:
+    """``RETRYLENS_POLICY_FILE`` (a path) or ``RETRYLENS_POLICY`` (inline JSON), else defaults."""
+    env = os.environ if environ is None else environ
+    if env.get(POLICY_FILE_ENV):
+        return load_policy(env[POLICY_FILE_ENV])
+    if env.get(POLICY_ENV):
+        try:
+            data = json.loads(env[POLICY_ENV])
+        except ValueError as exc:
+            raise PolicyError(f"{POLICY_ENV} is not valid JSON: {exc}", source=POLICY_ENV) from exc
+        return parse_policy(data, source=POLICY_ENV)
+    return RetryPolicy()

@@ -1,0 +1,200 @@
+"""From raw exceptions to the taxonomy, and nothing secret leaves the process.
+
+:func:`classify` maps an exception (ours, the standard library's, httpx's, or an SDK's
+recognised by name and status code) to a :class:`Failure`: error type, whether a retry can
+help, a short model-safe message, Retry-After. :func:`redact` removes API keys, bearer
+tokens, passwords in URLs, e-mail addresses and card numbers from any text before it is
+put on an event or shown to a model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import re
+import traceback
+from dataclasses import dataclass, field
+
+from retrylens.schemas import ErrorDetail, ErrorType
+from retrylens.schemas.limits import MAX_ERROR_MESSAGE_CHARS
+
+_REDACTIONS: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"(?i)\b(bearer)\s+[a-z0-9._\-+/=]{8,}"), r"\1 [REDACTED]"),
+    (re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/\s:@]+:[^@\s/]+@"), r"\1[REDACTED]@"),
+    (re.compile(r"\b(sk|pk|rk)-[A-Za-z0-9_\-]{16,}\b"), "[REDACTED_KEY]"),
+    (re.compile(r"\bAKIA[0-9A-Z]{16}\b"), "[REDACTED_KEY]"),
+    (re.compile(r"\b(ghp|gho|ghs|github_pat|xox[abpr])_?[A-Za-z0-9_\-]{16,}\b"), "[REDACTED_KEY]"),
+    (
+        re.compile(r"(?i)\b(api[_\-]?key|secret|token|password|passwd|pwd)([\"']?\s*[:=]\s*[\"']?)[^\s\"',;&]+"),
+        r"\1\2[REDACTED]",
+    ),
+    (re.compile(r"\b[\w.+\-]+@[\w\-]+\.[\w.\-]+\b"), "[EMAIL]"),
+]
+_CARD = re.compile(r"\b(?:\d[ \-]?){12,18}\d\b")
+
+
+def _luhn_ok(digits: str) -> bool:
+    total, parity = 0, len(digits) % 2
+    for i, ch in enumerate(digits):
+        d = int(ch)
+        if i % 2 == parity:
+            d = d * 2 - 9 if d > 4 else d * 2
+        total += d
+    return total % 10 == 0
+
+
+def _card(match: re.Match[str]) -> str:
+    digits = re.sub(r"\D", "", match.group(0))
+    return "[CARD]" if 13 <= len(digits) <= 19 and _luhn_ok(digits) else match.group(0)
+
+
+def redact(text: str, *, limit: int | None = None) -> str:
+    """``text`` without secrets or personal data, optionally cut to ``limit`` characters."""
+    for pattern, replacement in _REDACTIONS:
+        text = pattern.sub(replacement, text)
+    text = _CARD.sub(_card, text)
+    if limit is not None and len(text) > limit:
+        text = text[: max(0, limit - 1)] + "…"
+    return text
+
+
+@dataclass
+class Failure(Exception):  # noqa: N818 - it is raised, but it names a failure, not an error kind
+    """A classified failure. Agents may raise it directly to state the class themselves."""
+
+    error_type: ErrorType
+    message: str = ""
+    retryable: bool | None = None
+    code: str = ""
+    status: int | None = None
+    retry_after_ms: int | None = None
+    missing_field: str | None = None
+    output: object = None
+    stack_digest: str | None = None
+    extra: dict[str, object] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        super().__init__(self.message)
+        self.error_type = ErrorType(self.error_type)
+        if self.retryable is None:
+            self.retryable = self.error_type not in {ErrorType.CANCELLED, ErrorType.BUDGET_EXHAUSTED}
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __str__(self) -> str:
+        return f"{self.error_type.value}: {self.message}"
+
+    def safe_message(self) -> str:
+        """One redacted line a model may see ("the last try failed because …")."""
+        line = redact(self.message.splitlines()[0] if self.message else "", limit=200)
+        return f"{self.error_type.value}" + (f": {line}" if line else "")
+
+    def detail(self) -> ErrorDetail:
+        return ErrorDetail(
+            message=redact(self.message, limit=MAX_ERROR_MESSAGE_CHARS),
+            code=self.code[:128],
+            status=self.status if self.status is None or 0 <= self.status <= 999 else None,
+            stack_digest=self.stack_digest,
+        )
+
+
+_BY_NAME: dict[str, ErrorType] = {
+    "RateLimitError": ErrorType.RATE_LIMIT,
+    "APITimeoutError": ErrorType.TIMEOUT,
+    "APIConnectionError": ErrorType.NETWORK,
+    "InternalServerError": ErrorType.SERVER_ERROR,
+    "ServiceUnavailableError": ErrorType.SERVER_ERROR,
+    "OutputParserException": ErrorType.SCHEMA_MISMATCH,
+    "ValidationError": ErrorType.SCHEMA_MISMATCH,
+    "JSONDecodeError": ErrorType.SCHEMA_MISMATCH,
+    "ContextWindowExceededError": ErrorType.CONTEXT_OVERFLOW,
+    "ToolException": ErrorType.TOOL_ERROR,
+}
+_OVERFLOW_TEXT = re.compile(r"(?i)context (length|window)|maximum context|too many tokens|prompt is too long")
+
+
+def _status_type(status: int) -> ErrorType:
+    if status == 429:
+        return ErrorType.RATE_LIMIT
+    if status in (408, 504):
+        return ErrorType.TIMEOUT
+    if status >= 500:
+        return ErrorType.SERVER_ERROR
+    if status == 413:
+        return ErrorType.CONTEXT_OVERFLOW
+    return ErrorType.VALIDATION
+
+
+def _retry_after_ms(exc: BaseException) -> int | None:
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None) or getattr(exc, "headers", None)
+    if not headers:
+        return None
+    value = headers.get("retry-after") or headers.get("Retry-After")
+    try:
+        return int(float(value) * 1000) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def stack_digest(exc: BaseException) -> str | None:
+    """A digest of where the exception was raised (file, function, line), not of its text."""
+    frames = traceback.extract_tb(exc.__traceback__) if exc.__traceback__ else []
+    if not frames:
+        return None
+    where = "|".join(f"{f.filename.rsplit('/', 1)[-1]}:{f.name}:{f.lineno}" for f in frames[-5:])
+    return hashlib.sha256(f"{type(exc).__name__}|{where}".encode()).hexdigest()[:16]
+
+
+def _status_of(exc: BaseException) -> int | None:
+    for attr in ("status_code", "status", "http_status"):
+        value = getattr(exc, attr, None)
+        if isinstance(value, int):
+            return value
+    response = getattr(exc, "response", None)
+    value = getattr(response, "status_code", None)
+    return value if isinstance(value, int) else None
+
+
+def _error_type(exc: BaseException, status: int | None) -> ErrorType:
+    if isinstance(exc, asyncio.CancelledError):
+        return ErrorType.CANCELLED
+    names = [cls.__name__ for cls in type(exc).__mro__]
+    for name in names:
+        if name in _BY_NAME and not (name == "ValidationError" and status):
+            return _BY_NAME[name]
+    if _OVERFLOW_TEXT.search(str(exc)):
+        return ErrorType.CONTEXT_OVERFLOW
+    if status is not None:
+        return _status_type(status)
+    if isinstance(exc, TimeoutError) or "Timeout" in type(exc).__name__:
+        return ErrorType.TIMEOUT
+    if isinstance(exc, ConnectionError | OSError) or "ConnectError" in names or "NetworkError" in names:
+        return ErrorType.NETWORK
+    if isinstance(exc, json.JSONDecodeError):
+        return ErrorType.SCHEMA_MISMATCH
+    if isinstance(exc, KeyError | TypeError | AttributeError | AssertionError | ZeroDivisionError):
+        return ErrorType.LOGIC
+    if isinstance(exc, ValueError):
+        return ErrorType.VALIDATION
+    return ErrorType.UNKNOWN
+
+
+def classify(exc: BaseException) -> Failure:
+    """The :class:`Failure` for any exception (a ``Failure`` is returned as is)."""
+    if isinstance(exc, Failure):
+        if exc.stack_digest is None:
+            exc.stack_digest = stack_digest(exc)
+        return exc
+    status = _status_of(exc)
+    error_type = _error_type(exc, status)
+    return Failure(
+        error_type,
+        message=redact(f"{type(exc).__name__}: {exc}", limit=MAX_ERROR_MESSAGE_CHARS),
+        code=type(exc).__name__,
+        status=status,
+        retry_after_ms=_retry_after_ms(exc),
+        stack_digest=stack_digest(exc),
+    )

@@ -1,0 +1,74 @@
+"""Shadow mode and exploration: evidence for the next policy without acting on it.
+
+A candidate policy evaluates every failure beside the live one; its decision goes on the
+decision event (``shadow=true``, ``shadow_decision``) and is never acted on. Exploration
+takes, with a small configured probability, another *allowed* decision instead of the
+live one, and logs the probability of the decision actually taken (``propensity``), so
+off-line estimators (IPS, doubly robust) can evaluate other policies without bias.
+
+Exploration never turns a stop into a retry: it only varies *how* to retry, among the
+retrying decisions that make sense for the failure class.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from dataclasses import dataclass
+
+from retrylens.schemas import TRANSIENT_ERROR_TYPES, Decision, ErrorType
+
+from .policy import RetryPolicy
+from .rules import Rule, Verdict, default_rules
+from .state import TaskState
+
+
+def shadow_verdict(candidate: RetryPolicy, state: TaskState, rules: Rule | None = None) -> Verdict | None:
+    """What ``candidate`` would decide for ``state`` (read-only)."""
+    view = copy.copy(state)
+    view.policy = candidate.for_role(state.agent.role)
+    return (rules or default_rules())(view)
+
+
+def alternatives(verdict: Verdict, state: TaskState) -> list[Decision]:
+    """Retrying decisions that are reasonable for the failure, the live one first."""
+    if not verdict.retrying or state.last_failure is None:
+        return [verdict.decision]
+    error = state.last_failure.error_type
+    if error in TRANSIENT_ERROR_TYPES:
+        options = [Decision.RETRY_BACKOFF, Decision.RETRY_SAME]
+        if state.policy.fallbacks.get(state.dependency):
+            options.append(Decision.DEGRADE_DEPENDENCY)
+    elif error is ErrorType.SCHEMA_MISMATCH:
+        options = [Decision.PATCH_PROMPT, Decision.REBUILD_CONTEXT, Decision.DEGRADE_PRECISION]
+    elif error is ErrorType.CONTEXT_OVERFLOW:
+        options = [Decision.DEGRADE_SCOPE, Decision.REBUILD_CONTEXT]
+    else:
+        options = [Decision.REBUILD_CONTEXT, Decision.RETRY_SAME, Decision.DEGRADE_PRECISION]
+    ordered = [verdict.decision] + [d for d in options if d is not verdict.decision]
+    return ordered
+
+
+@dataclass(frozen=True)
+class Explored:
+    verdict: Verdict
+    propensity: float
+
+
+def explore(verdict: Verdict, state: TaskState, epsilon: float, rng: random.Random) -> Explored:
+    """ε-greedy over :func:`alternatives`; the propensity is that of the decision taken."""
+    options = alternatives(verdict, state)
+    k = len(options)
+    if epsilon <= 0 or k == 1:
+        return Explored(verdict, 1.0)
+    if rng.random() >= epsilon:
+        return Explored(verdict, round(1 - epsilon + epsilon / k, 6))
+    choice = options[rng.randrange(k)]
+    propensity = round((1 - epsilon + epsilon / k) if choice is verdict.decision else epsilon / k, 6)
+    if choice is verdict.decision:
+        return Explored(verdict, propensity)
+    fallback = state.policy.fallbacks.get(state.dependency) if choice is Decision.DEGRADE_DEPENDENCY else None
+    backoff = verdict.backoff_ms if choice is Decision.RETRY_BACKOFF else 0
+    taken = Verdict(choice, f"exploration (ε={epsilon:g}) instead of {verdict.decision.value}: {verdict.reason}",
+                    backoff_ms=backoff, fallback=fallback, rule="explore")
+    return Explored(taken, propensity)
