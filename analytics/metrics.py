@@ -239,27 +239,27 @@ def task_costs(
     having = "HAVING retry_attempts > 0" if only_retried else ""
     sql = store.sql(
         "SELECT project, task_id,"
-        " uniqExactIf(correlation_id, kind IN ('attempt_started', 'attempt_failed', 'attempt_succeeded')) AS attempts,"
-        " uniqExactIf(correlation_id, kind = 'attempt_failed') AS failures,"
+        " uniqExactIf(correlation_id, kind IN ('attempt_started', 'attempt_failed', 'attempt_succeeded')) AS t_attempts,"
+        " uniqExactIf(correlation_id, kind = 'attempt_failed') AS t_failures,"
         " uniqExactIf(correlation_id, kind IN ('attempt_failed', 'attempt_succeeded') AND attempt >= 2) AS retry_attempts,"
-        " sumIf(cost_usd, kind IN ('attempt_failed', 'attempt_succeeded')) AS cost_usd,"
-        " sumIf(toUInt64(tokens_in) + tokens_out, kind IN ('attempt_failed', 'attempt_succeeded')) AS tokens,"
-        " sumIf(cost_usd, kind = 'attempt_failed') AS failed_cost_usd,"
-        " sumIf(cost_usd, kind IN ('attempt_failed', 'attempt_succeeded') AND attempt >= 2) AS retry_cost_usd,"
-        " sumIf(toUInt64(tokens_in) + tokens_out, kind = 'attempt_failed') AS failed_tokens,"
+        " sumIf(cost_usd, kind IN ('attempt_failed', 'attempt_succeeded')) AS t_cost_usd,"
+        " sumIf(toUInt64(tokens_in) + tokens_out, kind IN ('attempt_failed', 'attempt_succeeded')) AS t_tokens,"
+        " sumIf(cost_usd, kind = 'attempt_failed') AS t_failed_cost_usd,"
+        " sumIf(cost_usd, kind IN ('attempt_failed', 'attempt_succeeded') AND attempt >= 2) AS t_retry_cost_usd,"
+        " sumIf(toUInt64(tokens_in) + tokens_out, kind = 'attempt_failed') AS t_failed_tokens,"
         " sumIf(toUInt64(tokens_in) + tokens_out, kind IN ('attempt_failed', 'attempt_succeeded') AND attempt >= 2)"
-        " AS retry_tokens,"
-        " argMaxIf(toString(outcome), ts, kind = 'task_finished') AS outcome"
+        " AS t_retry_tokens,"
+        " argMaxIf(toString(outcome), ts, kind = 'task_finished') AS t_outcome"
         f" FROM [[db]].events FINAL WHERE {clause} GROUP BY project, task_id {having}"
-        " ORDER BY retry_cost_usd DESC, failed_cost_usd DESC, task_id"
+        " ORDER BY t_retry_cost_usd DESC, t_failed_cost_usd DESC, task_id"
         " LIMIT {limit:UInt32} OFFSET {offset:UInt32}"
     )
     return [
         TaskCost(
-            project=r["project"], task_id=r["task_id"], attempts=int(r["attempts"]), failures=int(r["failures"]),
-            cost_usd=float(r["cost_usd"]), tokens=int(r["tokens"]), failed_cost_usd=float(r["failed_cost_usd"]),
-            retry_cost_usd=float(r["retry_cost_usd"]), failed_tokens=int(r["failed_tokens"]),
-            retry_tokens=int(r["retry_tokens"]), outcome=r["outcome"],
+            project=r["project"], task_id=r["task_id"], attempts=int(r["t_attempts"]), failures=int(r["t_failures"]),
+            cost_usd=float(r["t_cost_usd"]), tokens=int(r["t_tokens"]), failed_cost_usd=float(r["t_failed_cost_usd"]),
+            retry_cost_usd=float(r["t_retry_cost_usd"]), failed_tokens=int(r["t_failed_tokens"]),
+            retry_tokens=int(r["t_retry_tokens"]), outcome=r["t_outcome"],
         )
         for r in query_rows(store.client, sql, params)
     ]

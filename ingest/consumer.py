@@ -63,8 +63,16 @@ class _FlushOnRevoke(ConsumerRebalanceListener):
 class IngestConsumer:
     """One member of the ingest consumer group. Scale out by adding members (≤ partitions)."""
 
-    def __init__(self, settings: Settings, store: EventStore) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        store: EventStore,
+        *,
+        before_commit: Callable[[Batch], None] | None = None,
+    ) -> None:
+        """``before_commit`` runs between the insert and the commit: a seam for crash tests."""
         self._settings = settings
+        self._before_commit = before_commit
         self._writer = BatchWriter(store)
         self._breaker = InvalidBurstBreaker(
             settings.dlq_max_consecutive, settings.dlq_max_ratio, settings.dlq_window
@@ -108,7 +116,8 @@ class IngestConsumer:
                 for messages in records.values():
                     for message in messages:
                         self._handle(message.topic, message.partition, message.offset, message.key, message.value)
-                if records:
+                if records or not self._consumer.assignment():
+                    # Waiting for partitions (e.g. a dead member's session to expire) is not idleness.
                     last_message_at = time.monotonic()
                 elif idle_exit_s is not None and time.monotonic() - last_message_at >= idle_exit_s:
                     break
@@ -140,6 +149,8 @@ class IngestConsumer:
         if batch.invalid:
             self._dlq.flush()
         self.stats.rows += self._writer.write(batch)
+        if self._before_commit is not None:
+            self._before_commit(batch)
         offsets = {
             TopicPartition(topic, partition): OffsetAndMetadata(last + 1, "", -1)
             for (topic, partition), (_, last) in batch.spans.items()

@@ -44,6 +44,8 @@ def make_consumer(settings: Settings, *, group_id: str, **overrides: Any) -> Kaf
         "fetch_max_bytes": 64 * 1024 * 1024,
         "max_partition_fetch_bytes": 8 * 1024 * 1024,
         "client_id": f"retrylens-{group_id}",
+        "session_timeout_ms": 10_000,
+        "heartbeat_interval_ms": 2_000,
     }
     config.update(overrides)
     return KafkaConsumer(**config)

@@ -207,7 +207,7 @@ class degrade_after_failures(Rule):  # noqa: N801
     name = "degrade_after_failures"
 
     def __call__(self, s: TaskState) -> Verdict | None:
-        n = s.consecutive_failures
+        n = s.type_streak()
         if n < s.policy.degrade_after or s.degradations >= s.policy.rules.max_degradations:
             return None
         error = _err(s)
@@ -319,6 +319,8 @@ def apply_verdict(state: TaskState, verdict: Verdict) -> None:
         state.degradations += 1
         state.degraded = True
     elif d is Decision.DEGRADE_DEPENDENCY:
-        state.dependency = verdict.fallback or state.dependency
+        if verdict.fallback:
+            state.substitutions[state.dependency] = verdict.fallback
+            state.dependency = verdict.fallback
         state.degradations += 1
         state.degraded = True

@@ -105,7 +105,7 @@ class TaskState:
     patch: str | None = None
     failure_summary: str | None = None
     degraded: bool = False
-    last_pollution: float = 0.0
+    substitutions: dict[str, str] = field(default_factory=dict)  # dependency → fallback in use
 
     # -- reads used by rules -------------------------------------------------------------
     @property
@@ -123,6 +123,17 @@ class TaskState:
         streak = 0
         for record in reversed(self.failures):
             if record.phase != self.phase:
+                break
+            streak += 1
+        return streak
+
+    def type_streak(self) -> int:
+        """How many of the latest failures, back to back, share the last failure's class."""
+        if not self.failures:
+            return 0
+        last, streak = self.failures[-1].error_type, 0
+        for record in reversed(self.failures):
+            if record.error_type is not last:
                 break
             streak += 1
         return streak

@@ -1,0 +1,134 @@
+"""Failure groups, like an issue tracker's: one group per normalised error message.
+
+Messages are normalised in ClickHouse (timestamps, URLs, e-mails, UUIDs, quoted values,
+paths, hex ids and numbers become placeholders; see migration 0002), and a group id is
+the hash of (error type, normalised message). Rate-limit and quota failures are flagged
+as noise so that the bug list is not buried under throttling. Everything reads the
+``failure_groups_daily`` rollup.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+from retrylens.store import EventStore
+from retrylens.store.migrations.m0002_rollups import normalised_message_sql
+from retrylens.store.sql import query_rows, query_scalar
+
+
+@dataclass(frozen=True)
+class FailureGroup:
+    project: str
+    group_id: str
+    error_type: str
+    pattern: str
+    example_message: str
+    is_noise: bool
+    failures: int
+    tasks: int
+    first_seen: datetime
+    last_seen: datetime
+    example_tasks: list[str]
+    #: Failures in the recent window and in the window before it; ``trend`` compares them.
+    recent_failures: int = 0
+    previous_failures: int = 0
+    daily: list[tuple[date, int]] = field(default_factory=list)
+
+    @property
+    def trend(self) -> str:
+        """``new``, ``rising``, ``falling``, ``steady`` or ``quiet``."""
+        if self.recent_failures and not self.previous_failures:
+            return "new"
+        if not self.recent_failures:
+            return "quiet"
+        ratio = self.recent_failures / self.previous_failures
+        return "rising" if ratio >= 1.5 else "falling" if ratio <= 0.67 else "steady"
+
+
+def normalise_message(store: EventStore, message: str) -> str:
+    """The normalised form of ``message`` (the same SQL the rollup uses)."""
+    sql = f"SELECT {normalised_message_sql('{m:String}')}"
+    return str(query_scalar(store.client, sql, {"m": message}))
+
+
+def failure_groups(
+    store: EventStore,
+    project: str,
+    *,
+    include_noise: bool = False,
+    error_type: str | None = None,
+    since: date | None = None,
+    now: datetime | None = None,
+    trend_days: int = 1,
+    limit: int = 50,
+    offset: int = 0,
+) -> list[FailureGroup]:
+    """Groups of ``project``, most failures first; noise only when ``include_noise``.
+
+    ``trend_days`` sizes the two windows compared for the trend, ending at ``now``.
+    """
+    now = (now or datetime.now(UTC)).astimezone(UTC)
+    recent_start = (now - timedelta(days=trend_days)).date()
+    previous_start = (now - timedelta(days=2 * trend_days)).date()
+    params: dict[str, Any] = {
+        "project": project,
+        "since": since or date(1970, 1, 1),
+        "noise": 1 if include_noise else 0,
+        "et": error_type or "",
+        "recent": recent_start,
+        "previous": previous_start,
+        "limit": max(0, int(limit)),
+        "offset": max(0, int(offset)),
+    }
+    sql = store.sql(
+        "SELECT project, group_id, any(error_type) AS etype, any(pattern) AS pat, max(is_noise) AS noise,"
+        " anyMerge(example_message) AS example, uniqExactMerge(failures) AS n_failures,"
+        " uniqExactMerge(tasks) AS n_tasks, groupUniqArrayMerge(5)(example_tasks) AS examples,"
+        " min(first_seen) AS first, max(last_seen) AS last,"
+        " uniqExactMergeIf(failures, day >= {recent:Date}) AS recent_n,"
+        " uniqExactMergeIf(failures, day >= {previous:Date} AND day < {recent:Date}) AS previous_n"
+        " FROM [[db]].failure_groups_daily"
+        " WHERE project = {project:String} AND day >= {since:Date}"
+        " GROUP BY project, group_id"
+        " HAVING (noise = 0 OR {noise:UInt8} = 1) AND ({et:String} = '' OR etype = {et:String})"
+        " ORDER BY n_failures DESC, group_id LIMIT {limit:UInt32} OFFSET {offset:UInt32}"
+    )
+    rows = query_rows(store.client, sql, params)
+    daily = _daily(store, project, [int(row["group_id"]) for row in rows], params["since"])
+    groups = []
+    for row in rows:
+        groups.append(
+            FailureGroup(
+                project=row["project"],
+                group_id=f"{int(row['group_id']):016x}",
+                error_type=row["etype"],
+                pattern=row["pat"],
+                example_message=row["example"],
+                is_noise=bool(row["noise"]),
+                failures=int(row["n_failures"]),
+                tasks=int(row["n_tasks"]),
+                first_seen=row["first"],
+                last_seen=row["last"],
+                example_tasks=sorted(row["examples"]),
+                recent_failures=int(row["recent_n"]),
+                previous_failures=int(row["previous_n"]),
+                daily=daily.get(int(row["group_id"]), []),
+            )
+        )
+    return groups
+
+
+def _daily(store: EventStore, project: str, group_ids: list[int], since: date) -> dict[int, list[tuple[date, int]]]:
+    if not group_ids:
+        return {}
+    sql = store.sql(
+        "SELECT group_id, day, uniqExactMerge(failures) AS n FROM [[db]].failure_groups_daily"
+        " WHERE project = {project:String} AND group_id IN {ids:Array(UInt64)} AND day >= {since:Date}"
+        " GROUP BY group_id, day ORDER BY group_id, day"
+    )
+    out: dict[int, list[tuple[date, int]]] = {}
+    for row in query_rows(store.client, sql, {"project": project, "ids": group_ids, "since": since}):
+        out.setdefault(int(row["group_id"]), []).append((row["day"], int(row["n"])))
+    return out

@@ -1,0 +1,108 @@
+"""Input-fingerprint intelligence: how often a given task input has failed, and how.
+
+Answers come from the ``fingerprint_daily`` rollup, keyed by (project, fingerprint, day),
+so one lookup reads a handful of rows by primary key — fast enough for the governor's
+"the same input failed ≥ 3 times → hand off" rule and for the risk API's known-bad flag.
+Only events that carry ``input_fingerprint`` are counted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from typing import Any
+
+from retrylens.store import EventStore
+from retrylens.store.sql import query_rows
+
+#: The governor's rule: an input that failed this many attempts is not retried again.
+KNOWN_BAD_FAILURES = 3
+
+
+@dataclass(frozen=True)
+class FingerprintStats:
+    """Failure history of one input fingerprint (zeros when never seen)."""
+
+    project: str
+    fingerprint: str
+    attempts: int = 0
+    failures: int = 0
+    tasks: int = 0
+    tasks_failed: int = 0
+    first_seen: datetime | None = None
+    last_seen: datetime | None = None
+    #: Error types of its failed attempts, most recently seen first.
+    recent_error_types: list[str] = field(default_factory=list)
+
+    @property
+    def failure_rate(self) -> float | None:
+        """Failed attempts / attempts."""
+        return self.failures / self.attempts if self.attempts else None
+
+    @property
+    def task_failure_rate(self) -> float | None:
+        return self.tasks_failed / self.tasks if self.tasks else None
+
+    def known_bad(self, threshold: int = KNOWN_BAD_FAILURES) -> bool:
+        return self.failures >= threshold
+
+
+_SELECT = (
+    "SELECT project, input_fingerprint, uniqExactMerge(attempts) AS n_attempts,"
+    " uniqExactMerge(failures) AS n_failures, uniqExactMerge(tasks) AS n_tasks,"
+    " uniqExactMerge(tasks_failed) AS n_tasks_failed, min(first_seen) AS first, max(last_seen) AS last,"
+    " maxMapMerge(error_last_seen) AS errors"
+    " FROM [[db]].fingerprint_daily"
+)
+
+
+def _stats(row: dict[str, Any]) -> FingerprintStats:
+    names, seen = row["errors"]
+    recent = [name for name, _ in sorted(zip(names, seen, strict=True), key=lambda p: p[1], reverse=True)]
+    return FingerprintStats(
+        project=row["project"],
+        fingerprint=row["input_fingerprint"],
+        attempts=int(row["n_attempts"]),
+        failures=int(row["n_failures"]),
+        tasks=int(row["n_tasks"]),
+        tasks_failed=int(row["n_tasks_failed"]),
+        first_seen=row["first"],
+        last_seen=row["last"],
+        recent_error_types=recent,
+    )
+
+
+def fingerprint_stats(
+    store: EventStore, project: str, fingerprint: str, *, since: date | None = None
+) -> FingerprintStats:
+    """History of one fingerprint in ``project`` (optionally only days from ``since``)."""
+    params: dict[str, Any] = {"project": project, "fp": fingerprint, "since": since or date(1970, 1, 1)}
+    sql = store.sql(
+        _SELECT + " WHERE project = {project:String} AND input_fingerprint = {fp:String}"
+        " AND day >= {since:Date} GROUP BY project, input_fingerprint"
+    )
+    rows = query_rows(store.client, sql, params)
+    return _stats(rows[0]) if rows else FingerprintStats(project=project, fingerprint=fingerprint)
+
+
+def fingerprint_failures(store: EventStore, project: str, fingerprint: str) -> int:
+    """Failed attempts of this input so far: the number the "failed ≥ 3 times" rule reads."""
+    return fingerprint_stats(store, project, fingerprint).failures
+
+
+def top_failing_fingerprints(
+    store: EventStore, project: str, *, since: date | None = None, min_failures: int = 1, limit: int = 50
+) -> list[FingerprintStats]:
+    """Fingerprints of ``project`` with the most failed attempts (the lookup page's list)."""
+    params: dict[str, Any] = {
+        "project": project,
+        "since": since or date(1970, 1, 1),
+        "min": max(0, int(min_failures)),
+        "limit": max(0, int(limit)),
+    }
+    sql = store.sql(
+        _SELECT + " WHERE project = {project:String} AND day >= {since:Date}"
+        " GROUP BY project, input_fingerprint HAVING n_failures >= {min:UInt64}"
+        " ORDER BY n_failures DESC, input_fingerprint LIMIT {limit:UInt32}"
+    )
+    return [_stats(row) for row in query_rows(store.client, sql, params)]

@@ -1,0 +1,163 @@
+"""Context-pollution and loop signals per task, and how they relate to retry success.
+
+Signals, computed in ClickHouse from a task's events (exact, ``FINAL``):
+
+- ``duplicate_messages``: adjacent identical messages in one attempt's context (equal
+  digests, or equal consecutive user messages) — the echoed-input bug;
+- ``carried_errors``: retry attempts whose context contains the text of an earlier
+  attempt's error — the failed attempt leaking into the next one;
+- ``repeated_tool_calls``: side-effect idempotency keys used again by a later attempt;
+- ``context_growth``: context tokens of the last attempt / of the first;
+- ``loop_failures``: most failures of the task in one phase (3 or more reads as a loop);
+- ``sdk_score``: the highest ``pollution_score`` the SDK put on the task's events.
+
+``score`` combines them (weights in :data:`WEIGHTS`) with the SDK's own score.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from retrylens.store import EventStore
+from retrylens.store.sql import query_rows
+
+from .filters import Slice
+
+WEIGHTS = {"duplicate": 0.25, "carried": 0.35, "repeated": 0.2, "growth": 0.2}
+GROWTH_LIMIT = 1.5
+POLLUTED_SCORE = 0.3
+LOOP_FAILURES = 3
+
+_PER_TASK = (
+    "SELECT project, task_id,"
+    " max(if(context_snapshot = '', 0, greatest("
+    "   arrayCount((x, y) -> x = y, arrayPopBack(dg), arrayPopFront(dg)),"
+    "   arrayCount((x, y) -> x.1 = 'user' AND y.1 = 'user' AND x.2 = y.2, arrayPopBack(lm), arrayPopFront(lm)))))"
+    "   AS duplicate_messages,"
+    " groupArrayIf((attempt, left(error_message, 40)), kind = 'attempt_failed' AND length(error_message) >= 8)"
+    "   AS errs,"
+    " groupArrayIf((attempt, arrayStringConcat(arrayMap(m -> m.2, lm), '\\n')),"
+    "   context_snapshot != '' AND attempt >= 2) AS ctxs,"
+    " arrayCount(c -> arrayExists(e -> e.1 < c.1 AND position(c.2, e.2) > 0, errs), ctxs) AS carried_errors,"
+    " length(arrayDistinct(arrayFlatten(groupArray(arrayMap(k -> (correlation_id, k), side_effect_keys)))))"
+    "   - length(arrayDistinct(arrayFlatten(groupArray(side_effect_keys)))) AS repeated_tool_calls,"
+    " argMinIf(context_token_count, attempt, context_token_count > 0 AND attempt >= 1) AS first_tokens,"
+    " argMaxIf(context_token_count, attempt, context_token_count > 0 AND attempt >= 1) AS last_tokens,"
+    " if(first_tokens = 0, 1., last_tokens / first_tokens) AS context_growth,"
+    " groupArrayIf(phase, kind = 'attempt_failed') AS failed_phases,"
+    " arrayMax(arrayMap(p -> countEqual(failed_phases, p), arrayPushBack(failed_phases, ''))) AS loop_failures,"
+    " max(pollution_score) AS sdk_score,"
+    " max(attempt >= 2 AND kind IN ('attempt_started', 'attempt_failed', 'attempt_succeeded')) AS retried,"
+    " max(attempt >= 2 AND kind = 'attempt_succeeded') AS recovered,"
+    " least(1., greatest(sdk_score,"
+    f"   {WEIGHTS['duplicate']} * (duplicate_messages > 0) + {WEIGHTS['carried']} * (carried_errors > 0)"
+    f"   + {WEIGHTS['repeated']} * (repeated_tool_calls > 0) + {WEIGHTS['growth']} * (context_growth > {GROWTH_LIMIT})))"
+    "   AS score"
+    " FROM (SELECT *, JSONExtract(context_snapshot, 'message_digests', 'Array(String)') AS dg,"
+    "   JSONExtract(context_snapshot, 'last_messages', 'Array(Tuple(role String, content String))') AS lm"
+    "   FROM [[db]].events FINAL WHERE {where})"
+    " GROUP BY project, task_id"
+)
+
+
+@dataclass(frozen=True)
+class TaskPollution:
+    project: str
+    task_id: str
+    duplicate_messages: int
+    carried_errors: int
+    repeated_tool_calls: int
+    context_growth: float
+    loop_failures: int
+    sdk_score: float
+    score: float
+    retried: bool
+    recovered: bool
+
+    @property
+    def looping(self) -> bool:
+        return self.loop_failures >= LOOP_FAILURES
+
+
+@dataclass(frozen=True)
+class SignalEffect:
+    """Retry success of retried tasks with and without one signal."""
+
+    signal: str
+    tasks_with: int
+    recovery_with: float | None
+    tasks_without: int
+    recovery_without: float | None
+
+
+@dataclass(frozen=True)
+class PollutionReport:
+    tasks: int
+    polluted_tasks: int
+    looping_tasks: int
+    effects: list[SignalEffect]
+
+
+def _per_task_sql(store: EventStore, where: Slice) -> tuple[str, dict[str, Any]]:
+    clause, params = where.where()
+    return store.sql(_PER_TASK.replace("{where}", clause)), params
+
+
+def _task(row: dict[str, Any]) -> TaskPollution:
+    return TaskPollution(
+        project=row["project"], task_id=row["task_id"], duplicate_messages=int(row["duplicate_messages"]),
+        carried_errors=int(row["carried_errors"]), repeated_tool_calls=int(row["repeated_tool_calls"]),
+        context_growth=float(row["context_growth"]), loop_failures=int(row["loop_failures"]),
+        sdk_score=float(row["sdk_score"]), score=float(row["score"]),
+        retried=bool(row["retried"]), recovered=bool(row["recovered"]),
+    )
+
+
+def task_pollution(
+    store: EventStore, where: Slice = Slice(), *, min_score: float = 0.0, limit: int = 100, offset: int = 0
+) -> list[TaskPollution]:
+    """Per-task signals, most polluted first."""
+    inner, params = _per_task_sql(store, where)
+    params.update({"min": float(min_score), "limit": max(0, int(limit)), "offset": max(0, int(offset))})
+    sql = (
+        f"SELECT * FROM ({inner}) WHERE score >= {{min:Float64}}"
+        " ORDER BY score DESC, loop_failures DESC, task_id LIMIT {limit:UInt32} OFFSET {offset:UInt32}"
+    )
+    return [_task(row) for row in query_rows(store.client, sql, params)]
+
+
+_SIGNALS = {
+    "polluted": f"score >= {POLLUTED_SCORE}",
+    "duplicate_messages": "duplicate_messages > 0",
+    "carried_errors": "carried_errors > 0",
+    "repeated_tool_calls": "repeated_tool_calls > 0",
+    "context_growth": f"context_growth > {GROWTH_LIMIT}",
+    "looping": f"loop_failures >= {LOOP_FAILURES}",
+}
+
+
+def pollution_report(store: EventStore, where: Slice = Slice()) -> PollutionReport:
+    """How each signal relates to retry success: recovery rate of retried tasks with vs without it."""
+    inner, params = _per_task_sql(store, where)
+    parts = ["count() AS tasks", f"countIf({_SIGNALS['polluted']}) AS polluted", f"countIf({_SIGNALS['looping']}) AS looping"]
+    for name, condition in _SIGNALS.items():
+        parts += [
+            f"countIf(retried AND {condition}) AS {name}_n",
+            f"countIf(retried AND recovered AND {condition}) AS {name}_ok",
+            f"countIf(retried AND NOT ({condition})) AS {name}_n0",
+            f"countIf(retried AND recovered AND NOT ({condition})) AS {name}_ok0",
+        ]
+    row = query_rows(store.client, f"SELECT {', '.join(parts)} FROM ({inner})", params)[0]
+
+    def rate(ok: int, n: int) -> float | None:
+        return ok / n if n else None
+
+    effects = [
+        SignalEffect(
+            name, int(row[f"{name}_n"]), rate(row[f"{name}_ok"], row[f"{name}_n"]),
+            int(row[f"{name}_n0"]), rate(row[f"{name}_ok0"], row[f"{name}_n0"]),
+        )
+        for name in _SIGNALS
+    ]
+    return PollutionReport(int(row["tasks"]), int(row["polluted"]), int(row["looping"]), effects)

@@ -1,0 +1,183 @@
+"""Training and evaluating the risk model: from the event store or from a trace file.
+
+Store path: one row per finished task, streamed from ClickHouse in blocks, oldest first
+(the server aggregates; the client never holds the history). A task's label is "failed or
+handed off". The fingerprint's earlier record is computed per task from tasks that
+*started before it* (a window function), so training sees no future. The split is by
+time: the last ``test_share`` of tasks is the test set.
+
+Trace path: :mod:`.traces` records, split by ``task_key`` (there is no time in that format).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from retrylens.store import EventStore
+
+from . import classifier as clf
+from .classifier import RiskContext, RiskModel, feature_dict
+from .filters import Slice
+from .model_store import ModelStore
+from .traces import read_traces
+
+
+@dataclass(frozen=True)
+class Example:
+    start: datetime | None
+    features: dict[str, Any]
+    context: RiskContext
+    label: int
+
+    def as_model_input(self) -> dict[str, float]:
+        return feature_dict(self.features, self.context)
+
+
+_TASKS = (
+    "SELECT start_ts, features, phase, label,"
+    " count() OVER w AS fp_tasks, sum(label) OVER w AS fp_failed"
+    " FROM ("
+    "  SELECT project, task_id, min(ts) AS start_ts,"
+    "   argMinIf(input_features, ts, input_features != '') AS features,"
+    "   argMinIf(phase, ts, phase != '') AS phase,"
+    "   anyIf(input_fingerprint, input_fingerprint != '') AS fp,"
+    "   argMaxIf(toString(outcome), ts, kind = 'task_finished') AS final,"
+    "   toUInt8(final IN ('failed', 'handed_off')) AS label"
+    "  FROM [[db]].events FINAL WHERE {where} GROUP BY project, task_id"
+    "  HAVING final != '' AND features != '')"
+    " WINDOW w AS (PARTITION BY project, if(fp = '', task_id, fp) ORDER BY start_ts, task_id"
+    "   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)"
+    " ORDER BY start_ts, task_id"
+)
+
+
+def stream_examples(store: EventStore, where: Slice = Slice(), *, block_rows: int = 20_000) -> Iterator[list[Example]]:
+    """Finished tasks in time order, in blocks of about ``block_rows``."""
+    clause, params = where.where()
+    sql = store.sql(_TASKS.replace("{where}", clause))
+    with store.client.query_row_block_stream(sql, parameters=params, settings={"max_block_size": block_rows}) as rows:
+        for block in rows:
+            yield [
+                Example(
+                    start=start,
+                    features=orjson.loads(features),
+                    context=RiskContext(
+                        phase=phase, hour=start.hour, fingerprint_tasks=int(fp_tasks or 0),
+                        fingerprint_failed_tasks=int(fp_failed or 0),
+                    ),
+                    label=int(label),
+                )
+                for start, features, phase, label, fp_tasks, fp_failed in block
+            ]
+
+
+@dataclass(frozen=True)
+class TrainingResult:
+    model: RiskModel
+    meta: dict[str, Any]
+    version: str | None = None
+
+
+def _report(model: RiskModel, train: list[Example], test: list[Example]) -> dict[str, Any]:
+    labels = [e.label for e in test]
+    model_eval = clf.evaluate(labels, model.predict_proba([e.as_model_input() for e in test]))
+    base = clf.baselines([e.features for e in train], [e.label for e in train], [e.features for e in test], labels)
+    return {
+        "metrics": model_eval.as_dict(),
+        "baselines": {name: ev.as_dict() for name, ev in base.items()},
+        "n_train": len(train),
+        "n_test": len(test),
+        "train_positive_rate": float(np.mean([e.label for e in train])) if train else None,
+    }
+
+
+def _meta(source: str, train: list[Example], report: dict[str, Any], model: RiskModel) -> dict[str, Any]:
+    starts = [e.start for e in train if e.start is not None]
+    return {
+        "source": source,
+        "feature_set": clf.FEATURE_SET_VERSION,
+        "features": list(clf.FEATURE_FAMILIES),
+        "estimator": model.meta.get("estimator"),
+        "training_window": {
+            "start": min(starts).isoformat() if starts else None,
+            "end": max(starts).isoformat() if starts else None,
+        },
+        **report,
+    }
+
+
+def train_from_store(
+    store: EventStore, where: Slice = Slice(), *, test_share: float = 0.2, in_memory_limit: int = 200_000,
+    block_rows: int = 20_000, model_store: ModelStore | None = None,
+) -> TrainingResult:
+    """Time-ordered split; in-memory fit up to ``in_memory_limit`` tasks, else out-of-core.
+
+    The store is read twice: once to count, once to stream. Only the test set (the last
+    ``test_share`` of tasks) is kept in memory on the out-of-core path.
+    """
+    total = sum(len(block) for block in stream_examples(store, where, block_rows=block_rows))
+    if total < 20:
+        raise ValueError(f"only {total} finished tasks with input features in the store; need at least 20")
+    n_train = int(total * (1 - test_share))
+    train: list[Example] = []
+    test: list[Example] = []
+    if total <= in_memory_limit:
+        for block in stream_examples(store, where, block_rows=block_rows):
+            for example in block:
+                (train if len(train) < n_train else test).append(example)
+        model = clf.fit_in_memory([e.as_model_input() for e in train], [e.label for e in train])
+        sample_train = train
+    else:
+        sample_train = []
+
+        def train_chunks() -> Iterator[tuple[list[dict[str, float]], list[int]]]:
+            seen = 0
+            for block in stream_examples(store, where, block_rows=block_rows):
+                head = block[: max(0, n_train - seen)]
+                test.extend(block[len(head):])
+                seen += len(block)
+                if head:
+                    sample_train.extend(head[:: max(1, len(head) // 500)])
+                    yield [e.as_model_input() for e in head], [e.label for e in head]
+
+        model = clf.fit_incremental(train_chunks())
+    report = _report(model, sample_train, test)
+    meta = _meta("store", sample_train, report, model)
+    meta["n_train"] = n_train
+    version = model_store.save(model, meta) if model_store else None
+    return TrainingResult(model, meta, version)
+
+
+def trace_examples(path: str | Path) -> tuple[list[Example], list[Example]]:
+    """(train, test) examples of a trace file, split by task key."""
+    train, test = [], []
+    for record in read_traces(path):
+        example = Example(None, dict(record.features()), RiskContext(), int(record.failed))
+        (test if record.is_test() else train).append(example)
+    return train, test
+
+
+def train_from_traces(path: str | Path, *, model_store: ModelStore | None = None) -> TrainingResult:
+    """Fit on the training share of a trace file, report on its held-out tasks, save."""
+    train, test = trace_examples(path)
+    if not test or len({e.label for e in test}) < 2:
+        train, test = train + test, []
+    model = clf.fit_in_memory([e.as_model_input() for e in train], [e.label for e in train])
+    report = _report(model, train, test) if test else {"n_train": len(train), "n_test": 0}
+    meta = _meta(f"traces:{Path(path).name}", train, report, model)
+    version = model_store.save(model, meta) if model_store else None
+    return TrainingResult(model, meta, version)
+
+
+def evaluate_traces(model: RiskModel, path: str | Path) -> clf.Evaluation:
+    """Score every record of a trace file with ``model``."""
+    records = read_traces(path)
+    probabilities = model.predict_proba([feature_dict(r.features()) for r in records])
+    return clf.evaluate([int(r.failed) for r in records], probabilities)

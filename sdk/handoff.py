@@ -1,0 +1,104 @@
+"""Handing a task to a human: one package, pluggable channels (webhook, file, callback).
+
+The package holds what a person needs to pick the task up — inputs, the context the last
+attempt was given, the outputs verified so far, every failure and the governor's reason —
+all redacted. A channel that cannot deliver raises :class:`HandoffError`; the governor
+records that on the handoff event and still stops the task.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import httpx
+
+from .errors import GovernorError
+from .sanitizer import redact
+
+
+class HandoffError(GovernorError):
+    """A channel could not deliver the package."""
+
+
+@dataclass
+class HandoffPackage:
+    project: str
+    agent: str
+    task_id: str
+    reason: str
+    inputs: str
+    context: list[dict[str, Any]] = field(default_factory=list)
+    outputs: dict[str, Any] = field(default_factory=dict)
+    errors: list[dict[str, Any]] = field(default_factory=list)
+    attempts: int = 0
+    policy: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready and redacted."""
+        data = asdict(self)
+        data["inputs"] = redact(self.inputs, limit=8_000)
+        data["context"] = [
+            {"role": str(m.get("role", "")), "content": redact(str(m.get("content", "")), limit=2_000)}
+            for m in self.context[-20:]
+        ]
+        data["outputs"] = json.loads(redact(json.dumps(self.outputs, default=str)))
+        data["errors"] = json.loads(redact(json.dumps(self.errors, default=str)))
+        return data
+
+
+class HandoffChannel(Protocol):
+    def send(self, package: HandoffPackage) -> None: ...
+
+
+class CallbackChannel:
+    """Calls ``fn(package)`` in-process (queue it, page someone, open a ticket)."""
+
+    def __init__(self, fn: Callable[[HandoffPackage], object]) -> None:
+        self.fn = fn
+
+    def send(self, package: HandoffPackage) -> None:
+        try:
+            self.fn(package)
+        except Exception as exc:  # noqa: BLE001 - any callback failure is a delivery failure
+            raise HandoffError(f"handoff callback failed: {exc}") from exc
+
+
+class FileChannel:
+    """Appends one JSON line per package to ``path`` (locked, so processes can share it)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    def send(self, package: HandoffPackage) -> None:
+        line = json.dumps(package.to_dict(), sort_keys=True) + "\n"
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a", encoding="utf-8") as fh:
+                fcntl.flock(fh, fcntl.LOCK_EX)
+                fh.write(line)
+                fh.flush()
+                fcntl.flock(fh, fcntl.LOCK_UN)
+        except OSError as exc:
+            raise HandoffError(f"cannot write handoff file {self.path}: {exc}") from exc
+
+
+class WebhookChannel:
+    """POSTs the package as JSON; any non-2xx answer or network error is a failure."""
+
+    def __init__(self, url: str, *, timeout_s: float = 2.0, headers: dict[str, str] | None = None) -> None:
+        self.url = url
+        self.timeout_s = timeout_s
+        self.headers = headers or {}
+
+    def send(self, package: HandoffPackage) -> None:
+        try:
+            response = httpx.post(self.url, json=package.to_dict(), timeout=self.timeout_s, headers=self.headers)
+        except httpx.HTTPError as exc:
+            raise HandoffError(f"handoff webhook {self.url} unreachable: {exc}") from exc
+        if response.status_code >= 300:
+            raise HandoffError(f"handoff webhook {self.url} answered {response.status_code}")
