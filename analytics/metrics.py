@@ -274,7 +274,7 @@ def recent_handoffs(store: EventStore, where: Slice = Slice(), *, limit: int = 5
         " any(phase) AS phase, anyIf(error_type, error_type != '') AS error_type,"
         " anyIf(decision_reason, decision_reason != '') AS reason, any(policy_version) AS policy_version,"
         " any(trace_id) AS trace_id"
-        f" FROM [[db]].events FINAL WHERE ({clause}) AND (kind = 'handoff' OR decision = 'handoff_human')"
+        f" FROM (SELECT * FROM [[db]].events FINAL WHERE ({clause}) AND (kind = 'handoff' OR decision = 'handoff_human'))"
         " GROUP BY project, task_id, correlation_id ORDER BY ts DESC, task_id"
         " LIMIT {limit:UInt32} OFFSET {offset:UInt32}"
     )

@@ -26,7 +26,7 @@ from . import classifier as clf
 from .classifier import RiskContext, RiskModel, feature_dict
 from .filters import Slice
 from .model_store import ModelStore
-from .traces import read_traces
+from .traces import TraceRecord, read_traces
 
 
 @dataclass(frozen=True)
@@ -176,8 +176,8 @@ def train_from_traces(path: str | Path, *, model_store: ModelStore | None = None
     return TrainingResult(model, meta, version)
 
 
-def evaluate_traces(model: RiskModel, path: str | Path) -> clf.Evaluation:
-    """Score every record of a trace file with ``model``."""
-    records = read_traces(path)
+def evaluate_traces(model: RiskModel, traces: str | Path | list[TraceRecord]) -> clf.Evaluation:
+    """Score every record of a trace file (or already read records) with ``model``."""
+    records = traces if isinstance(traces, list) else read_traces(traces)
     probabilities = model.predict_proba([feature_dict(r.features()) for r in records])
     return clf.evaluate([int(r.failed) for r in records], probabilities)

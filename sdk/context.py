@@ -12,6 +12,7 @@ Messages are plain dicts: ``{"role": ..., "content": ...}`` plus optional ``"too
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -31,8 +32,12 @@ _ERROR_MARKERS = ("traceback (most recent call last)", "error:", "exception", "f
 
 def digest(message: Message) -> str:
     """Stable 16-hex digest of a message's role, tool and normalised content."""
-    body = f"{message.get('role', '')}|{message.get('tool', '')}|{normalise_input(str(message.get('content', '')))}"
-    return hashlib.sha256(body.encode()).hexdigest()[:16]
+    return _digest(str(message.get("role", "")), str(message.get("tool", "")), str(message.get("content", "")))
+
+
+@functools.lru_cache(maxsize=4096)
+def _digest(role: str, tool: str, content: str) -> str:
+    return hashlib.sha256(f"{role}|{tool}|{normalise_input(content)}".encode()).hexdigest()[:16]
 
 
 def estimate_tokens(messages: Iterable[Message]) -> int:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import inspect
 import logging
 import random
@@ -32,7 +33,15 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
-from retrylens.schemas import AgentRef, Decision, EventKind, RetryEvent, SideEffect, SideEffectStatus, TaskOutcome
+from retrylens.schemas import (
+    AgentRef,
+    Decision,
+    EventKind,
+    RetryEvent,
+    SideEffect,
+    SideEffectStatus,
+    TaskOutcome,
+)
 
 from .breaker import CircuitBreaker
 from .budget import PerDependency, RetryThrottle, TaskLedger
@@ -156,10 +165,9 @@ class Governor:
         """Begin a governed task (``parent`` makes it a sub-agent sharing the parent's budget)."""
         agent_ref = agent if isinstance(agent, AgentRef) else AgentRef(name=agent)
         policy = self.policy.for_role(agent_ref.role)
-        fingerprint = input_fingerprint(goal)
-        feats = features if features is not None else extract_input_features(
-            goal, agent=agent_ref.name, model=dependency, tools=tools
-        )
+        fingerprint, feats = _features(goal, agent_ref.name, dependency, tuple(tools))
+        if features is not None:
+            feats = features
         task_id = task_id or f"task-{hex_id(self.rng, 64)}"
         if parent is not None:
             ledger, root = parent.state.ledger, parent.root
@@ -323,7 +331,7 @@ class TaskRun:
         s.last_validation = "ok"
         self._event(EventKind.ATTEMPT_SUCCEEDED, attempt=attempt, tokens_in=tokens_in, tokens_out=tokens_out,
                     cost_usd=cost_usd, latency_ms=self._latency(attempt, latency_ms),
-                    context_snapshot=self._snapshot(attempt, on_failure=False))
+                    context_snapshot=self._snapshot(attempt, on_failure=False) if attempt.number > 1 else None)
         self.outcome = TaskOutcome.SUCCEEDED
 
     def route(self, dependency: str) -> str:
@@ -350,6 +358,27 @@ class TaskRun:
 
         ``phase``/``dependency`` say where the attempt failed when it moved on from where it began.
         """
+        self.record_failure(attempt, error, tokens_in=tokens_in, tokens_out=tokens_out,
+                                      cost_usd=cost_usd, latency_ms=latency_ms, phase=phase, dependency=dependency)
+        s = self.state
+        verdict = self.g.rules(s) or Verdict(Decision.GIVE_UP, "no rule allows another attempt")
+        shadow = self._shadow(verdict)
+        propensity = None
+        epsilon = s.policy.shadow.exploration
+        if epsilon > 0:
+            explored = explore(verdict, s, epsilon, self.g.rng)
+            verdict, propensity = explored.verdict, explored.propensity
+        if verdict.retrying:
+            apply_verdict(s, verdict)
+        self.record_decision(attempt, verdict, shadow=shadow, propensity=propensity)
+        if not verdict.retrying:
+            self._stop(verdict, error)
+        return verdict
+
+    def record_failure(self, attempt: Attempt, error: BaseException, *, tokens_in: int = 0, tokens_out: int = 0,
+                       cost_usd: float = 0.0, latency_ms: int | None = None, phase: str | None = None,
+                       dependency: str | None = None) -> Failure:
+        """Classify and record a failure (event, breaker, budget) without deciding (adapters use this)."""
         s = self.state
         if phase is not None:
             s.phase = attempt.phase = phase
@@ -370,24 +399,22 @@ class TaskRun:
                     error_detail=failure.detail(), tokens_in=tokens_in, tokens_out=tokens_out, cost_usd=cost_usd,
                     latency_ms=self._latency(attempt, latency_ms),
                     context_snapshot=self._snapshot(attempt, on_failure=True))
-        verdict = self.g.rules(s) or Verdict(Decision.GIVE_UP, "no rule allows another attempt")
-        shadow = self._shadow(verdict)
-        propensity = None
-        epsilon = s.policy.shadow.exploration
-        if epsilon > 0:
-            explored = explore(verdict, s, epsilon, self.g.rng)
-            verdict, propensity = explored.verdict, explored.propensity
+        return failure
+
+    def record_decision(self, attempt: Attempt, verdict: Verdict, *, shadow: Decision | None = None,
+                        propensity: float | None = None) -> None:
+        """Emit the decision event for ``verdict`` (decided here or by an adapted library)."""
+        s = self.state
         s.decisions.append(verdict.decision)
         self.verdicts.append(verdict)
-        if verdict.retrying:
-            apply_verdict(s, verdict)
         self._event(EventKind.DECISION, attempt=attempt, decision=verdict.decision, decision_reason=verdict.reason,
-                    backoff_ms=verdict.backoff_ms, error_type=failure.error_type,
-                    shadow=shadow is not None, shadow_decision=shadow, propensity=propensity,
-                    degraded=s.degraded)
-        if not verdict.retrying:
-            self._stop(verdict, error)
-        return verdict
+                    backoff_ms=verdict.backoff_ms,
+                    error_type=s.last_failure.error_type if s.last_failure else None,
+                    shadow=shadow is not None, shadow_decision=shadow, propensity=propensity, degraded=s.degraded)
+
+    def decide(self) -> Verdict:
+        """What the live rules would decide now (read-only; adapters use it to veto retries)."""
+        return self.g.rules(self.state) or Verdict(Decision.GIVE_UP, "no rule allows another attempt")
 
     def wait(self, verdict: Verdict) -> None:
         if verdict.backoff_ms:
@@ -546,6 +573,12 @@ class TaskRun:
         else:
             correlation, span = f"{s.task_id}:{s.attempt}"[:128], span_id or s.root_span_id
         self.g.emit(self.g.events.make(s, kind, correlation_id=correlation, span_id=span, **fields))
+
+
+@functools.lru_cache(maxsize=1024)
+def _features(goal: str, agent: str, model: str, tools: tuple[str, ...]) -> tuple[str, dict[str, Any]]:
+    """Fingerprint and features of a task input, memoised: agents retry the same inputs a lot."""
+    return input_fingerprint(goal), extract_input_features(goal, agent=agent, model=model, tools=tools)
 
 
 _DEPENDENCY_FAULTS = {"timeout", "rate_limit", "server_error", "network"}

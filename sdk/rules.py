@@ -151,6 +151,8 @@ class stop_at_class_cap(Rule):  # noqa: N801
         failed = s.failures_of(error)
         if failed <= cap:
             return None
+        if error is ErrorType.CONTEXT_OVERFLOW and s.degradations < s.policy.rules.max_degradations:
+            return None  # shrinking the input is not a retry of the same attempt
         if s.policy.rules.extra_try_on_type_change and s.type_changed() and not s.extra_try_used and cap > 0:
             return None
         return _stop(s, f"{error.value} retry cap reached ({failed - 1}/{cap} retries)", self.name)

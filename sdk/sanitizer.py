@@ -31,6 +31,7 @@ _REDACTIONS: list[tuple[re.Pattern[str], str]] = [
     ),
     (re.compile(r"\b[\w.+\-]+@[\w\-]+\.[\w.\-]+\b"), "[EMAIL]"),
 ]
+_PAYLOAD = re.compile(r"[\[{].*$")  # a quoted JSON payload: never echo a failed output to the model
 _CARD = re.compile(r"\b(?:\d[ \-]?){12,18}\d\b")
 
 
@@ -51,6 +52,8 @@ def _card(match: re.Match[str]) -> str:
 
 def redact(text: str, *, limit: int | None = None) -> str:
     """``text`` without secrets or personal data, optionally cut to ``limit`` characters."""
+    if limit is not None and len(text) > limit + 256:
+        text = text[: limit + 256]  # cut before matching; the margin keeps a secret at the edge whole
     for pattern, replacement in _REDACTIONS:
         text = pattern.sub(replacement, text)
     text = _CARD.sub(_card, text)
@@ -88,7 +91,11 @@ class Failure(Exception):  # noqa: N818 - it is raised, but it names a failure, 
 
     def safe_message(self) -> str:
         """One redacted line a model may see ("the last try failed because …")."""
-        line = redact(self.message.splitlines()[0] if self.message else "", limit=200)
+        message = self.message
+        if isinstance(self.output, str) and self.output:
+            message = message.replace(self.output, "<output omitted>")
+        message = _PAYLOAD.sub("<output omitted>", message)
+        line = redact(message.splitlines()[0] if message else "", limit=200)
         return f"{self.error_type.value}" + (f": {line}" if line else "")
 
     def detail(self) -> ErrorDetail:

@@ -14,8 +14,22 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from retrylens.schemas import AgentRef, Decision, EventKind, RetryEvent, SideEffect, SideEffectStatus, TaskOutcome
-from retrylens.sdk.context import ContextBuilder, Message, estimate_tokens, pollution_score, snapshot
+from retrylens.schemas import (
+    AgentRef,
+    Decision,
+    EventKind,
+    RetryEvent,
+    SideEffect,
+    SideEffectStatus,
+    TaskOutcome,
+)
+from retrylens.sdk.context import (
+    ContextBuilder,
+    Message,
+    estimate_tokens,
+    pollution_score,
+    snapshot,
+)
 from retrylens.sdk.errors import HandedOff, TaskStopped
 from retrylens.sdk.events import EventFactory, hex_id
 from retrylens.sdk.features import extract_input_features, input_fingerprint

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from .scenario import Scenario, Template
 
 RISK_FIELDS = ("schema_mismatch", "validation", "planning_failure")
+_CELLS = [str(n) for n in range(100, 100_000, 7)]
 
 
 @dataclass(frozen=True)
@@ -32,10 +33,8 @@ def _attachment(rng: random.Random, tokens: int) -> str:
     """Table-like numeric filler of about ``tokens`` tokens (numbers add no keywords)."""
     if tokens <= 0:
         return ""
-    cells = max(1, tokens * 4 // 6)
-    rows = [" ".join(str(rng.randrange(100, 99_999)) for _ in range(min(12, cells - i)))
-            for i in range(0, cells, 12)]
-    return "\n" + "\n".join(rows)
+    cells = rng.choices(_CELLS, k=max(1, tokens * 4 // 6))
+    return "\n" + "\n".join(" ".join(cells[i:i + 12]) for i in range(0, len(cells), 12))
 
 
 def _risk(template: Template, text: str) -> dict[str, float]:

@@ -67,13 +67,15 @@ def test_consumer_killed_mid_stream_and_restarted_stores_each_event_once(kafka_s
     produce(kafka_settings, fast_payloads(100_000))
     env = cli_env(kafka_settings)
     consumer = subprocess.Popen(["retrylens", "consume"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 120
-    while committed_total(kafka_settings) < 20_000:
-        assert consumer.poll() is None, consumer.stderr.read().decode() if consumer.stderr else ""
-        assert time.monotonic() < deadline, "consumer made no progress"
-        time.sleep(0.2)
-    consumer.send_signal(signal.SIGKILL)
-    consumer.wait()
+    try:
+        deadline = time.monotonic() + 120
+        while committed_total(kafka_settings) < 20_000:
+            assert consumer.poll() is None, consumer.stderr.read().decode() if consumer.stderr else ""
+            assert time.monotonic() < deadline, "consumer made no progress"
+            time.sleep(0.2)
+    finally:
+        consumer.send_signal(signal.SIGKILL)
+        consumer.wait()
     assert committed_total(kafka_settings) < 100_000, "killed too late to prove anything"
     restarted = subprocess.run(
         ["retrylens", "consume", "--idle-exit", "3"], env=env, capture_output=True, text=True, timeout=300
@@ -189,12 +191,16 @@ def test_sigterm_finishes_the_batch_commits_and_exits_cleanly(kafka_settings: Se
     env = cli_env(kafka_settings)
     produce(kafka_settings, fast_payloads(5_000))
     consumer = subprocess.Popen(["retrylens", "consume"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while committed_total(kafka_settings) < 5_000:
-        assert consumer.poll() is None and time.monotonic() < deadline
-        time.sleep(0.2)
-    consumer.send_signal(signal.SIGTERM)
-    out, err = consumer.communicate(timeout=60)
+    try:
+        deadline = time.monotonic() + 120
+        while committed_total(kafka_settings) < 5_000:
+            assert consumer.poll() is None and time.monotonic() < deadline
+            time.sleep(0.2)
+        consumer.send_signal(signal.SIGTERM)
+        out, err = consumer.communicate(timeout=60)
+    finally:
+        if consumer.poll() is None:
+            consumer.kill()
     assert consumer.returncode == 0, err
     assert json.loads(out.strip().splitlines()[-1])["rows"] == 5_000
     assert _store_stats(kafka_settings)["events"] == 5_000

@@ -1,0 +1,177 @@
+"""Ingest throughput: end-to-end vs consume-only vs a naive per-event insert loop, one run.
+
+    python bench/ingest.py [--events N] [--naive-events M] [--json]
+
+Needs a Kafka broker (KAFKA_BOOTSTRAP_SERVERS, default 127.0.0.1:9092: start one with
+``bash infra/kafka/kafka.sh start``); ClickHouse is an embedded chDB in a temp folder.
+
+Each consumer side reads its own topic, pre-filled with the same N events by a producer
+process (the agent fleet; its rate is reported as ``produce_eps``):
+
+* ``e2e_eps``: the real ``IngestConsumer`` — poll, validate, batch, insert into
+  ClickHouse, commit — from the first poll until the last offset is committed.
+* ``consume_only_eps``: the same Kafka client settings, but the consumer only counts
+  messages — the ceiling the pipeline can reach.
+* ``naive_eps``: validate and insert one event at a time (what a first version does).
+
+Targets (issue 2): e2e ≥ 0.6 × consume-only and ≥ 20 × naive.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from retrylens.config import Settings, load_settings  # noqa: E402
+from retrylens.ingest.consumer import IngestConsumer  # noqa: E402
+from retrylens.ingest.kafka_clients import ensure_topics, make_consumer, make_producer  # noqa: E402
+from retrylens.ingest.processor import SourceRef, ValidEvent, process  # noqa: E402
+from retrylens.schemas import RetryEvent  # noqa: E402
+from retrylens.store import open_store  # noqa: E402
+
+
+def payloads(n: int) -> list[tuple[bytes, bytes]]:
+    """``n`` realistic events (failure with error detail and a context snapshot)."""
+    template = orjson.loads(
+        RetryEvent(
+            project="bench",
+            agent={"name": "researcher", "role": "executor"},
+            task_id="t",
+            correlation_id="c",
+            kind="attempt_failed",
+            phase="execution",
+            dependency="gpt-4o",
+            error_type="timeout",
+            retryable=True,
+            error_detail={"message": "upstream timed out after 30000 ms", "code": "ETIMEDOUT", "status": 504},
+            input_fingerprint="ab" * 16,
+            input_features={"n_chars": 812, "n_words": 140, "language": "en", "kw:refund": True},
+            context_snapshot={"message_count": 7, "token_count": 2100, "pollution_score": 0.2},
+            tokens_in=2100,
+            tokens_out=120,
+            cost_usd=0.0123,
+            latency_ms=30_000,
+        ).to_json_bytes()
+    )
+    out = []
+    for i in range(n):
+        task = f"task-{i % 5000}"
+        template.update(event_id=str(uuid.uuid4()), task_id=task, correlation_id=f"{task}/{i % 4}", attempt=i % 4)
+        out.append((task.encode(), orjson.dumps(template)))
+    return out
+
+
+def _produce(bootstrap: str, topic: str, n: int) -> None:
+    settings = load_settings(kafka_bootstrap_servers=bootstrap)
+    producer = make_producer(settings)
+    for key, value in payloads(n):
+        producer.send(topic, key=key, value=value)
+    producer.flush(timeout=300)
+    producer.close()
+
+
+def _start_producer(settings: Settings, topic: str, n: int) -> mp.Process:
+    process_ = mp.get_context("spawn").Process(target=_produce, args=(settings.kafka_bootstrap_servers, topic, n))
+    process_.start()
+    return process_
+
+
+def _prefilled_topic(settings: Settings, n: int, label: str) -> tuple[Settings, float]:
+    """A fresh topic holding ``n`` events; returns settings for it and the produce rate."""
+    settings = settings.model_copy(
+        update={
+            "kafka_topic": f"bench-{label}-{uuid.uuid4().hex[:6]}",
+            "kafka_group": f"bench-{label}-{uuid.uuid4().hex[:6]}",
+        }
+    )
+    ensure_topics(settings)
+    started = time.perf_counter()
+    producer = _start_producer(settings, settings.kafka_topic, n)
+    producer.join()
+    if producer.exitcode != 0:
+        raise SystemExit("the benchmark producer failed")
+    return settings, n / (time.perf_counter() - started)
+
+
+def consume_only(settings: Settings, n: int) -> float:
+    """Poll every message with the ingest consumer's client settings; nothing else."""
+    consumer = make_consumer(settings, group_id=settings.kafka_group)
+    consumer.subscribe([settings.kafka_topic])
+    started = time.perf_counter()
+    seen = 0
+    while seen < n:
+        for messages in consumer.poll(timeout_ms=500).values():
+            seen += len(messages)
+    elapsed = time.perf_counter() - started
+    consumer.close()
+    return n / elapsed
+
+
+def end_to_end(settings: Settings, n: int) -> float:
+    """Poll, validate, batch, insert into ClickHouse and commit every message."""
+    store = open_store(settings)
+    started = time.perf_counter()
+    IngestConsumer(settings, store).run(max_messages=n)
+    elapsed = time.perf_counter() - started
+    assert store.count_distinct_events() == n, "benchmark lost or duplicated events"
+    return n / elapsed
+
+
+def naive(settings: Settings, n: int) -> float:
+    store = open_store(settings.model_copy(update={"clickhouse_database": "bench_naive"}))
+    records = payloads(n)
+    started = time.perf_counter()
+    for offset, (_, value) in enumerate(records):
+        outcome = process(value, SourceRef("naive", 0, offset))
+        assert isinstance(outcome, ValidEvent)
+        store.insert_rows([outcome.row])
+    return n / (time.perf_counter() - started)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--events", type=int, default=200_000)
+    parser.add_argument("--naive-events", type=int, default=2_000)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    if args.events < 1 or args.naive_events < 1:
+        parser.error("--events and --naive-events must be positive")
+    data_dir = Path(tempfile.mkdtemp(prefix="retrylens-bench-"))
+    settings = load_settings(
+        data_dir=data_dir,
+        kafka_bootstrap_servers=os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:9092"),
+        clickhouse_database="bench",
+        batch_max_rows=10_000,
+        batch_max_seconds=1.0,
+    )
+    consume_topic, produce_eps = _prefilled_topic(settings, args.events, "co")
+    e2e_topic, _ = _prefilled_topic(settings, args.events, "e2e")
+    results = {
+        "events": args.events,
+        "produce_eps": round(produce_eps),
+        "consume_only_eps": round(consume_only(consume_topic, args.events)),
+        "e2e_eps": round(end_to_end(e2e_topic, args.events)),
+        "naive_eps": round(naive(settings, args.naive_events)),
+    }
+    results["e2e_vs_consume_only"] = round(results["e2e_eps"] / results["consume_only_eps"], 3)
+    results["e2e_vs_naive"] = round(results["e2e_eps"] / results["naive_eps"], 1)
+    if args.json:
+        print(json.dumps(results))
+    else:
+        for key, value in results.items():
+            print(f"{key:>22}: {value}")
+
+
+if __name__ == "__main__":
+    main()

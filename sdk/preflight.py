@@ -1,0 +1,104 @@
+"""Pre-flight risk check: ask the risk API before a task starts, adapt, never block.
+
+``POST {api_url}/v1/precheck`` with :class:`PrecheckRequest`; the answer is a
+:class:`PrecheckResponse`. The call has a short timeout and **fails open**: any error,
+timeout or malformed answer means "no advice" and the task runs under its normal policy.
+The features sent are computed by :func:`retrylens.sdk.features.extract_input_features`,
+the same function the classifier was trained on.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+import httpx
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .policy import TaskBudget
+
+if TYPE_CHECKING:
+    from .governor import TaskRun
+
+log = logging.getLogger(__name__)
+
+
+class PrecheckRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    project: str
+    agent: str
+    task_input: str = Field(max_length=64_000)
+    features: dict[str, bool | int | float | str] = Field(default_factory=dict)
+
+
+class Recommendation(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    max_attempts: int | None = Field(default=None, ge=1)
+    degrade_first: bool = False
+    human_review: bool = False
+
+
+class PrecheckResponse(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    risk: float = Field(ge=0, le=1)
+    model_version: str = ""
+    top_features: list[str] = Field(default_factory=list)
+    known_bad_fingerprint: bool = False
+    recommended: Recommendation = Recommendation()
+
+
+class Preflight:
+    """Client of the risk API; ``adapt(run)`` applies its advice to a starting task."""
+
+    def __init__(self, api_url: str, *, timeout_s: float = 0.3, client: httpx.Client | None = None) -> None:
+        self.url = f"{api_url.rstrip('/')}/v1/precheck"
+        self.client = client or httpx.Client(timeout=timeout_s)
+        self.failures = 0
+
+    def check(self, request: PrecheckRequest) -> PrecheckResponse | None:
+        """The API's advice, or ``None`` (fail-open) on any problem."""
+        try:
+            response = self.client.post(self.url, json=request.model_dump())
+            response.raise_for_status()
+            return PrecheckResponse.model_validate(response.json())
+        except (httpx.HTTPError, ValidationError, ValueError) as exc:
+            self.failures += 1
+            log.info("pre-flight check unavailable (%s); failing open", exc)
+            return None
+
+    def adapt(self, run: TaskRun) -> PrecheckResponse | None:
+        s = run.state
+        advice = self.check(PrecheckRequest(project=s.project, agent=s.agent.name, task_input=s.goal[:64_000],
+                                            features=_plain(s.features)))
+        if advice is None:
+            return None
+        apply_advice(run, advice)
+        return advice
+
+
+def apply_advice(run: TaskRun, advice: PrecheckResponse) -> None:
+    """Lower the retry cap, degrade first, or require human review, as advised."""
+    s = run.state
+    rec = advice.recommended
+    notes = [f"risk {advice.risk:.2f} ({advice.model_version or 'unknown model'})"]
+    if rec.max_attempts is not None and rec.max_attempts < s.policy.budget.max_attempts:
+        s.policy = s.policy.model_copy(update={"budget": TaskBudget(**{
+            **s.policy.budget.model_dump(), "max_attempts": rec.max_attempts})})
+        notes.append(f"max_attempts {rec.max_attempts}")
+    if rec.degrade_first:
+        s.relaxed = s.degraded = True
+        notes.append("degrade first")
+    if rec.human_review:
+        s.policy = s.policy.model_copy(update={"caps": {}, "phase_caps": {}})
+        notes.append("human review on first failure")
+    if advice.known_bad_fingerprint:
+        run.g.history.mark_bad(s.fingerprint, s.policy.rules.fingerprint_failure_limit)
+        notes.append("known bad input")
+    s.preflight_note = "; ".join(notes)
+
+
+def _plain(features: dict[str, Any]) -> dict[str, bool | int | float | str]:
+    return {k: v for k, v in features.items() if isinstance(v, bool | int | float | str)}

@@ -1,0 +1,82 @@
+"""Alert rules fire once per breach, resolve, and notify a webhook and the log."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+import pytest
+from analytics_eventset import T0, T1, load
+
+from retrylens.analytics.alerts import AlertRule, alert_history, alert_states, evaluate_alerts, list_rules, save_rule
+from retrylens.analytics.filters import Slice
+
+pytestmark = pytest.mark.clickhouse
+
+
+@pytest.fixture
+def webhook():
+    received: list[dict] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - http.server's naming
+            received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}/hook", received
+    server.shutdown()
+    server.server_close()
+
+
+def test_rule_validation_names_the_problem():
+    with pytest.raises(ValueError, match="unknown metric"):
+        AlertRule(name="x", metric="nope", op=">", threshold=1)
+    with pytest.raises(ValueError, match="unknown dimension"):
+        AlertRule(name="x", metric="retry_rate", op=">", threshold=1, per="colour")
+
+
+def test_rules_round_trip(store):
+    rule = save_rule(store, AlertRule(name="retries", metric="retry_rate", op=">", threshold=0.3,
+                                      where=Slice(project="alpha"), per="agent"))
+    assert list_rules(store) == [rule]
+
+
+def test_fires_once_per_breach_then_resolves(store, webhook, caplog):
+    url, received = webhook
+    load(store)
+    save_rule(store, AlertRule(name="planner retries", metric="retry_rate", op=">", threshold=0.3,
+                               window_minutes=60, where=Slice(project="alpha"), per="agent", webhook_url=url))
+    during = T0 + timedelta(minutes=55)
+    with caplog.at_level(logging.WARNING, logger="retrylens.alerts"):
+        fired = evaluate_alerts(store, now=during)
+    assert [(n.slice_value, n.status) for n in fired] == [("planner", "firing")]
+    assert fired[0].value == pytest.approx(0.5)
+    assert "planner retries [agent_name=planner]: retry_rate = 0.5 breached > 0.3" in caplog.text
+    assert evaluate_alerts(store, now=during + timedelta(minutes=1)) == []  # still breached: silent
+    resolved = evaluate_alerts(store, now=T1 + timedelta(hours=3))  # window holds no planner calls
+    assert [(n.slice_value, n.status) for n in resolved] == [("planner", "resolved")]
+    assert [r["status"] for r in received] == ["firing", "resolved"]
+    assert received[0]["rule_name"] == "planner retries"
+    assert [s["status"] for s in alert_states(store)] == ["resolved"]
+    assert [h["status"] for h in alert_history(store)] == ["resolved", "firing"]
+    assert all(h["delivered"] for h in alert_history(store))
+
+
+def test_unreachable_webhook_is_logged_not_raised(store, caplog):
+    load(store)
+    save_rule(store, AlertRule(name="handoffs", metric="handoffs", op=">=", threshold=1, window_minutes=60,
+                               where=Slice(project="alpha"), webhook_url="http://127.0.0.1:9/none"))
+    with caplog.at_level(logging.ERROR, logger="retrylens.alerts"):
+        fired = evaluate_alerts(store, now=T0 + timedelta(minutes=55))
+    assert [n.status for n in fired] == ["firing"]
+    assert "alert webhook" in caplog.text and not alert_history(store)[0]["delivered"]
