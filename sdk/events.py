@@ -16,7 +16,6 @@ from retrylens.schemas import EventKind, RetryEvent
 
 from .state import TaskState
 
-
 _STATIC_DEFAULTS: dict[str, Any] | None = None
 
 

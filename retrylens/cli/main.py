@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from . import analytics_cmds, api_cmds, dashboard_cmds, ingest_cmds, report_cmds, sdk_cmds, store_cmds
+from . import analytics_cmds, api_cmds, dashboard_cmds, demo_cmds, ingest_cmds, report_cmds, sdk_cmds, store_cmds
 
 app = typer.Typer(
     name="retrylens",
@@ -13,7 +13,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-for module in (ingest_cmds, store_cmds, sdk_cmds, analytics_cmds, api_cmds, dashboard_cmds, report_cmds):
+for module in (demo_cmds, ingest_cmds, store_cmds, sdk_cmds, analytics_cmds, api_cmds, dashboard_cmds, report_cmds):
     module.register(app)
 
 

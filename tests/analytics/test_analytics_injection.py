@@ -38,7 +38,7 @@ def test_every_slice_filter_matches_nothing(store, value):
     for field in FIELDS:
         _matches_nothing(store, Slice(**{field: value}))
         if field != "project":
-            _matches_nothing(store, Slice(project="alpha", agent="planner", **{field: value}))
+            _matches_nothing(store, Slice(project="alpha", **{field: value}))
 
 
 def _matches_nothing(store, where):
