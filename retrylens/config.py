@@ -85,6 +85,14 @@ class Settings(BaseSettings):
     metrics_port: int = Field(default=0, ge=0, le=65535, description="Prometheus port of `consume` (0 = off).")
     api_host: str = Field(default="127.0.0.1", description="Bind address of `retrylens serve`.")
     api_port: int = Field(default=8787, ge=1, le=65535, description="Port of `retrylens serve`.")
+    api_keys: dict[str, str] = Field(
+        default_factory=dict,
+        description='API keys per project, JSON: `{"acme": "secret"}`. Empty = API refuses data requests.',
+    )
+    api_max_body_bytes: int = Field(default=1_048_576, ge=1024, description="Largest accepted request body.")
+    human_review_threshold: float = Field(
+        default=0.7, ge=0, le=1, description="Pre-check risk above which human review is recommended."
+    )
     api_url: str = Field(
         default="", description="Where other processes reach the server; default http://api_host:api_port."
     )

@@ -10,8 +10,14 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 from analytics_eventset import T0, T1, load
-
-from retrylens.analytics.alerts import AlertRule, alert_history, alert_states, evaluate_alerts, list_rules, save_rule
+from retrylens.analytics.alerts import (
+    AlertRule,
+    alert_history,
+    alert_states,
+    evaluate_alerts,
+    list_rules,
+    save_rule,
+)
 from retrylens.analytics.filters import Slice
 
 pytestmark = pytest.mark.clickhouse

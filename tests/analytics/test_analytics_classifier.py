@@ -5,12 +5,21 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from retrylens.analytics.classifier import RiskContext, feature_dict
-from retrylens.analytics.model_store import ModelNotFoundError, ModelStore, load_current_model, models_dir
+from retrylens.analytics.model_store import (
+    ModelNotFoundError,
+    ModelStore,
+    load_current_model,
+    models_dir,
+)
 from retrylens.analytics.synthetic import synthetic_events
 from retrylens.analytics.traces import TraceFormatError, read_traces
-from retrylens.analytics.training import evaluate_traces, stream_examples, train_from_store, train_from_traces
+from retrylens.analytics.training import (
+    evaluate_traces,
+    stream_examples,
+    train_from_store,
+    train_from_traces,
+)
 from retrylens.sdk.features import extract_input_features
 from retrylens.store.event_table import event_row
 
