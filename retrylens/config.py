@@ -151,6 +151,9 @@ def _describe(exc: ValidationError, *, source: str) -> str:
     return f"invalid RetryLens settings ({source}): {problems}"
 
 
+_COMPUTED_DEFAULTS = {"data_dir": "$XDG_DATA_HOME/retrylens or ~/.local/share/retrylens", "api_keys": "{}"}
+
+
 def settings_table() -> list[tuple[str, str, str, str]]:
     """(setting, env var, default, description) rows for the README."""
     rows = []
@@ -158,6 +161,6 @@ def settings_table() -> list[tuple[str, str, str, str]]:
         env = f"RETRYLENS_{name.upper()}"
         if isinstance(field.validation_alias, AliasChoices):
             env = " / ".join(str(choice) for choice in field.validation_alias.choices)
-        default = "(computed)" if field.default_factory else repr(field.default)
+        default = _COMPUTED_DEFAULTS.get(name, repr(field.default))
         rows.append((name, env, default, field.description or ""))
     return rows

@@ -1,0 +1,106 @@
+"""The FastAPI application: ``create_app(settings, store)`` wires routers, auth and limits.
+
+One app per store. The server process (``retrylens serve``, :mod:`.server`) opens the
+store and runs the ingest threads beside it; tests pass the fixture store in. Routes:
+
+- ``/healthz`` (no auth), ``/metrics`` (Prometheus, no auth), ``/openapi.json``, ``/docs``;
+- ``/v1/precheck`` (:mod:`.precheck`), ``/v1/events`` (:mod:`.events`);
+- ``/v1/policies/…`` and ``/v1/kill-switch/…`` (:mod:`.policies`);
+- ``/v1/projects/{project}/…`` and ``/v1/model`` read endpoints (:mod:`.reads`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from retrylens import __version__
+from retrylens.config import Settings
+from retrylens.store import EventStore, open_store
+
+from . import events, policies, precheck, reads
+from .auth import KeyRing, local_token
+from .middleware import BodySizeLimit, RequestMetrics
+from .shadow import ShadowReportProvider
+
+log = logging.getLogger("retrylens.api")
+RECENT_PRECHECKS = 1000
+
+
+def create_app(
+    settings: Settings, store: EventStore | None = None, *, shadow_reports: ShadowReportProvider | None = None,
+    health: Any = None,
+) -> FastAPI:
+    """The API over ``store`` (opened from ``settings`` when not given).
+
+    ``health`` is an optional callable returning a dict merged into ``/healthz`` (the
+    server passes the ingest threads' status).
+    """
+    store = store or open_store(settings)
+    intake = events.EventIntake(settings)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        intake.close()
+
+    app = FastAPI(
+        title="RetryLens API",
+        version=__version__,
+        description="Pre-flight risk, retry analytics, event ingestion and the retry-policy configuration centre.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.store = store
+    app.state.keyring = KeyRing(settings.api_keys, local_token(settings))
+    app.state.intake = intake
+    app.state.prechecks = deque(maxlen=RECENT_PRECHECKS)
+    app.state.shadow_reports = shadow_reports
+    app.state.scorer = precheck.RiskScorer(settings, store)
+    app.state.policies = policies.PolicyStore(store)
+    app.state.started = time.time()
+
+    app.add_middleware(BodySizeLimit, max_bytes=settings.api_max_body_bytes)
+    app.add_middleware(RequestMetrics)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(Exception, _unexpected_error)
+
+    @app.get("/healthz", tags=["ops"], summary="Liveness (no auth)")
+    async def healthz() -> dict[str, Any]:
+        extra = health() if health is not None else {}
+        return {"status": "ok", "version": __version__, "uptime_s": round(time.time() - app.state.started, 3),
+                "store": "embedded" if settings.is_embedded_store else "server",
+                "ingest": "kafka" if settings.uses_kafka else "spool", **extra}
+
+    @app.get("/metrics", tags=["ops"], summary="Prometheus metrics (no auth)", response_class=Response)
+    async def prometheus_metrics() -> Response:
+        return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+    app.include_router(precheck.router)
+    app.include_router(events.router)
+    app.include_router(policies.router)
+    app.include_router(reads.router)
+    return app
+
+
+async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
+    """422 listing every problem as ``location: message`` (no echo of the input)."""
+    assert isinstance(exc, RequestValidationError)
+    errors = [{"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))}
+              for e in exc.errors()]
+    summary = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in errors[:10])
+    return JSONResponse(status_code=422, content={"detail": errors, "message": summary})
+
+
+async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
+    log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    return JSONResponse(status_code=500, content={"detail": "internal server error"})

@@ -1,0 +1,183 @@
+"""``POST /v1/precheck``: the risk that a task fails or needs a human, before it starts.
+
+Scoring uses the exact transformation the classifier was trained with:
+:func:`~retrylens.sdk.features.extract_input_features` for the input (features the
+agent sends — tools, model — are added on top) and
+:func:`~retrylens.analytics.classifier.feature_dict` with the fingerprint's history as
+context. The model comes from :func:`~retrylens.analytics.model_store.load_current_model`,
+which re-reads the ``CURRENT`` pointer every few seconds, so a newly trained model is
+used without a restart. With no model yet the answer still comes (``model_version:
+"none"``): the fingerprint's own record smoothed towards the agent's failure rate.
+
+Fingerprint history and base rates are cached for a few seconds: a pre-check sits on
+the agent's critical path, and the history moves slowly compared with that.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from datetime import UTC, datetime, timedelta
+from functools import lru_cache
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from prometheus_client import Counter, Histogram
+from sklearn.utils import murmurhash3_32
+
+from retrylens.analytics.classifier import N_FEATURES, RiskContext, RiskModel, feature_dict
+from retrylens.analytics.filters import Slice
+from retrylens.analytics.fingerprints import KNOWN_BAD_FAILURES, FingerprintStats, fingerprint_stats
+from retrylens.analytics.metrics import metrics_summary
+from retrylens.analytics.model_store import ModelNotFoundError, load_current_model
+from retrylens.config import Settings
+from retrylens.sdk.features import extract_input_features, input_fingerprint
+from retrylens.sdk.preflight import PrecheckRequest, PrecheckResponse, Recommendation
+from retrylens.store import EventStore
+
+from .auth import Principal, not_found, principal
+
+log = logging.getLogger("retrylens.api.precheck")
+router = APIRouter(prefix="/v1", tags=["precheck"])
+
+PRECHECKS = Counter("retrylens_precheck_total", "Pre-flight checks served", ["model"])
+RISK = Histogram("retrylens_precheck_risk", "Risk returned by pre-flight checks",
+                 buckets=(0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0))
+
+#: Risk from which the retry cap is lowered to 3, to 2, and degradation comes first.
+CAP_3_AT = 0.3
+CAP_2_AT = 0.5
+DEGRADE_AT = 0.5
+TOP_FEATURES = 5
+PRIOR_WEIGHT = 2.0  # pseudo-tasks of the base rate mixed into a fingerprint's own record
+BASE_RATE_DAYS = 7
+
+
+def recommend(risk: float, known_bad: bool, human_review_threshold: float) -> Recommendation:
+    """Policy adjustments for a task of this risk (the SDK applies them in ``apply_advice``)."""
+    if known_bad or risk >= human_review_threshold:
+        return Recommendation(max_attempts=1, degrade_first=risk >= DEGRADE_AT, human_review=True)
+    if risk >= CAP_2_AT:
+        return Recommendation(max_attempts=2, degrade_first=risk >= DEGRADE_AT)
+    if risk >= CAP_3_AT:
+        return Recommendation(max_attempts=3)
+    return Recommendation()
+
+
+@lru_cache(maxsize=65_536)
+def _column(name: str) -> int:
+    """The hashed column of a feature name (what ``FeatureHasher`` computes, without its overhead)."""
+    return abs(murmurhash3_32(name, seed=0)) % N_FEATURES
+
+
+def top_contributions(model: RiskModel, fdict: dict[str, float], top: int = TOP_FEATURES) -> list[tuple[str, float]]:
+    """Features that raised this task's log-odds most (weight × value), strongest first."""
+    scored = [(name, float(model.coef[_column(name)]) * value) for name, value in fdict.items()]
+    scored = [item for item in scored if item[1] > 0]
+    scored.sort(key=lambda item: -item[1])
+    return scored[:top]
+
+
+class _TtlCache:
+    def __init__(self, ttl_s: float, max_items: int = 50_000) -> None:
+        self.ttl_s = ttl_s
+        self.max_items = max_items
+        self._items: dict[Any, tuple[float, Any]] = {}
+
+    def get(self, key: Any, compute: Any) -> Any:
+        now = time.monotonic()
+        hit = self._items.get(key)
+        if hit is not None and now - hit[0] < self.ttl_s:
+            return hit[1]
+        value = compute()
+        if len(self._items) >= self.max_items:
+            self._items.clear()
+        self._items[key] = (now, value)
+        return value
+
+
+class RiskScorer:
+    """Scores pre-check requests against one store and the current model."""
+
+    def __init__(self, settings: Settings, store: EventStore, *, history_ttl_s: float = 5.0,
+                 base_rate_ttl_s: float = 60.0, model_check_s: float = 2.0) -> None:
+        self.settings = settings
+        self.store = store
+        self.model_check_s = model_check_s
+        self._history = _TtlCache(history_ttl_s)
+        self._base_rates = _TtlCache(base_rate_ttl_s)
+
+    def history(self, project: str, fingerprint: str) -> FingerprintStats:
+        return self._history.get((project, fingerprint), lambda: fingerprint_stats(self.store, project, fingerprint))
+
+    def base_rate(self, project: str, agent: str) -> float | None:
+        """Failed attempts / attempts of this agent over the last week (rollups), if any."""
+
+        def compute() -> float | None:
+            start = datetime.now(UTC) - timedelta(days=BASE_RATE_DAYS)
+            m = metrics_summary(self.store, Slice(project=project, agent=agent, start=start))
+            return m.failures / m.calls if m.calls else None
+
+        return self._base_rates.get((project, agent), compute)
+
+    def score(self, request: PrecheckRequest) -> tuple[PrecheckResponse, dict[str, Any]]:
+        """The response, and details for the recent-prechecks list."""
+        extra = {k: v for k, v in request.features.items() if not (isinstance(v, float) and not math.isfinite(v))}
+        phase = str(extra.pop("phase", "") or "")
+        features = {**extract_input_features(request.task_input, agent=request.agent), **extra}
+        fingerprint = input_fingerprint(request.task_input)
+        stats = self.history(request.project, fingerprint)
+        context = RiskContext(phase=phase, hour=datetime.now(UTC).hour, fingerprint_tasks=stats.tasks,
+                              fingerprint_failed_tasks=stats.tasks_failed)
+        try:
+            loaded = load_current_model(self.settings, check_interval_s=self.model_check_s)
+        except ModelNotFoundError:
+            loaded = None
+        except Exception:  # noqa: BLE001 - a broken artifact must not break pre-checks
+            log.exception("cannot load the current risk model; scoring without it")
+            loaded = None
+        if loaded is not None:
+            fdict = feature_dict(features, context)
+            risk = float(loaded.model.predict_proba([fdict])[0])
+            contributions = top_contributions(loaded.model, fdict)
+            version = loaded.version
+        else:
+            risk, contributions = self._without_model(request, stats)
+            version = "none"
+        risk = min(1.0, max(0.0, risk))
+        known_bad = stats.failures >= KNOWN_BAD_FAILURES
+        response = PrecheckResponse(
+            risk=risk, model_version=version, top_features=[name for name, _ in contributions],
+            known_bad_fingerprint=known_bad,
+            recommended=recommend(risk, known_bad, self.settings.human_review_threshold),
+        )
+        PRECHECKS.labels("model" if loaded is not None else "none").inc()
+        RISK.observe(risk)
+        return response, {"fingerprint": fingerprint, "contributions": contributions}
+
+    def _without_model(self, request: PrecheckRequest, stats: FingerprintStats) -> tuple[float, list[tuple[str, float]]]:
+        base = self.base_rate(request.project, request.agent)
+        if stats.tasks:
+            prior = base if base is not None else 0.0
+            rate = (stats.tasks_failed + PRIOR_WEIGHT * prior) / (stats.tasks + PRIOR_WEIGHT)
+            return rate, [("fingerprint_history", rate)]
+        if base is not None:
+            return base, [("agent_base_rate", base)]
+        return 0.0, []
+
+
+@router.post("/precheck", response_model=PrecheckResponse, summary="Risk of a task before it starts")
+def precheck(body: PrecheckRequest, request: Request, who: Principal = Depends(principal)) -> PrecheckResponse:
+    if not who.can_read(body.project):
+        raise not_found(body.project)
+    scorer: RiskScorer = request.app.state.scorer
+    response, details = scorer.score(body)
+    request.app.state.prechecks.append({
+        "ts": datetime.now(UTC).isoformat(), "project": body.project, "agent": body.agent,
+        "risk": response.risk, "model_version": response.model_version,
+        "known_bad_fingerprint": response.known_bad_fingerprint, "fingerprint": details["fingerprint"],
+        "top_features": [{"feature": n, "contribution": round(v, 4)} for n, v in details["contributions"]],
+        "recommended": response.recommended.model_dump(),
+    })
+    return response

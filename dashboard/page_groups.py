@@ -1,0 +1,91 @@
+"""Failure groups (one per normalised error message) with trends and example tasks, and the
+input-fingerprint lookup."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from retrylens.analytics.failure_groups import FailureGroup
+
+from . import charts
+from .filters import options
+from .source import DataSource
+from .widgets import paginated, pct, table, task_link
+
+_LINK = st.column_config.LinkColumn("open", display_text="task view ↗")
+ANY_TYPE = "(all types)"
+
+
+def render(source: DataSource) -> None:
+    st.title("Failure groups")
+    projects = options(source).get("project", [])
+    if not projects:
+        st.info("No projects have stored events yet, so there are no failure groups.")
+        return
+    cols = st.columns([2, 2, 1])
+    project = cols[0].selectbox("Project", projects, key="groups_project")
+    error_type = cols[1].text_input("Error type (optional)", key="groups_error_type").strip() or None
+    include_noise = cols[2].checkbox("Include rate-limit / quota noise", key="groups_noise")
+    groups_tab, fingerprints_tab = st.tabs(["Groups", "Input fingerprints"])
+    with groups_tab:
+        _groups(source, project, include_noise, error_type)
+    with fingerprints_tab:
+        _fingerprints(source, project)
+
+
+def _groups(source: DataSource, project: str, include_noise: bool, error_type: str | None) -> None:
+    def fetch(limit: int, offset: int) -> list[FailureGroup]:
+        return source.failure_groups(project, include_noise=include_noise, error_type=error_type,
+                                     limit=limit, offset=offset)
+
+    try:
+        groups, _ = paginated(f"groups_{project}", fetch, empty="No failure groups for this project.")
+    except Exception as exc:  # noqa: BLE001
+        st.error(f"Could not read failure groups: {exc}")
+        return
+    if not groups:
+        return
+    rows = [{"pattern": g.pattern, "error_type": g.error_type, "failures": g.failures, "tasks": g.tasks,
+             "trend": g.trend, "last 24 h": g.recent_failures, "noise": g.is_noise,
+             "first_seen": g.first_seen, "last_seen": g.last_seen, "group": g.group_id} for g in groups]
+    picked = table(rows, key="groups_table", selectable=True)
+    st.plotly_chart(charts.group_trends({g.pattern: g.daily for g in groups[:8]}), key="chart_groups")
+    group = groups[picked if picked is not None else 0]
+    st.subheader(f"{group.error_type}: {group.pattern}")
+    st.caption(f"group {group.group_id} · example message: {group.example_message}")
+    table([{"task_id": t, "open": task_link(group.project, t)} for t in group.example_tasks],
+          key="group_examples", column_config={"open": _LINK})
+
+
+def _fingerprints(source: DataSource, project: str) -> None:
+    text = st.text_input("Input fingerprint", key="fp_query", placeholder="hash of the normalised task input")
+    if text.strip():
+        try:
+            stats = source.fingerprint(project, text.strip())
+        except Exception as exc:  # noqa: BLE001
+            st.error(f"Lookup failed: {exc}")
+            return
+        if not stats.attempts:
+            st.info(f"Fingerprint {text.strip()} has no recorded attempts in {project}.")
+        else:
+            cols = st.columns(5)
+            cols[0].metric("Attempts", stats.attempts)
+            cols[1].metric("Failed attempts", stats.failures)
+            cols[2].metric("Failure rate", pct(stats.failure_rate))
+            cols[3].metric("Tasks failed", f"{stats.tasks_failed} / {stats.tasks}")
+            cols[4].metric("Known bad", "yes" if stats.known_bad() else "no")
+            st.caption(f"first seen {stats.first_seen} · last seen {stats.last_seen} · recent error types: "
+                       f"{', '.join(stats.recent_error_types) or '—'}")
+    st.markdown("**Most-failing inputs**")
+    try:
+        top = source.top_fingerprints(project, limit=50)
+    except Exception as exc:  # noqa: BLE001
+        st.error(f"Could not read fingerprints: {exc}")
+        return
+    if not top:
+        st.info("No failing input fingerprints recorded for this project.")
+        return
+    table([{"fingerprint": s.fingerprint, "failures": s.failures, "attempts": s.attempts,
+            "failure_rate": pct(s.failure_rate), "tasks_failed": s.tasks_failed, "tasks": s.tasks,
+            "recent_error_types": ", ".join(s.recent_error_types), "last_seen": s.last_seen} for s in top],
+          key="fp_table")

@@ -1,0 +1,78 @@
+"""Risk model: the version in force, its test metrics against the two baselines, calibration,
+feature weights, and recent pre-check scores when the API reports them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+from . import charts
+from .source import DataSource
+from .widgets import table
+
+_METRICS = ("roc_auc", "pr_auc", "brier")
+
+
+def render(source: DataSource) -> None:
+    st.title("Risk model")
+    try:
+        info = source.model_info()
+    except Exception as exc:  # noqa: BLE001
+        st.error(f"Could not read the risk model: {exc}")
+        info = None
+    if info is None:
+        st.info("No risk model trained yet. Run `retrylens train` (from the store) or "
+                "`retrylens train --traces FILE.jsonl`; the server picks up a new version without a restart.")
+    else:
+        _model(info.version, info.versions, info.meta, info.feature_weights)
+    _prechecks(source)
+
+
+def _model(version: str, versions: list[str], meta: dict[str, Any], weights: list[tuple[str, float]]) -> None:
+    window = meta.get("training_window") or {}
+    cols = st.columns(4)
+    cols[0].metric("Version", version)
+    cols[1].metric("Trained", str(meta.get("trained_at", "—"))[:19])
+    cols[2].metric("Train / test tasks", f"{meta.get('n_train', '—')} / {meta.get('n_test', '—')}")
+    cols[3].metric("Versions", len(versions))
+    st.caption(f"source {meta.get('source', '—')} · estimator {meta.get('estimator', '—')} · window "
+               f"{window.get('start') or '—'} → {window.get('end') or '—'} · feature set {meta.get('feature_set', '—')}")
+    evaluations = {"model": meta.get("metrics") or {}, **(meta.get("baselines") or {})}
+    rows = [{"model": name, **{m: _num(ev.get(m)) for m in _METRICS}, "n": ev.get("n")}
+            for name, ev in evaluations.items() if ev]
+    if rows:
+        st.subheader("Test metrics vs baselines")
+        table(rows, key="model_metrics")
+    tables = {name: ev.get("calibration") or [] for name, ev in evaluations.items() if ev and ev.get("calibration")}
+    left, right = st.columns(2)
+    if tables:
+        left.plotly_chart(charts.calibration(tables), key="chart_calibration")
+    else:
+        left.info("No calibration table in this model's metadata.")
+    if weights:
+        right.plotly_chart(charts.feature_weights(weights), key="chart_weights")
+    else:
+        right.info("Feature weights appear once inputs with features are stored.")
+    features = meta.get("features") or []
+    if features:
+        st.caption("Feature families: " + ", ".join(f"`{f}`" for f in features))
+
+
+def _num(value: Any) -> float | None:
+    return None if value is None else round(float(value), 4)
+
+
+def _prechecks(source: DataSource) -> None:
+    st.subheader("Recent pre-checks")
+    try:
+        rows = source.recent_prechecks(limit=50)
+    except Exception as exc:  # noqa: BLE001
+        st.error(f"Could not read recent pre-checks: {exc}")
+        return
+    if rows is None:
+        st.info("Recent pre-check scores are not available from this source.")
+    elif not rows:
+        st.info("No pre-checks recorded yet.")
+    else:
+        table(rows, key="precheck_table")

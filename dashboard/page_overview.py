@@ -1,0 +1,106 @@
+"""First screen: are retries helping or hurting, right now?
+
+Headline rates, the retry trend, failure types, the cost of retries and the list of
+human hand-offs, for the slice chosen in the sidebar. The body is a fragment that reruns
+every few seconds while events arrive; everything it shows is read from the rollups
+except the two paginated lists (hand-offs, costly tasks), which are bounded raw reads.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import streamlit as st
+
+from retrylens.analytics.filters import Slice
+
+from . import charts, filters
+from .source import DataSource
+from .widgets import count, ms, paginated, pct, table, task_link, usd
+
+_LINK = st.column_config.LinkColumn("open", display_text="task view ↗")
+
+
+def render(source: DataSource) -> None:
+    st.title("Retry health")
+    chosen = filters.sidebar(source)
+    st.fragment(run_every=chosen.refresh_s)(_body)(source, chosen)
+
+
+def _body(source: DataSource, chosen: filters.Filters) -> None:
+    now = datetime.now(UTC)
+    where = chosen.slice(now)
+    refresh = f"refreshes every {chosen.refresh_s} s" if chosen.refresh_s else "auto-refresh off"
+    st.caption(f"{chosen.describe()} · updated {now:%H:%M:%S} UTC · {refresh} · source: {source.label}")
+    try:
+        summary = source.summary(where)
+        trend = source.trend(where, chosen.trend_bucket())
+        shares = source.failure_types(where)
+    except Exception as exc:  # noqa: BLE001 - the page says what failed instead of a traceback
+        st.error(f"Could not read metrics from the {source.label}: {exc}")
+        return
+    if summary.calls == 0:
+        st.info("No retry events in this slice yet. Events appear here as agents emit them "
+                "(try `retrylens demo` to load a simulated fleet).")
+    _headline(summary)
+    left, right = st.columns([3, 2])
+    left.plotly_chart(charts.retry_trend(trend), key="chart_trend")
+    right.plotly_chart(charts.failure_types(shares), key="chart_failure_types")
+    st.subheader("Human hand-offs")
+    _handoffs(source, where)
+    st.subheader("Cost of retries")
+    st.plotly_chart(charts.retry_cost(trend), key="chart_cost")
+    _costly_tasks(source, where)
+
+
+def _headline(m: Any) -> None:
+    cols = st.columns(6)
+    cols[0].metric("Retry rate", pct(m.retry_rate), help="retries / calls (attempts ≥ 2 of all attempts)")
+    cols[1].metric("Retry success rate", pct(m.retry_success_rate), help="retries that succeeded / retries")
+    cols[2].metric("Degradation rate", pct(m.degradation_rate), help="degrade decisions / failed attempts")
+    cols[3].metric("Hand-off rate", pct(m.handoff_rate), help="attempts handed to a human / failed attempts")
+    cols[4].metric("Task recovery rate", pct(m.recovery_rate), help="tasks that succeeded on a retry / tasks retried")
+    cols[5].metric("Cost of retries", usd(m.retry_cost_usd), help="USD spent on retry attempts")
+    cols = st.columns(6)
+    cols[0].metric("Calls", count(m.calls))
+    cols[1].metric("Failed attempts", count(m.failures))
+    cols[2].metric("Retries", count(m.retries))
+    cols[3].metric("Hand-offs", count(m.handoffs))
+    cols[4].metric("p95 retry duration", ms(m.p95_retry_duration_ms), help=f"mean {ms(m.mean_retry_duration_ms)}")
+    cols[5].metric("Cost of failed attempts", usd(m.failed_cost_usd),
+                   help=f"per retried task: {usd(m.retry_cost_per_retried_task_usd)}; "
+                        f"budget exhaustions: {m.budget_exhaustions}")
+
+
+def _handoffs(source: DataSource, where: Slice) -> None:
+    rows, _ = paginated("handoffs", lambda limit, offset: source.handoffs(where, limit=limit, offset=offset),
+                        empty="No hand-offs in this slice.")
+    if not rows:
+        return
+    shown = [{"ts": r["ts"], "project": r["project"], "task_id": r["task_id"], "agent": r["agent"],
+              "phase": r["phase"], "error_type": r["error_type"], "reason": r["reason"],
+              "policy_version": r["policy_version"], "open": task_link(r["project"], r["task_id"])}
+             for r in rows]
+    picked = table(shown, key="handoff_table", column_config={"open": _LINK}, selectable=True)
+    if picked is not None:
+        _open_task(shown[picked]["project"], shown[picked]["task_id"])
+
+
+def _costly_tasks(source: DataSource, where: Slice) -> None:
+    st.caption("Retried tasks, most expensive retries first")
+    rows, _ = paginated("costs", lambda limit, offset: source.task_costs(where, limit=limit, offset=offset),
+                        empty="No retried tasks in this slice.")
+    if rows:
+        shown = [{"project": c.project, "task_id": c.task_id, "attempts": c.attempts, "failures": c.failures,
+                  "retry_cost_usd": round(c.retry_cost_usd, 6), "failed_cost_usd": round(c.failed_cost_usd, 6),
+                  "cost_usd": round(c.cost_usd, 6), "retry_tokens": c.retry_tokens, "outcome": c.outcome,
+                  "open": task_link(c.project, c.task_id)} for c in rows]
+        table(shown, key="cost_table", column_config={"open": _LINK})
+
+
+def _open_task(project: str, task_id: str) -> None:
+    from .nav import PAGE_TASK, page
+
+    st.session_state["task_pick"] = {"project": project, "task_id": task_id}
+    st.switch_page(page(PAGE_TASK), query_params={"project": project, "task_id": task_id})

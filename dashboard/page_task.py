@@ -1,0 +1,144 @@
+"""Task view: one task's attempts, what each was given, what was decided and why.
+
+Reached from the hand-off and cost lists (``/task?project=…&task_id=…``) or by searching a
+task id, a correlation id (one attempt) or a trace id.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from . import charts
+from .filters import options
+from .source import DataSource
+from .story import Attempt, TaskStory, attempt_rows, build_story
+from .widgets import ms, table, usd
+
+ANY_PROJECT = "(any project)"
+
+
+def render(source: DataSource) -> None:
+    st.title("Task view")
+    target = _target(source)
+    if target is None:
+        return
+    project, task_id = target
+    try:
+        rows = source.task_events(project, task_id)
+    except Exception as exc:  # noqa: BLE001
+        st.error(f"Could not read task {task_id}: {exc}")
+        return
+    if not rows:
+        st.warning(f"No events for task {task_id} in project {project}.")
+        return
+    _story(build_story(project, task_id, rows))
+
+
+def _target(source: DataSource) -> tuple[str, str] | None:
+    """The task to show: from the URL, a pick on another page, or the search box."""
+    params = st.query_params
+    picked = st.session_state.pop("task_pick", None)
+    if picked:
+        st.session_state["task_q"] = picked["task_id"]
+        st.session_state["task_project"] = picked["project"]
+    elif "task_q" not in st.session_state and params.get("task_id"):
+        st.session_state["task_q"] = params.get("task_id")
+        st.session_state["task_project"] = params.get("project", ANY_PROJECT)
+    projects = [ANY_PROJECT, *options(source).get("project", [])]
+    if st.session_state.get("task_project") not in projects:
+        st.session_state["task_project"] = ANY_PROJECT
+    left, right = st.columns([3, 1])
+    text = left.text_input("Task id, correlation id or trace id", key="task_q",
+                           placeholder="e.g. sim-3-000031 or a 32-hex trace id").strip()
+    project = right.selectbox("Project", projects, key="task_project")
+    if not text:
+        st.info("Search for a task, or open one from the hand-off list on the first screen.")
+        return None
+    try:
+        matches = source.find_tasks(text, project=None if project == ANY_PROJECT else project)
+    except Exception as exc:  # noqa: BLE001
+        st.error(f"Search failed: {exc}")
+        return None
+    if not matches:
+        st.warning(f"No task, attempt or trace matches {text!r}.")
+        return None
+    if len(matches) > 1:
+        labels = [f"{m['project']} / {m['task_id']} ({m['attempts']} attempts, last {m['last_ts']:%Y-%m-%d %H:%M})"
+                  for m in matches]
+        chosen = st.selectbox(f"{len(matches)} tasks match", range(len(matches)), format_func=labels.__getitem__,
+                              key="task_match")
+        match = matches[chosen]
+    else:
+        match = matches[0]
+    return match["project"], match["task_id"]
+
+
+def _story(story: TaskStory) -> None:
+    st.subheader(f"{story.project} / {story.task_id}")
+    cols = st.columns(6)
+    cols[0].metric("Agent", story.agent or "—")
+    cols[1].metric("Outcome", story.outcome or "running")
+    cols[2].metric("Attempts", len(story.attempts))
+    cols[3].metric("Cost", usd(story.cost_usd))
+    cols[4].metric("Tokens", f"{story.tokens:,}")
+    cols[5].metric("Hand-offs", len(story.handoffs))
+    st.caption(f"trace {story.trace_id or '—'} · {story.events} events · {story.summary}")
+    warnings = [(a, w) for a in story.attempts for w in a.warnings]
+    for attempt, warning in warnings:
+        st.warning(f"{attempt.label}: {warning}", icon=":material/warning:")
+    for handoff in story.handoffs:
+        st.error(f"Handed to a human: {handoff.get('decision_reason') or 'no reason recorded'}",
+                 icon=":material/support_agent:")
+    st.plotly_chart(charts.task_timeline(_timeline_points(story)), key="chart_task_timeline")
+    table(attempt_rows(story), key="attempt_table")
+    for attempt in story.attempts:
+        _attempt(attempt)
+
+
+def _timeline_points(story: TaskStory) -> list[dict[str, Any]]:
+    points = []
+    for a in story.attempts:
+        if a.started:
+            points.append({"ts": a.started, "attempt": a.attempt, "kind": "attempt_started"})
+        if a.ended:
+            points.append({"ts": a.ended, "attempt": a.attempt, "kind": f"attempt_{a.status}",
+                           "error_message": a.error_message, "decision_reason": a.decision_reason})
+        for effect in a.side_effects:
+            points.append({"ts": effect["ts"], "attempt": a.attempt, "kind": "side_effect",
+                           "decision_reason": f"{effect.get('tool')} {effect.get('status')}"})
+    return points
+
+
+def _attempt(a: Attempt) -> None:
+    marks = " ⚠" if a.warnings else ""
+    title = f"{a.label} · {a.phase} · {a.status}{' · ' + a.error_type if a.error_type else ''}{marks}"
+    with st.expander(title, expanded=bool(a.warnings)):
+        cols = st.columns(4)
+        cols[0].metric("Latency", ms(a.latency_ms) if a.ended else "—")
+        cols[1].metric("Backoff", ms(a.backoff_ms) if a.backoff_ms else "—")
+        cols[2].metric("Context", f"{a.message_count} msgs · {a.token_count:,} tok")
+        cols[3].metric("Pollution score", f"{a.pollution_score:.2f}")
+        if a.error_message:
+            st.markdown(f"**Error** `{a.error_type}` {a.error_code}: {a.error_message}")
+        if a.decision:
+            shadow = f" (shadow policy would: `{a.shadow_decision}`)" if a.shadow_decision else ""
+            st.markdown(f"**Decision** `{a.decision}` — {a.decision_reason or 'no reason recorded'}{shadow}")
+        st.caption(f"correlation id {a.correlation_id} · dependency {a.dependency or '—'} · policy {a.policy or '—'}")
+        if a.side_effects:
+            st.markdown("**Side effects**")
+            table([{k: e.get(k) for k in ("ts", "tool", "idempotency_key", "status", "rollback")}
+                   for e in a.side_effects])
+        if a.digests:
+            st.markdown("**Message digests** (what this attempt was given)")
+            table(pd.DataFrame({"digest": a.digests,
+                                "echo": ["⚠ same as previous" if i in a.echoed_digests else ""
+                                         for i in range(len(a.digests))]}))
+        if a.last_messages:
+            st.markdown("**Last messages**")
+            for index, message in enumerate(a.last_messages):
+                flag = " ⚠ echoed" if index in a.echoed_messages else ""
+                content = str(message.get("content", ""))
+                st.text(f"[{message.get('role', '?')}]{flag} {content}")

@@ -1,0 +1,282 @@
+"""Where the dashboard's data comes from: one small protocol, two roads.
+
+Pages ask a :class:`DataSource` for what they show and never know which road answers:
+
+- :class:`StoreSource` calls the analytics layer directly. It is the road when the store
+  is a ClickHouse server (every process may connect) and in tests, where the fixture store
+  is injected.
+- :class:`~retrylens.dashboard.api_source.ApiSource` goes through the HTTP API of
+  ``retrylens serve``. It is the road when the store is an embedded chDB: only the server
+  process may open it, so the dashboard must not.
+
+Every value a widget produces reaches ClickHouse as a bound query parameter: the analytics
+functions take a :class:`Slice`, and the two lookups written here use ``{name:Type}`` slots.
+
+:func:`current` picks the source of a dashboard process: a source installed with
+:func:`use` (tests), else one built from the settings named by the environment
+(``retrylens dashboard`` sets ``RETRYLENS_DASHBOARD_SOURCE``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from retrylens.analytics import alerts as alerting
+from retrylens.analytics.failure_groups import FailureGroup, failure_groups
+from retrylens.analytics.filters import Bucket, Slice
+from retrylens.analytics.fingerprints import FingerprintStats, fingerprint_stats, top_failing_fingerprints
+from retrylens.analytics.metrics import (
+    ErrorTypeShare,
+    Metrics,
+    TaskCost,
+    TrendPoint,
+    failure_type_distribution,
+    metrics_by,
+    metrics_summary,
+    metrics_trend,
+    recent_handoffs,
+    task_costs,
+)
+from retrylens.config import Settings, load_settings
+from retrylens.store import EventStore
+from retrylens.store.sql import query_rows
+
+SOURCE_ENV = "RETRYLENS_DASHBOARD_SOURCE"
+REPORTS_DIR_ENV = "RETRYLENS_DASHBOARD_REPORTS_DIR"
+#: The filter dimensions offered in the sidebar, as (label, metrics_by dimension).
+OPTION_DIMENSIONS = (("project", "project"), ("agent", "agent"), ("phase", "phase"),
+                     ("policy_version", "policy_version"))
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """The risk model in force: its meta file (metrics, baselines, window) and weights."""
+
+    version: str
+    versions: list[str]
+    meta: dict[str, Any]
+    #: (feature name, weight) of the features seen in recent inputs, largest |weight| first.
+    feature_weights: list[tuple[str, float]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Report:
+    """One policy-evaluation report: its JSON and, when written beside it, its HTML."""
+
+    name: str
+    modified: datetime
+    data: dict[str, Any]
+    html_path: Path | None = None
+
+
+@runtime_checkable
+class DataSource(Protocol):
+    """What the pages need. Lists are pages: ``limit`` rows from ``offset``."""
+
+    label: str
+
+    def options(self) -> dict[str, list[str]]: ...
+    def summary(self, where: Slice) -> Metrics: ...
+    def trend(self, where: Slice, bucket: Bucket) -> list[TrendPoint]: ...
+    def failure_types(self, where: Slice) -> list[ErrorTypeShare]: ...
+    def handoffs(self, where: Slice, *, limit: int, offset: int) -> list[dict[str, Any]]: ...
+    def task_costs(self, where: Slice, *, limit: int, offset: int) -> list[TaskCost]: ...
+    def find_tasks(self, text: str, *, project: str | None = None, limit: int = 20) -> list[dict[str, Any]]: ...
+    def task_events(self, project: str, task_id: str) -> list[dict[str, Any]]: ...
+    def failure_groups(self, project: str, *, include_noise: bool, error_type: str | None,
+                       limit: int, offset: int) -> list[FailureGroup]: ...
+    def fingerprint(self, project: str, fingerprint: str) -> FingerprintStats: ...
+    def top_fingerprints(self, project: str, *, limit: int) -> list[FingerprintStats]: ...
+    def model_info(self) -> ModelInfo | None: ...
+    def recent_prechecks(self, *, limit: int) -> list[dict[str, Any]] | None: ...
+    def reports(self) -> list[Report]: ...
+    def alert_rules(self) -> list[alerting.AlertRule]: ...
+    def alert_states(self) -> list[dict[str, Any]]: ...
+    def alert_history(self, *, limit: int) -> list[dict[str, Any]]: ...
+
+
+_FIND_TASKS = (
+    "SELECT project, task_id, min(ts) AS first_ts, max(ts) AS last_ts, any(agent_name) AS agent,"
+    " uniqExact(correlation_id) AS attempts"
+    " FROM [[db]].events"
+    " WHERE (task_id = {q:String} OR correlation_id = {q:String} OR trace_id = {q:String})"
+    " AND ({project:String} = '' OR project = {project:String})"
+    " GROUP BY project, task_id ORDER BY last_ts DESC, project, task_id LIMIT {limit:UInt32}"
+)
+_FEATURE_SAMPLE = (
+    "SELECT input_features FROM [[db]].events WHERE input_features != ''"
+    " ORDER BY ts DESC LIMIT {limit:UInt32}"
+)
+
+
+class StoreSource:
+    """The analytics layer called in this process, on a store this process may open."""
+
+    label = "store"
+
+    def __init__(self, store: EventStore, *, settings: Settings | None = None,
+                 reports_dir: Path | None = None) -> None:
+        self.store = store
+        self.settings = settings
+        self.reports_dir = reports_dir or default_reports_dir(settings)
+
+    def options(self) -> dict[str, list[str]]:
+        return {
+            label: sorted(s.value for s in metrics_by(self.store, dimension, limit=500) if s.value)
+            for label, dimension in OPTION_DIMENSIONS
+        }
+
+    def summary(self, where: Slice) -> Metrics:
+        return metrics_summary(self.store, where)
+
+    def trend(self, where: Slice, bucket: Bucket) -> list[TrendPoint]:
+        return metrics_trend(self.store, where, bucket=bucket)
+
+    def failure_types(self, where: Slice) -> list[ErrorTypeShare]:
+        return failure_type_distribution(self.store, where)
+
+    def handoffs(self, where: Slice, *, limit: int, offset: int) -> list[dict[str, Any]]:
+        return recent_handoffs(self.store, where, limit=limit, offset=offset)
+
+    def task_costs(self, where: Slice, *, limit: int, offset: int) -> list[TaskCost]:
+        return task_costs(self.store, where, limit=limit, offset=offset)
+
+    def find_tasks(self, text: str, *, project: str | None = None, limit: int = 20) -> list[dict[str, Any]]:
+        text = text.strip()
+        if not text:
+            return []
+        params = {"q": text, "project": project or "", "limit": max(1, int(limit))}
+        return query_rows(self.store.client, self.store.sql(_FIND_TASKS), params)
+
+    def task_events(self, project: str, task_id: str) -> list[dict[str, Any]]:
+        return self.store.task_events(project, task_id)
+
+    def failure_groups(self, project: str, *, include_noise: bool, error_type: str | None,
+                       limit: int, offset: int) -> list[FailureGroup]:
+        return failure_groups(self.store, project, include_noise=include_noise, error_type=error_type,
+                              limit=limit, offset=offset)
+
+    def fingerprint(self, project: str, fingerprint: str) -> FingerprintStats:
+        return fingerprint_stats(self.store, project, fingerprint.strip())
+
+    def top_fingerprints(self, project: str, *, limit: int) -> list[FingerprintStats]:
+        return top_failing_fingerprints(self.store, project, limit=limit)
+
+    def model_info(self) -> ModelInfo | None:
+        if self.settings is None:
+            return None
+        return model_info_from_disk(self.settings, self._recent_features())
+
+    def _recent_features(self, limit: int = 500) -> list[dict[str, Any]]:
+        rows = query_rows(self.store.client, self.store.sql(_FEATURE_SAMPLE), {"limit": limit})
+        out = []
+        for row in rows:
+            try:
+                out.append(json.loads(row["input_features"]))
+            except ValueError:
+                continue
+        return out
+
+    def recent_prechecks(self, *, limit: int) -> list[dict[str, Any]] | None:
+        return None  # pre-checks are answered (and remembered, if at all) by the API server
+
+    def reports(self) -> list[Report]:
+        return read_reports(self.reports_dir)
+
+    def alert_rules(self) -> list[alerting.AlertRule]:
+        return alerting.list_rules(self.store)
+
+    def alert_states(self) -> list[dict[str, Any]]:
+        return alerting.alert_states(self.store)
+
+    def alert_history(self, *, limit: int) -> list[dict[str, Any]]:
+        return alerting.alert_history(self.store, limit=limit)
+
+
+def default_reports_dir(settings: Settings | None) -> Path | None:
+    """``RETRYLENS_DASHBOARD_REPORTS_DIR``, else ``<data_dir>/reports``."""
+    if os.environ.get(REPORTS_DIR_ENV):
+        return Path(os.environ[REPORTS_DIR_ENV])
+    return settings.data_dir / "reports" if settings is not None else None
+
+
+def read_reports(folder: Path | None, *, limit: int = 50) -> list[Report]:
+    """Policy reports (``*.json``, newest first) in ``folder``; unreadable files are skipped."""
+    if folder is None or not folder.is_dir():
+        return []
+    reports = []
+    for path in sorted(folder.rglob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)[:limit]:
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if not isinstance(data, dict):
+            continue
+        html = next((p for p in (path.with_suffix(".html"), path.parent / "report.html") if p.is_file()), None)
+        reports.append(Report(str(path.relative_to(folder)), datetime.fromtimestamp(path.stat().st_mtime),
+                              data, html))
+    return reports
+
+
+def model_info_from_disk(settings: Settings, recent_features: list[dict[str, Any]]) -> ModelInfo | None:
+    """The current model's meta and the weights of features seen in ``recent_features``."""
+    from retrylens.analytics.classifier import feature_dict
+    from retrylens.analytics.model_store import ModelNotFoundError, ModelStore, load_current_model, models_dir
+
+    model_store = ModelStore(models_dir(settings))
+    try:
+        loaded = load_current_model(settings)
+    except ModelNotFoundError:
+        return None
+    names: dict[str, float] = {}
+    for features in recent_features:
+        names.update(dict.fromkeys(feature_dict(features), 1.0))
+    weights = loaded.model.contributions(names, top=25) if names else []
+    return ModelInfo(loaded.version, model_store.versions(), loaded.meta, weights)
+
+
+# --- choosing the source of this process -----------------------------------------------------
+
+_installed: DataSource | None = None
+_built: DataSource | None = None
+_lock = threading.Lock()
+
+
+def use(source: DataSource | None) -> None:
+    """Install ``source`` for every session of this process (``None`` uninstalls it)."""
+    global _installed
+    _installed = source
+
+
+def current() -> DataSource:
+    """The installed source, else the one ``RETRYLENS_DASHBOARD_SOURCE`` asks for (built once)."""
+    global _built
+    if _installed is not None:
+        return _installed
+    with _lock:
+        if _built is None:
+            _built = from_settings(load_settings(), road=os.environ.get(SOURCE_ENV, "auto"))
+        return _built
+
+
+def from_settings(settings: Settings, *, road: str = "auto") -> DataSource:
+    """``api`` for an embedded store (never opens chDB here), ``store`` for a ClickHouse server.
+
+    ``road="store"`` opens the configured store directly even when it is embedded: only for a
+    data directory no other process holds.
+    """
+    if road not in ("auto", "api", "store"):
+        raise ValueError(f"unknown dashboard source {road!r}; choose auto, api or store")
+    if road == "api" or (road == "auto" and settings.is_embedded_store):
+        from .api_source import ApiSource
+
+        return ApiSource.from_settings(settings)
+    from retrylens.store import open_store
+
+    return StoreSource(open_store(settings, migrate=False), settings=settings)

@@ -1,0 +1,98 @@
+"""Candidate policy files: YAML or JSON, validated by the SDK's own policy model.
+
+A candidate file says what *changes* against the live policy: its mappings are merged
+into the live policy key by key (``caps: {timeout: 1}`` changes the timeout cap and keeps
+the others), then the whole result is validated by :func:`retrylens.sdk.policy.parse_policy`,
+so a malformed file is rejected with a message that names the field. The live policy's
+shadow section (candidate, exploration) is not inherited: a candidate is evaluated as it
+would run live, without exploration.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from retrylens.errors import ConfigError
+from retrylens.sdk.errors import PolicyError
+from retrylens.sdk.policy import RetryPolicy, parse_policy
+
+
+class CandidateError(ConfigError):
+    """A candidate policy file cannot be used; the message names the file and the field."""
+
+    def __init__(self, message: str, *, path: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.field = field
+
+
+@dataclass(frozen=True)
+class Candidate:
+    name: str
+    policy: RetryPolicy
+    source: str
+
+
+def deep_merge(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in changes.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def overlay(live: RetryPolicy, changes: dict[str, Any], *, source: str) -> RetryPolicy:
+    """``live`` with ``changes`` merged in, validated; no shadow section inherited."""
+    base = live.model_dump(mode="json")
+    base.pop("shadow", None)
+    if isinstance(changes, dict) and set(changes) == {"policy"}:
+        changes = changes["policy"]
+    return parse_policy(deep_merge(base, changes), source=source)
+
+
+def read_mapping(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise CandidateError(f"cannot read candidate policy {path}: {exc}", path=str(path)) from exc
+    try:
+        data = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError) as exc:
+        raise CandidateError(f"candidate policy {path} is not valid YAML/JSON: {exc}", path=str(path)) from exc
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise CandidateError(f"candidate policy {path}: the file must hold a mapping of policy fields",
+                             path=str(path))
+    return data
+
+
+def load_candidate(path: str | Path, live: RetryPolicy) -> Candidate:
+    """One candidate file merged over ``live``; raises :class:`CandidateError` naming the field."""
+    path = Path(path)
+    data = read_mapping(path)
+    try:
+        policy = overlay(live, data, source=str(path))
+    except PolicyError as exc:
+        field = getattr(exc, "field", None)
+        where = f" (field '{field}')" if field else ""
+        raise CandidateError(f"candidate policy {path}{where}: {exc}", path=str(path), field=field) from exc
+    name = policy.id if "id" in data or "id" in data.get("policy", {}) else path.stem
+    if name == live.id:
+        name = path.stem
+    return Candidate(name=name, policy=policy.model_copy(update={"id": name}), source=str(path))
+
+
+def load_candidates(paths: list[str | Path], live: RetryPolicy) -> list[Candidate]:
+    candidates = [load_candidate(p, live) for p in paths]
+    names = [c.name for c in candidates]
+    if len(set(names)) != len(names):
+        raise CandidateError(f"candidate names must differ, got {names}", path=", ".join(map(str, paths)))
+    return candidates
