@@ -122,19 +122,28 @@ class History:
         return self._cache
 
 
-def _group_cumcount(keys: np.ndarray, task: np.ndarray) -> np.ndarray:
-    """1-based running count of rows with the same (task, key), in row order."""
-    frame = pd.DataFrame({"t": task, "k": keys})
-    return frame.groupby(["t", "k"], sort=False).cumcount().to_numpy() + 1
+def _code_cumcount(codes: np.ndarray, mask: np.ndarray, task: np.ndarray) -> np.ndarray:
+    """Per row where ``mask``: how many rows of its task so far (itself included) share its code."""
+    n = len(codes)
+    if n == 0:
+        return np.zeros(0, np.int64)
+    width = int(codes.max(initial=0)) + 2
+    key = task * width + np.where(mask, codes + 1, 0)
+    order = np.argsort(key, kind="stable")
+    sorted_key = key[order]
+    new = np.ones(n, bool)
+    new[1:] = sorted_key[1:] != sorted_key[:-1]
+    group_start = np.maximum.accumulate(np.where(new, np.arange(n), 0))
+    rank = np.empty(n, np.int64)
+    rank[order] = np.arange(n) - group_start + 1
+    return np.where(mask, rank, 0)
 
 
 def _derive(h: History) -> dict[str, np.ndarray]:
     failed = h.failed
-    err_key = np.where(failed, h.error, -2 - h.pos)  # successes never share a key
-    class_count = np.where(failed, _group_cumcount(err_key, h.task), 0)
-    ph_key = np.where(failed, h.phase, -2 - h.pos)
-    phase_count = np.where(failed, _group_cumcount(ph_key, h.task), 0)
     base = np.repeat(h.starts, h.counts)
+    class_count = _code_cumcount(h.error, failed, h.task)
+    phase_count = _code_cumcount(h.phase, failed, h.task)
     tok_cum = _segment_cumsum(h.tokens.astype(np.float64), base)
     cost_cum = _segment_cumsum(h.cost, base)
     lat_cum = _segment_cumsum(h.latency.astype(np.float64), base)

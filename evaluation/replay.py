@@ -78,8 +78,11 @@ class PolicyReplay:
 class ImputationModel:
     """Success of one more retry after a failure of each class, and what a retry costs."""
 
-    succ: np.ndarray           # per task × class: next-attempt successes (retries used by the model)
-    trials: np.ndarray         # per task × class
+    rows: np.ndarray           # attempt rows whose retry the model learns from
+    row_task: np.ndarray
+    row_err: np.ndarray
+    row_ok: np.ndarray         # did the retry after the row succeed
+    n_tasks: int
     p: np.ndarray              # per class
     tokens: np.ndarray         # per class: mean tokens of a retry
     cost: np.ndarray
@@ -87,7 +90,12 @@ class ImputationModel:
 
     def p_for(self, weights: np.ndarray) -> np.ndarray:
         """Per-class success probability under bootstrap ``weights`` (B × tasks)."""
-        s, t = weights @ self.succ, weights @ self.trials
+        n_err = len(ERRORS)
+        succ = np.zeros((self.n_tasks, n_err))
+        trials = np.zeros((self.n_tasks, n_err))
+        np.add.at(trials, (self.row_task, self.row_err), 1.0)
+        np.add.at(succ, (self.row_task, self.row_err), self.row_ok.astype(np.float64))
+        s, t = weights @ succ, weights @ trials
         return (s + 0.5) / (t + 1.0)
 
 
@@ -101,12 +109,9 @@ def fit_imputation(h: History) -> ImputationModel:
     err = np.where(h.failed, h.error, 0)
     deep_trials = np.bincount(err[deep], minlength=n_err)
     use_deep = deep_trials[err] >= DEEP_MIN_TRIALS
-    used = retried & (~use_deep | deep)
-    cols = err * h.n_tasks + h.task
-    size = n_err * h.n_tasks
-    succ = np.bincount(cols[used & next_ok], minlength=size).reshape(n_err, h.n_tasks).T.astype(np.float64)
-    trials = np.bincount(cols[used], minlength=size).reshape(n_err, h.n_tasks).T.astype(np.float64)
-    tot_s, tot_t = succ.sum(0), trials.sum(0)
+    rows = np.flatnonzero(retried & (~use_deep | deep))
+    tot_t = np.bincount(err[rows], minlength=n_err).astype(np.float64)
+    tot_s = np.bincount(err[rows], weights=next_ok[rows].astype(np.float64), minlength=n_err)
     glob = (tot_s.sum() + 0.5) / (tot_t.sum() + 1.0)
     p = np.where(tot_t > 0, (tot_s + 0.5) / (tot_t + 1.0), glob)
     retry_rows = np.flatnonzero(retried)
@@ -119,7 +124,7 @@ def fit_imputation(h: History) -> ImputationModel:
         return np.where(n_ret > 0, sums / np.maximum(n_ret, 1), fallback)
 
     return ImputationModel(
-        succ=succ, trials=trials, p=p,
+        rows=rows, row_task=h.task[rows], row_err=err[rows], row_ok=next_ok[rows], n_tasks=h.n_tasks, p=p,
         tokens=per_class(h.tokens[following].astype(np.float64)), cost=per_class(h.cost[following]),
         latency=per_class(h.latency[following] + h.backoff[retry_rows]),
     )
@@ -145,7 +150,7 @@ def replay_policy(h: History, policy: RetryPolicy | Limits, live: RetryPolicy | 
     wait_c = backoff_under(h, lim, ref)
     waited_before = d["lat_cum"] + (_cum_by_task(wait_c, base) - wait_c)
     sc = stop_matrix(h, lim, waited_before)
-    sl = stop_matrix(h, ref, d["lat_cum"] + (_cum_by_task(h.backoff, base) - h.backoff))
+    sl = _live_stops(h, ref)
     last = h.last
     stricter = (sc & ~sl).any(0)
     stop_here = h.failed & ~last & stricter
@@ -177,6 +182,17 @@ def replay_policy(h: History, policy: RetryPolicy | Limits, live: RetryPolicy | 
     if ext_row.any():
         result._ext = _extend(h, lim, model, ext_row, per_task)
     return result
+
+
+def _live_stops(h: History, ref: Limits) -> np.ndarray:
+    """The live policy's binding limits on the log (cached on the history: shared by all candidates)."""
+    cache = h.derived()
+    key = "live_stops:" + repr((ref.caps.tobytes(), ref.retryable.tobytes(), ref.phase_caps.tobytes(),
+                                ref.max_attempts, ref.max_tokens, ref.max_cost, ref.deadline_ms))
+    if key not in cache:
+        elapsed = cache["lat_cum"] + (_cum_by_task(h.backoff, cache["base"]) - h.backoff)
+        cache[key] = stop_matrix(h, ref, elapsed)
+    return cache[key]
 
 
 def _cum_by_task(values: np.ndarray, base: np.ndarray) -> np.ndarray:

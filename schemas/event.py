@@ -12,7 +12,6 @@ import uuid
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-import orjson
 from pydantic import (
     AwareDatetime,
     BaseModel,
@@ -158,7 +157,7 @@ class RetryEvent(_Part):
 
     def to_json_bytes(self) -> bytes:
         """Serialize compactly; raises :class:`EventTooLargeError` past the size limit."""
-        payload = orjson.dumps(self.model_dump(mode="json", exclude_defaults=False))
+        payload = self.__pydantic_serializer__.to_json(self)
         if len(payload) > limits.MAX_EVENT_BYTES:
             raise EventTooLargeError(len(payload))
         return payload

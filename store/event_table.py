@@ -14,7 +14,9 @@ from typing import Any
 
 import orjson
 
-from retrylens.schemas import RetryEvent
+from pydantic import TypeAdapter
+
+from retrylens.schemas import RetryEvent, SideEffect
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,7 @@ EVENT_COLUMNS: tuple[Column, ...] = (
 
 EVENT_COLUMN_NAMES: tuple[str, ...] = tuple(column.name for column in EVENT_COLUMNS)
 _UINT32_MAX = 2**32 - 1
+_SIDE_EFFECTS_JSON = TypeAdapter(list[SideEffect])
 
 
 def _json(value: Any) -> str:
@@ -115,8 +118,8 @@ def event_row(event: RetryEvent, *, topic: str, partition: int, offset: int) -> 
         context.message_count if context else 0,
         min(context.token_count, _UINT32_MAX) if context else 0,
         context.pollution_score if context else 0.0,
-        _json(context.model_dump(mode="json")) if context else "",
-        _json([effect.model_dump(mode="json") for effect in event.side_effects]),
+        context.model_dump_json() if context else "",
+        _SIDE_EFFECTS_JSON.dump_json(event.side_effects).decode() if event.side_effects else "",
         [effect.idempotency_key for effect in event.side_effects],
         event.decision.value,
         event.decision_reason,

@@ -1,0 +1,163 @@
+"""The policy report: live vs candidates, with evidence, as JSON and one offline HTML file.
+
+:func:`build_report` runs replay (with paired bootstrap CIs), the off-policy estimators
+and, when a store is given, the shadow comparison, and decides a recommendation by
+explicit rules (:func:`recommend`). A history too small to say anything gets
+``"evidence": "insufficient"`` and no numbers, rather than confident ones.
+:mod:`report_html` renders the same dict as HTML.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from retrylens.sdk.policy import RetryPolicy
+
+from .candidates import Candidate
+from .history import History, describe
+from .off_policy import evaluate
+from .replay import METRICS, PolicyReplay, replay
+from .shadow import ShadowComparison
+
+MIN_TASKS = 30          # fewer finished tasks: no numbers, "insufficient evidence"
+MIN_FAILURES = 10       # fewer failures: retry policies cannot differ measurably
+MAX_IMPUTED_SHARE = 0.3  # more imputed tasks than this: the estimate leans on the model
+SUCCESS_TOLERANCE = 0.01  # a candidate may lose at most this much success (CI lower bound)
+
+LIMITATIONS = [
+    "Replay cannot know the outcome of an attempt that was never tried. Where the live policy "
+    "stopped and a candidate would have gone on, the extra attempts are imputed from how logged "
+    "retries after the same failure class fared (deep retries when there are enough), bounded by the "
+    "candidate's own caps and budgets, and counted as expected values; the imputation model is "
+    "re-fitted in every bootstrap replicate. 'imputed_share' says how many tasks depend on it.",
+    "Stopping earlier is observed, not imputed: a task that reached attempt k also shows what "
+    "stopping at any j < k gives (implicit feedback), so lower caps and budgets need no exploration.",
+    "A different decision kind (e.g. an earlier degrade threshold) keeps the logged continuation; "
+    "'decision_divergence' is the share of retried failures where that assumption is used. The "
+    "off-policy estimators (logged propensities) cover decision kinds without that assumption.",
+    "Role overrides and fleet-level protection (retry throttle, circuit breaker) are taken as logged.",
+    "Confidence intervals are 95 % paired Poisson-bootstrap percentile intervals over tasks: they "
+    "describe the mean per task of traffic like the logged one.",
+]
+
+
+def _evidence(h: History) -> tuple[str, str]:
+    if h.n_tasks < MIN_TASKS:
+        return "insufficient", f"only {h.n_tasks} finished tasks in the history (at least {MIN_TASKS} needed)"
+    failures = int(h.failed.sum())
+    if failures < MIN_FAILURES:
+        return "insufficient", f"only {failures} failed attempts in the history (at least {MIN_FAILURES} needed)"
+    return "sufficient", f"{h.n_tasks} finished tasks, {failures} failed attempts"
+
+
+def _policy_entry(r: PolicyReplay, policy: RetryPolicy, source: str) -> dict[str, Any]:
+    return {
+        "name": r.name, "policy_id": policy.id, "policy_version": policy.version, "source": source,
+        "estimates": {m: e.as_dict() for m, e in r.estimates.items()},
+        "diff_vs_live": {m: e.as_dict() for m, e in r.diff_vs_live.items()},
+        "truncated_share": float(r.truncated.mean()), "imputed_share": float(r.extended.mean()),
+        "decision_divergence": r.decision_divergence,
+    }
+
+
+def recommend(policies: list[dict[str, Any]]) -> dict[str, Any]:
+    """Pick a candidate only when the bootstrap says it is better, and say why."""
+    best: tuple[float, dict[str, Any], str] | None = None
+    for p in policies[1:]:
+        d = p["diff_vs_live"]
+        success, cost = d["success"], d["cost_usd"]
+        if p["imputed_share"] > MAX_IMPUTED_SHARE:
+            continue
+        if success["lo"] > 0:
+            why = (f"success rate +{success['value']:.1%} (95 % CI {success['lo']:+.1%} … {success['hi']:+.1%}) "
+                   f"at cost per task {cost['value']:+.5f} USD")
+            score = 1.0 + success["lo"]
+        elif success["lo"] > -SUCCESS_TOLERANCE and cost["hi"] < 0:
+            why = (f"cost per task {cost['value']:+.5f} USD (95 % CI {cost['lo']:+.5f} … {cost['hi']:+.5f}) "
+                   f"with no measurable loss of success (CI {success['lo']:+.1%} … {success['hi']:+.1%})")
+            score = -cost["hi"] / max(abs(p["estimates"]["cost_usd"]["value"]), 1e-12)
+        else:
+            continue
+        if best is None or score > best[0]:
+            best = (score, p, why)
+    if best is None:
+        return {"decision": "keep_live", "policy": "live",
+                "reason": "no candidate is better than the live policy beyond the uncertainty of the estimates "
+                          f"(or it relies on imputation for more than {MAX_IMPUTED_SHARE:.0%} of tasks)"}
+    _, p, why = best
+    return {"decision": "adopt_candidate", "policy": p["name"], "reason": why,
+            "evidence": {"imputed_share": p["imputed_share"], "truncated_share": p["truncated_share"],
+                         "decision_divergence": p["decision_divergence"]}}
+
+
+def build_report(h: History, live: RetryPolicy, candidates: list[Candidate], *,
+                 shadow: ShadowComparison | None = None, replicates: int = 400, seed: int = 0,
+                 progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    step = progress or (lambda _msg: None)
+    evidence, why = _evidence(h)
+    report: dict[str, Any] = {
+        "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "history": dict(describe(h)), "evidence": evidence, "evidence_reason": why,
+        "metrics": list(METRICS), "limitations": LIMITATIONS,
+        "live": {"policy_id": live.id, "policy_version": live.version},
+        "candidates": [{"name": c.name, "source": c.source, "policy_version": c.policy.version} for c in candidates],
+        "shadow": shadow.as_dict() if shadow is not None else None,
+    }
+    if evidence == "insufficient":
+        step("insufficient evidence: no estimates")
+        report["policies"] = []
+        report["off_policy"] = []
+        report["recommendation"] = {"decision": "insufficient_evidence", "policy": None,
+                                    "reason": f"insufficient evidence: {why}"}
+        return report
+    step("replay with bootstrap")
+    results = replay(h, live, {c.name: c.policy for c in candidates}, replicates=replicates, seed=seed)
+    sources = [("live", live)] + [(c.source, c.policy) for c in candidates]
+    report["policies"] = [_policy_entry(r, pol, src) for r, (src, pol) in zip(results, sources, strict=True)]
+    off = []
+    for name, policy in [("live-greedy", live)] + [(c.name, c.policy) for c in candidates]:
+        step(f"off-policy estimates: {name}")
+        off.append({"name": name, **evaluate(h, policy, live, name=name).as_dict()})
+    if h.shadow.max(initial=-1) >= 0:
+        step("off-policy estimates: shadow candidate")
+        off.append({"name": "shadow-candidate", **evaluate(h, live, live, actions="shadow",
+                                                            name="shadow-candidate").as_dict()})
+    report["off_policy"] = off
+    report["recommendation"] = recommend(report["policies"])
+    return report
+
+
+def write_report(report: dict[str, Any], out_dir: str | Path) -> tuple[Path, Path]:
+    """``report.json`` and the self-contained ``report.html`` in ``out_dir``."""
+    from .report_html import render_html
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    json_path, html_path = out / "policy_report.json", out / "policy_report.html"
+    json_path.write_text(json.dumps(_clean(report), indent=2, default=_json_default, allow_nan=False))
+    html_path.write_text(render_html(report))
+    return json_path, html_path
+
+
+def _clean(value: Any) -> Any:
+    """NaN and infinities become ``null``: JSON has no such numbers."""
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if hasattr(value, "item"):
+        return value.item()
+    return str(value)
