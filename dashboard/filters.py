@@ -74,33 +74,57 @@ def _from_url(key: str, name: str, allowed: list[str]) -> None:
         st.session_state[key] = value
 
 
-@st.cache_data(ttl=60, show_spinner=False)
-def _options(_source: DataSource, source_id: int) -> dict[str, list[str]]:
-    return _source.options()
+@st.cache_data(ttl=30, show_spinner=False)
+def _options(_source: DataSource, source_key: str, project: str | None, range_key: str) -> dict[str, list[str]]:
+    window = RANGES[range_key][1]
+    return _source.options(project, datetime.now(UTC) - window if window else None)
 
 
-def options(source: DataSource) -> dict[str, list[str]]:
-    """Filter choices (cached for a minute per source)."""
+def options(source: DataSource, project: str | None = None, range_key: str = "all") -> dict[str, list[str]]:
+    """Filter choices seen in the time range (cached for 30 s per source, project and range)."""
     try:
-        return _options(source, id(source))
+        return _options(source, str(getattr(source, "cache_key", id(source))), project, range_key)
     except Exception as exc:  # noqa: BLE001 - a failing source still gets a usable sidebar
         st.sidebar.warning(f"Filter choices unavailable: {exc}")
         return {name: [] for name in _DIMENSIONS}
 
 
+def project_choices(source: DataSource, projects: list[str]) -> list[str]:
+    """Projects a selectbox offers; ``(all)`` only where the source can read across projects."""
+    return [ANY, *projects] if source.cross_project else projects
+
+
+def project_picker(source: DataSource, *, key: str = "f_project", where=st.sidebar,
+                   range_key: str = "all") -> str | None:
+    """A project selectbox (shared state with the sidebar filter); ``None`` means all projects."""
+    allowed = project_choices(source, options(source, range_key=range_key).get("project", []))
+    if not allowed:
+        # The API lists only projects with configured keys; any project can still be typed.
+        typed = where.text_input("Project", key=f"{key}_typed", value=st.query_params.get("project", ""),
+                                 help="The server lists no projects (none has an API key configured): type one.")
+        return typed.strip() or None
+    _from_url(key, "project", allowed)
+    if st.session_state.get(key) not in allowed:
+        st.session_state.pop(key, None)
+    chosen = where.selectbox("Project", allowed, key=key)
+    return None if chosen in (None, ANY) else chosen
+
+
 def sidebar(source: DataSource, *, refresh: bool = True) -> Filters:
     """Draw the filters in the sidebar and return their values."""
-    choices = options(source)
     side = st.sidebar
     side.header("Filters")
     range_keys = list(RANGES)
     _from_url("f_range", "range", range_keys)
     range_key = side.selectbox("Time range", range_keys, index=range_keys.index(DEFAULT_RANGE),
                                format_func=lambda k: RANGES[k][0], key="f_range")
-    values: dict[str, str | None] = {}
-    for name in _DIMENSIONS:
+    values: dict[str, str | None] = {"project": project_picker(source, range_key=range_key)}
+    choices = options(source, values["project"], range_key)
+    for name in _DIMENSIONS[1:]:
         allowed = [ANY, *choices.get(name, [])]
         _from_url(f"f_{name}", name, allowed)
+        if st.session_state.get(f"f_{name}") not in allowed:
+            st.session_state.pop(f"f_{name}", None)
         label = name.replace("_", " ").capitalize()
         chosen = side.selectbox(label, allowed, key=f"f_{name}")
         values[name] = None if chosen in (None, ANY) else chosen

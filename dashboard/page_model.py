@@ -8,6 +8,7 @@ from typing import Any
 import streamlit as st
 
 from . import charts
+from .filters import project_picker
 from .source import DataSource
 from .widgets import table
 
@@ -65,8 +66,9 @@ def _num(value: Any) -> float | None:
 
 def _prechecks(source: DataSource) -> None:
     st.subheader("Recent pre-checks")
+    project = project_picker(source, key="model_project", where=st)
     try:
-        rows = source.recent_prechecks(limit=50)
+        rows = source.recent_prechecks(project, limit=50)
     except Exception as exc:  # noqa: BLE001
         st.error(f"Could not read recent pre-checks: {exc}")
         return

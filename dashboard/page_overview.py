@@ -3,7 +3,7 @@
 Headline rates, the retry trend, failure types, the cost of retries and the list of
 human hand-offs, for the slice chosen in the sidebar. The body is a fragment that reruns
 every few seconds while events arrive; everything it shows is read from the rollups
-except the two paginated lists (hand-offs, costly tasks), which are bounded raw reads.
+except the paginated hand-off list (a bounded raw read) and, on demand, the per-task costs.
 """
 
 from __future__ import annotations
@@ -31,6 +31,9 @@ def render(source: DataSource) -> None:
 def _body(source: DataSource, chosen: filters.Filters) -> None:
     now = datetime.now(UTC)
     where = chosen.slice(now)
+    if where.project is None and not source.cross_project:
+        st.info("Choose a project in the sidebar: the API reads one project at a time.")
+        return
     refresh = f"refreshes every {chosen.refresh_s} s" if chosen.refresh_s else "auto-refresh off"
     st.caption(f"{chosen.describe()} · updated {now:%H:%M:%S} UTC · {refresh} · source: {source.label}")
     try:
@@ -51,7 +54,9 @@ def _body(source: DataSource, chosen: filters.Filters) -> None:
     _handoffs(source, where)
     st.subheader("Cost of retries")
     st.plotly_chart(charts.retry_cost(trend), key="chart_cost")
-    _costly_tasks(source, where)
+    # Per-task costs are an exact raw aggregation: read on demand, not on every refresh.
+    if st.toggle("Show the retried tasks that cost most", key="show_costs"):
+        _costly_tasks(source, where)
 
 
 def _headline(m: Any) -> None:
@@ -81,10 +86,21 @@ def _handoffs(source: DataSource, where: Slice) -> None:
     shown = [{"ts": r["ts"], "project": r["project"], "task_id": r["task_id"], "agent": r["agent"],
               "phase": r["phase"], "error_type": r["error_type"], "reason": r["reason"],
               "policy_version": r["policy_version"], "open": task_link(r["project"], r["task_id"])}
-             for r in rows]
+             for r in merge_handoffs(rows)]
     picked = table(shown, key="handoff_table", column_config={"open": _LINK}, selectable=True)
     if picked is not None:
         _open_task(shown[picked]["project"], shown[picked]["task_id"])
+
+
+def merge_handoffs(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per hand-off: the ``handoff`` event and the attempt's ``handoff_human`` decision
+    arrive as two rows (task and attempt correlation ids); keep the one that names the error."""
+    merged: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for row in rows:
+        key = (row["project"], row["task_id"], row["reason"])
+        if key not in merged or (row.get("error_type") and not merged[key].get("error_type")):
+            merged[key] = row
+    return sorted(merged.values(), key=lambda r: (r["ts"], r["task_id"]), reverse=True)
 
 
 def _costly_tasks(source: DataSource, where: Slice) -> None:

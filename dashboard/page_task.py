@@ -47,7 +47,11 @@ def _target(source: DataSource) -> tuple[str, str] | None:
     elif "task_q" not in st.session_state and params.get("task_id"):
         st.session_state["task_q"] = params.get("task_id")
         st.session_state["task_project"] = params.get("project", ANY_PROJECT)
-    projects = [ANY_PROJECT, *options(source).get("project", [])]
+    known = options(source).get("project", [])
+    linked = params.get("project")
+    if linked and linked not in known and not source.cross_project:
+        known = [*known, linked]  # the API lists only projects with keys; a linked one is still readable
+    projects = [ANY_PROJECT, *known] if source.cross_project or not known else known
     if st.session_state.get("task_project") not in projects:
         st.session_state["task_project"] = ANY_PROJECT
     left, right = st.columns([3, 1])
@@ -90,7 +94,7 @@ def _story(story: TaskStory) -> None:
     for attempt, warning in warnings:
         st.warning(f"{attempt.label}: {warning}", icon=":material/warning:")
     for handoff in story.handoffs:
-        st.error(f"Handed to a human: {handoff.get('decision_reason') or 'no reason recorded'}",
+        st.info(f"Handed to a human: {handoff.get('decision_reason') or 'no reason recorded'}",
                  icon=":material/support_agent:")
     st.plotly_chart(charts.task_timeline(_timeline_points(story)), key="chart_task_timeline")
     table(attempt_rows(story), key="attempt_table")

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -30,7 +31,11 @@ from typing import Any, Protocol, runtime_checkable
 from retrylens.analytics import alerts as alerting
 from retrylens.analytics.failure_groups import FailureGroup, failure_groups
 from retrylens.analytics.filters import Bucket, Slice
-from retrylens.analytics.fingerprints import FingerprintStats, fingerprint_stats, top_failing_fingerprints
+from retrylens.analytics.fingerprints import (
+    FingerprintStats,
+    fingerprint_stats,
+    top_failing_fingerprints,
+)
 from retrylens.analytics.metrics import (
     ErrorTypeShare,
     Metrics,
@@ -77,11 +82,16 @@ class Report:
 
 @runtime_checkable
 class DataSource(Protocol):
-    """What the pages need. Lists are pages: ``limit`` rows from ``offset``."""
+    """What the pages need. Lists are pages: ``limit`` rows from ``offset``.
+
+    ``cross_project`` says whether a slice may leave ``project`` open; a source that cannot
+    (the API reads one project per request) gets a project chosen by the sidebar.
+    """
 
     label: str
+    cross_project: bool
 
-    def options(self) -> dict[str, list[str]]: ...
+    def options(self, project: str | None = None, start: datetime | None = None) -> dict[str, list[str]]: ...
     def summary(self, where: Slice) -> Metrics: ...
     def trend(self, where: Slice, bucket: Bucket) -> list[TrendPoint]: ...
     def failure_types(self, where: Slice) -> list[ErrorTypeShare]: ...
@@ -94,11 +104,11 @@ class DataSource(Protocol):
     def fingerprint(self, project: str, fingerprint: str) -> FingerprintStats: ...
     def top_fingerprints(self, project: str, *, limit: int) -> list[FingerprintStats]: ...
     def model_info(self) -> ModelInfo | None: ...
-    def recent_prechecks(self, *, limit: int) -> list[dict[str, Any]] | None: ...
-    def reports(self) -> list[Report]: ...
-    def alert_rules(self) -> list[alerting.AlertRule]: ...
-    def alert_states(self) -> list[dict[str, Any]]: ...
-    def alert_history(self, *, limit: int) -> list[dict[str, Any]]: ...
+    def recent_prechecks(self, project: str | None, *, limit: int) -> list[dict[str, Any]] | None: ...
+    def reports(self, project: str | None = None) -> list[Report]: ...
+    def alert_rules(self, project: str | None = None) -> list[alerting.AlertRule]: ...
+    def alert_states(self, project: str | None = None) -> list[dict[str, Any]]: ...
+    def alert_history(self, project: str | None = None, *, limit: int = 200) -> list[dict[str, Any]]: ...
 
 
 _FIND_TASKS = (
@@ -119,18 +129,23 @@ class StoreSource:
     """The analytics layer called in this process, on a store this process may open."""
 
     label = "store"
+    cross_project = True
 
     def __init__(self, store: EventStore, *, settings: Settings | None = None,
                  reports_dir: Path | None = None) -> None:
         self.store = store
+        self.cache_key = uuid.uuid4().hex  # names this source in st.cache_data keys
         self.settings = settings
         self.reports_dir = reports_dir or default_reports_dir(settings)
 
-    def options(self) -> dict[str, list[str]]:
-        return {
-            label: sorted(s.value for s in metrics_by(self.store, dimension, limit=500) if s.value)
-            for label, dimension in OPTION_DIMENSIONS
-        }
+    def options(self, project: str | None = None, start: datetime | None = None) -> dict[str, list[str]]:
+        """Values seen since ``start`` (the sidebar's range), read from the rollups."""
+
+        def values(dimension: str) -> list[str]:
+            where = Slice(start=start) if dimension == "project" else Slice(project=project, start=start)
+            return sorted(s.value for s in metrics_by(self.store, dimension, where, limit=500) if s.value)
+
+        return {label: values(dimension) for label, dimension in OPTION_DIMENSIONS}
 
     def summary(self, where: Slice) -> Metrics:
         return metrics_summary(self.store, where)
@@ -183,20 +198,23 @@ class StoreSource:
                 continue
         return out
 
-    def recent_prechecks(self, *, limit: int) -> list[dict[str, Any]] | None:
-        return None  # pre-checks are answered (and remembered, if at all) by the API server
+    def recent_prechecks(self, project: str | None, *, limit: int) -> list[dict[str, Any]] | None:
+        return None  # pre-checks are served, and remembered in memory, by the API server process
 
-    def reports(self) -> list[Report]:
+    def reports(self, project: str | None = None) -> list[Report]:
         return read_reports(self.reports_dir)
 
-    def alert_rules(self) -> list[alerting.AlertRule]:
-        return alerting.list_rules(self.store)
+    def alert_rules(self, project: str | None = None) -> list[alerting.AlertRule]:
+        rules = alerting.list_rules(self.store)
+        return [r for r in rules if project is None or r.where.project in (None, project)]
 
-    def alert_states(self) -> list[dict[str, Any]]:
-        return alerting.alert_states(self.store)
+    def alert_states(self, project: str | None = None) -> list[dict[str, Any]]:
+        wanted = {r.rule_id for r in self.alert_rules(project)}
+        return [s for s in alerting.alert_states(self.store) if s["rule_id"] in wanted]
 
-    def alert_history(self, *, limit: int) -> list[dict[str, Any]]:
-        return alerting.alert_history(self.store, limit=limit)
+    def alert_history(self, project: str | None = None, *, limit: int = 200) -> list[dict[str, Any]]:
+        wanted = {r.rule_id for r in self.alert_rules(project)} if project is not None else None
+        return [h for h in alerting.alert_history(self.store, limit=limit) if wanted is None or h["rule_id"] in wanted]
 
 
 def default_reports_dir(settings: Settings | None) -> Path | None:
@@ -227,7 +245,12 @@ def read_reports(folder: Path | None, *, limit: int = 50) -> list[Report]:
 def model_info_from_disk(settings: Settings, recent_features: list[dict[str, Any]]) -> ModelInfo | None:
     """The current model's meta and the weights of features seen in ``recent_features``."""
     from retrylens.analytics.classifier import feature_dict
-    from retrylens.analytics.model_store import ModelNotFoundError, ModelStore, load_current_model, models_dir
+    from retrylens.analytics.model_store import (
+        ModelNotFoundError,
+        ModelStore,
+        load_current_model,
+        models_dir,
+    )
 
     model_store = ModelStore(models_dir(settings))
     try:

@@ -22,7 +22,8 @@ from typing import Any
 
 CARRY_PREFIX = 40
 _MIN_ERROR_CHARS = 8
-_ATTEMPT_KINDS = {"attempt_started", "attempt_failed", "attempt_succeeded"}
+#: Task-level kinds: they carry the task's correlation id, not an attempt's.
+_TASK_KINDS = {"task_started", "task_finished", "handoff"}
 
 
 @dataclass
@@ -95,9 +96,12 @@ class TaskStory:
         return sum(a.tokens for a in self.attempts)
 
 
-def _json(text: str) -> Any:
+def _json(value: Any) -> Any:
+    """A stored JSON column (a string from the store; already decoded by the API)."""
+    if not isinstance(value, str):
+        return value
     try:
-        return json.loads(text) if text else None
+        return json.loads(value) if value else None
     except ValueError:
         return None
 
@@ -126,14 +130,14 @@ def _absorb(attempt: Attempt, row: dict[str, Any]) -> None:
         attempt.backoff_ms = int(row.get("backoff_ms") or 0)
     if row.get("shadow_decision"):
         attempt.shadow_decision = row["shadow_decision"]
-    snapshot = _json(row.get("context_snapshot") or "")
+    snapshot = _json(row.get("context_snapshot"))
     if isinstance(snapshot, dict):
         attempt.message_count = int(snapshot.get("message_count") or row.get("context_message_count") or 0)
         attempt.token_count = int(snapshot.get("token_count") or row.get("context_token_count") or 0)
         attempt.digests = list(snapshot.get("message_digests") or [])
         attempt.last_messages = [m for m in snapshot.get("last_messages") or [] if isinstance(m, dict)]
     attempt.pollution_score = max(attempt.pollution_score, float(row.get("pollution_score") or 0.0))
-    effects = _json(row.get("side_effects") or "")
+    effects = _json(row.get("side_effects"))
     if isinstance(effects, list):
         for effect in effects:
             if isinstance(effect, dict):
@@ -178,7 +182,7 @@ def build_story(project: str, task_id: str, rows: list[dict[str, Any]]) -> TaskS
             story.summary = row.get("decision_reason") or story.summary
         if row["kind"] == "handoff":
             story.handoffs.append(row)
-        if int(row.get("attempt") or 0) < 1:
+        if int(row.get("attempt") or 0) < 1 or row["kind"] in _TASK_KINDS:
             continue
         key = (int(row["attempt"]), row["correlation_id"])
         if key not in by_key:

@@ -1,9 +1,170 @@
-"""Commands of one area; see :func:`register`."""
+"""``retrylens dashboard`` (the Streamlit operator dashboard) and ``retrylens up`` (server + dashboard).
+
+The dashboard never opens an embedded chDB store: that store belongs to the ``retrylens
+serve`` process, so on embedded settings the dashboard reads through its API. With a
+ClickHouse server DSN it reads the store directly. ``up`` starts both processes and stops
+both on Ctrl-C or SIGTERM.
+"""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+
+import httpx
 import typer
+
+from retrylens.config import Settings
+
+from .common import ConfigOption, console, handle_errors, settings_from
+
+SOURCE_ENV = "RETRYLENS_DASHBOARD_SOURCE"
+ROADS = ("auto", "api", "store")
+HostOption = typer.Option("127.0.0.1", "--host", help="Bind address of the dashboard.")
+PortOption = typer.Option(8501, "--port", min=1, max=65535, help="Port of the dashboard.")
+SourceOption = typer.Option(
+    "auto", "--source",
+    help="auto: through the API of `retrylens serve` when the store is embedded, directly for a ClickHouse "
+         "server. store: open the store here (only a data directory no other process holds).",
+)
 
 
 def register(app: typer.Typer) -> None:
     """Add this area's commands to ``app``."""
+    app.command()(dashboard)
+    app.command()(up)
+
+
+def app_script() -> Path:
+    """The Streamlit entry script (inside the installed package)."""
+    from retrylens import dashboard as package
+
+    return Path(package.__file__).resolve().parent / "app.py"
+
+
+def streamlit_command(host: str, port: int) -> list[str]:
+    return [
+        sys.executable, "-m", "streamlit", "run", str(app_script()),
+        "--server.headless=true", f"--server.address={host}", f"--server.port={port}",
+        "--browser.gatherUsageStats=false", "--server.fileWatcherType=none", "--server.runOnSave=false",
+        "--global.developmentMode=false", "--client.toolbarMode=viewer", "--theme.base=light",
+    ]
+
+
+def _environment(config: Path | None, road: str, **settings_env: str) -> dict[str, str]:
+    env = {**os.environ, SOURCE_ENV: road, **settings_env}
+    if config is not None:
+        env["RETRYLENS_CONFIG"] = str(config.resolve())
+    return env
+
+
+def _check_road(road: str) -> None:
+    if road not in ROADS:
+        raise typer.BadParameter(f"must be one of {', '.join(ROADS)}", param_hint="--source")
+
+
+@handle_errors
+def dashboard(
+    host: str = HostOption,
+    port: int = PortOption,
+    config: Path | None = ConfigOption,
+    source: str = SourceOption,
+) -> None:
+    """Serve the operator dashboard (Streamlit) on the configured store."""
+    _check_road(source)
+    settings = settings_from(config)
+    if source == "api" or (source == "auto" and settings.is_embedded_store):
+        if not _healthy(settings.effective_api_url, timeout_s=1.0):
+            console.print(
+                f"[yellow]note:[/yellow] no RetryLens server answers at {settings.effective_api_url}; the embedded "
+                "store is read through it. Start `retrylens serve` (or use `retrylens up` for both)."
+            )
+    console.print(f"RetryLens dashboard on http://{host}:{port} (source: {source})")
+    command = streamlit_command(host, port)
+    os.execve(sys.executable, command, _environment(config, source))
+
+
+def _healthy(api_url: str, *, timeout_s: float) -> bool:
+    try:
+        return httpx.get(f"{api_url.rstrip('/')}/healthz", timeout=timeout_s).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def _wait_healthy(settings: Settings, server: subprocess.Popen[bytes], *, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            return False
+        if _healthy(settings.effective_api_url, timeout_s=1.0):
+            return True
+        time.sleep(0.3)
+    return False
+
+
+def _stop(processes: list[subprocess.Popen[bytes]], *, grace_s: float = 20.0) -> None:
+    """SIGTERM each child still running, wait for them, SIGKILL what is left."""
+    for process in processes:
+        if process.poll() is None:
+            process.terminate()
+    deadline = time.monotonic() + grace_s
+    for process in processes:
+        try:
+            process.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@handle_errors
+def up(
+    host: str = HostOption,
+    port: int = PortOption,
+    api_host: str | None = typer.Option(None, "--api-host", help="Bind address of the API (default: api_host)."),
+    api_port: int | None = typer.Option(None, "--api-port", min=1, max=65535, help="Port of the API (default: api_port)."),
+    config: Path | None = ConfigOption,
+    startup_timeout: float = typer.Option(60.0, min=1, help="Seconds to wait for the API to answer."),
+) -> None:
+    """Start the API server (owner of the embedded store) and the dashboard; stop both on Ctrl-C/SIGTERM."""
+    settings = settings_from(config, api_host=api_host, api_port=api_port)
+    settings_env = {"RETRYLENS_API_HOST": settings.api_host, "RETRYLENS_API_PORT": str(settings.api_port)}
+    cli = [sys.executable, "-m", "retrylens.cli.main"]
+    config_args = ["--config", str(config.resolve())] if config else []
+    stopping = False
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        nonlocal stopping
+        stopping = True
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    children: list[subprocess.Popen[bytes]] = []
+    try:
+        server = subprocess.Popen(
+            [*cli, "serve", "--host", settings.api_host, "--port", str(settings.api_port), *config_args],
+            env=_environment(config, "auto", **settings_env),
+        )
+        children.append(server)
+        if not _wait_healthy(settings, server, timeout_s=startup_timeout):
+            console.print(f"[red]error:[/red] the API server did not come up at {settings.effective_api_url}")
+            raise typer.Exit(1)
+        console.print(f"API on {settings.effective_api_url}; dashboard on http://{host}:{port}")
+        children.append(subprocess.Popen(
+            [*cli, "dashboard", "--host", host, "--port", str(port), *config_args],
+            env=_environment(config, "auto", **settings_env),
+        ))
+        while not stopping and all(child.poll() is None for child in children):
+            time.sleep(0.2)
+        failed = [child for child in children if child.poll() not in (None, 0)]
+        if failed and not stopping:
+            console.print(f"[red]error:[/red] a child process exited with status {failed[0].returncode}; stopping")
+            raise typer.Exit(1)
+    finally:
+        # The dashboard first (it reads through the server), then the server (it drains ingestion).
+        _stop(list(reversed(children)))
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

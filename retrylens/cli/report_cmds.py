@@ -52,7 +52,10 @@ def policies(
     candidates: list[Path] = typer.Option(..., "--candidates", help="Candidate policy file (YAML/JSON); repeat, "
                                           "or list more files after the options."),
     more: list[Path] = typer.Argument(None, help="More candidate policy files.", show_default=False),
-    out: Path = typer.Option(Path("policy-report"), "--out", help="Directory for the HTML and JSON report."),
+    out: Path | None = typer.Option(
+        None, "--out", help="Directory for the HTML and JSON report (default: <data_dir>/reports/<UTC time>, "
+        "where the dashboard's reports page finds it)."
+    ),
     live: Path | None = typer.Option(None, "--live", help="Live policy file (default: RETRYLENS_POLICY_FILE, "
                                      "RETRYLENS_POLICY or the SDK defaults)."),
     project: str | None = typer.Option(None, "--project", help="Only this project."),
@@ -79,7 +82,9 @@ def policies(
         def step(message: str) -> None:
             bar.update(task, advance=1, description=message)
 
-        store = open_store(settings_from(config))
+        settings = settings_from(config)
+        out = out or settings.data_dir / "reports" / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        store = open_store(settings)
         step("reading the attempt history")
         history = build_history(read_frame(store, project=project, agent=agent, since=since))
         step("shadow comparison")

@@ -1,0 +1,75 @@
+"""Dashboard fixtures: a store seeded once per module with a simulated fleet, a trained risk
+model, an alert that fires and a policy report; AppTest runs of any page on any source."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from dashboard_seed import seed_fleet
+from streamlit.testing.v1 import AppTest
+
+from retrylens.analytics import alerts as alerting
+from retrylens.analytics.model_store import ModelStore, models_dir
+from retrylens.analytics.training import train_from_store
+from retrylens.config import Settings, load_settings
+from retrylens.dashboard import source as sources
+from retrylens.store import EventStore, open_store
+
+APP = Path(sources.__file__).resolve().parent / "app.py"
+REPORT = {
+    "recommendation": {"summary": "adopt candidate 'cap-2': same success, 18% fewer attempts"},
+    "policies": [{"policy": "live", "success_rate": 0.84, "attempts": 459},
+                 {"policy": "cap-2", "success_rate": 0.84, "attempts": 377}],
+    "evidence": {"tasks": 300, "method": "counterfactual replay"},
+}
+
+
+@pytest.fixture(scope="module")
+def seeded(chdb_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[EventStore, Settings]]:
+    """A fleet of 300 tasks, a model trained on it, one firing alert, one report."""
+    data_dir = tmp_path_factory.mktemp("dashboard-data")
+    settings = load_settings(data_dir=data_dir, clickhouse_dsn=f"chdb://{chdb_path}",
+                             clickhouse_database=f"dash_{uuid.uuid4().hex[:10]}", kafka_bootstrap_servers="")
+    store = open_store(settings)
+    seed_fleet(store)
+    train_from_store(store, model_store=ModelStore(models_dir(settings)))
+    alerting.save_rule(store, alerting.AlertRule(name="retry rate above 10%", metric="retry_rate", op=">",
+                                                 threshold=0.1, window_minutes=3 * 24 * 60))
+    alerting.save_rule(store, alerting.AlertRule(name="budget exhaustions", metric="budget_exhaustions",
+                                                 op=">", threshold=5, window_minutes=60))
+    alerting.evaluate_alerts(store, now=datetime.now(UTC))
+    reports = data_dir / "reports"
+    reports.mkdir()
+    (reports / "policies.json").write_text(json.dumps(REPORT))
+    (reports / "policies.html").write_text("<html><body><h1>Policy report</h1></body></html>")
+    yield store, settings
+    store.client.command(f"DROP DATABASE IF EXISTS `{settings.clickhouse_database}`")
+
+
+@pytest.fixture
+def seeded_source(seeded: tuple[EventStore, Settings]) -> Iterator[sources.StoreSource]:
+    store, settings = seeded
+    source = sources.StoreSource(store, settings=settings, reports_dir=settings.data_dir / "reports")
+    sources.use(source)
+    yield source
+    sources.use(None)
+
+
+@pytest.fixture
+def empty_source(store: EventStore, settings: Settings) -> Iterator[sources.StoreSource]:
+    source = sources.StoreSource(store, settings=settings)
+    sources.use(source)
+    yield source
+    sources.use(None)
+
+
+def run_page(view: str, **query: str) -> AppTest:
+    """One run of the dashboard's entry script opened on ``view`` with URL query ``query``."""
+    app = AppTest.from_file(str(APP), default_timeout=60)
+    app.query_params.update({"view": view, **query})
+    return app.run()

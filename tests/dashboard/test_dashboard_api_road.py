@@ -1,0 +1,62 @@
+"""The API road: the same pages through ``retrylens serve``'s HTTP API (in-process app).
+
+On an embedded store the dashboard process may not open chDB; it reads through the API
+with the server's local token. The numbers must match the analytics layer exactly.
+"""
+
+from __future__ import annotations
+
+import pytest
+from conftest import run_page
+from fastapi.testclient import TestClient
+
+from retrylens.analytics.filters import Slice
+from retrylens.analytics.metrics import metrics_summary, recent_handoffs
+from retrylens.api.app import create_app
+from retrylens.api.auth import local_token
+from retrylens.api.client import RetryLensClient
+from retrylens.dashboard import source as sources
+from retrylens.dashboard.api_source import ApiSource
+from retrylens.dashboard.widgets import pct
+
+pytestmark = pytest.mark.clickhouse
+
+
+@pytest.fixture
+def api_source(seeded):
+    store, settings = seeded
+    with TestClient(create_app(settings, store)) as http:
+        source = ApiSource(RetryLensClient("http://testserver", local_token(settings), http=http), settings=settings)
+        sources.use(source)
+        yield source
+        sources.use(None)
+
+
+def test_first_screen_over_the_api_matches_the_store(seeded, api_source):
+    store, _ = seeded
+    expected = metrics_summary(store, Slice(project="shop"))
+    app = run_page("overview", range="all", project="shop")
+    assert not app.exception and not app.error
+    shown = {m.label: m.value for m in app.metric}
+    assert shown["Retry success rate"] == pct(expected.retry_success_rate)
+    assert shown["Hand-off rate"] == pct(expected.handoff_rate)
+    assert len(app.get("plotly_chart")) == 3
+
+
+def test_first_screen_over_the_api_reads_one_project_the_first_by_default(seeded, api_source):
+    store, _ = seeded
+    app = run_page("overview", range="all")
+    assert not app.exception and not app.error
+    projects = app.sidebar.selectbox(key="f_project")
+    assert "(all)" not in projects.options and projects.value == projects.options[0]
+    expected = metrics_summary(store, Slice(project=projects.value))
+    assert {m.label: m.value for m in app.metric}["Calls"] == f"{expected.calls:,}"
+
+
+def test_task_view_over_the_api(seeded, api_source):
+    store, _ = seeded
+    handoff = recent_handoffs(store, Slice(project="shop"), limit=1)[0]
+    app = run_page("task", project="shop", task_id=handoff["task_id"])
+    assert not app.exception and not app.error
+    assert any(handoff["task_id"] in h.value for h in app.subheader)
+    assert any("Handed to a human" in i.value for i in app.info)

@@ -1,0 +1,264 @@
+"""Every dashboard page through Streamlit's AppTest: on a seeded store and on an empty one.
+
+The expected numbers come from the analytics layer called directly, so these tests check
+what the operator sees against what the store holds.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import run_page
+
+from retrylens.analytics.filters import Slice
+from retrylens.analytics.metrics import metrics_summary, metrics_trend, recent_handoffs
+from retrylens.dashboard.filters import Filters
+from retrylens.dashboard.page_overview import merge_handoffs
+from retrylens.dashboard.widgets import pct, usd
+
+pytestmark = pytest.mark.clickhouse
+
+
+def _metrics(app) -> dict[str, str]:
+    return {m.label: m.value for m in app.metric}
+
+
+def _charts(app) -> list[dict]:
+    return [json.loads(chart.proto.spec) for chart in app.get("plotly_chart")]
+
+
+def _frame(app, column: str):
+    """The first table showing ``column`` (plain tables carry no key in AppTest)."""
+    return next(f.value for f in app.dataframe if column in f.value.columns)
+
+
+def _no_errors(app) -> None:
+    assert not app.exception, [e.value for e in app.exception]
+    assert not app.error, [e.value for e in app.error]
+
+
+# --- first screen -----------------------------------------------------------------------------
+
+def test_first_screen_shows_the_stores_headline_rates(seeded, seeded_source):
+    store, _ = seeded
+    expected = metrics_summary(store)
+    app = run_page("overview", range="all")
+    _no_errors(app)
+    shown = _metrics(app)
+    assert shown["Retry rate"] == pct(expected.retry_rate)
+    assert shown["Retry success rate"] == pct(expected.retry_success_rate)
+    assert shown["Degradation rate"] == pct(expected.degradation_rate)
+    assert shown["Hand-off rate"] == pct(expected.handoff_rate)
+    assert shown["Cost of retries"] == usd(expected.retry_cost_usd)
+    assert shown["Calls"] == f"{expected.calls:,}"
+
+
+def test_first_screen_charts_plot_the_trend_and_failure_types(seeded, seeded_source):
+    store, _ = seeded
+    trend = metrics_trend(store, bucket=Filters(range_key="all").trend_bucket())
+    charts = _charts(run_page("overview", range="all"))
+    assert len(charts) == 3
+    trend_chart, types_chart, _cost = charts
+    retry_rate = next(t for t in trend_chart["data"] if t["name"] == "retry rate")
+    assert len(retry_rate["x"]) == len(trend)
+    assert "validation" in types_chart["data"][0]["y"]
+
+
+def test_first_screen_filters_by_project_from_the_url(seeded, seeded_source):
+    store, _ = seeded
+    expected = metrics_summary(store, Slice(project="shop"))
+    app = run_page("overview", range="all", project="shop")
+    _no_errors(app)
+    assert app.sidebar.selectbox(key="f_project").value == "shop"
+    assert _metrics(app)["Retry success rate"] == pct(expected.retry_success_rate)
+
+
+def test_handoff_list_links_each_row_to_its_task_view(seeded, seeded_source):
+    store, _ = seeded
+    newest = recent_handoffs(store, limit=1)[0]
+    app = run_page("overview", range="all")
+    frame = app.dataframe(key="handoff_table").value
+    first_page = merge_handoffs(recent_handoffs(store, limit=25))
+    assert list(frame["task_id"]) == [r["task_id"] for r in first_page]
+    assert frame.iloc[0]["task_id"] == newest["task_id"]
+    assert frame.iloc[0]["open"] == f"task?project={newest['project']}&task_id={newest['task_id']}"
+
+
+def test_handoff_list_pages_forward(seeded, seeded_source):
+    store, _ = seeded
+    second = merge_handoffs(recent_handoffs(store, limit=25, offset=25))
+    app = run_page("overview", range="all")
+    app.button(key="handoffs_next").click().run()
+    frame = app.dataframe(key="handoff_table").value
+    assert list(frame["task_id"]) == [r["task_id"] for r in second]
+    assert any("Page 2" in c.value for c in app.caption)
+
+
+def test_first_screen_on_an_empty_store_says_so(empty_source):
+    app = run_page("overview")
+    _no_errors(app)
+    assert any("No retry events" in i.value for i in app.info)
+    assert _metrics(app)["Retry rate"] == "—"
+    assert any("No hand-offs" in i.value for i in app.info)
+
+
+def test_unknown_filter_values_in_the_url_are_ignored(seeded, seeded_source):
+    app = run_page("overview", range="all", project="shop' OR 1=1 --")
+    _no_errors(app)
+    assert app.sidebar.selectbox(key="f_project").value == "(all)"
+
+
+# --- task view ----------------------------------------------------------------------------------
+
+def _carried_error_task(store) -> tuple[str, str]:
+    from retrylens.dashboard.story import build_story
+    from retrylens.store.sql import query_rows
+
+    for row in query_rows(store.client, store.sql(
+            "SELECT project, task_id FROM [[db]].events WHERE kind = 'attempt_failed' AND attempt = 1 "
+            "GROUP BY project, task_id ORDER BY task_id LIMIT 200")):
+        story = build_story(row["project"], row["task_id"], store.task_events(row["project"], row["task_id"]))
+        if any(a.carried_from for a in story.attempts):
+            return row["project"], row["task_id"]
+    raise AssertionError("the seeded fleet has no task with a carried error")
+
+
+def test_task_view_from_a_link_shows_attempts_and_carried_errors(seeded, seeded_source):
+    store, _ = seeded
+    project, task_id = _carried_error_task(store)
+    app = run_page("task", project=project, task_id=task_id)
+    _no_errors(app)
+    attempts = _frame(app, "context_tokens")
+    assert list(attempts["attempt"]) == sorted(attempts["attempt"])
+    assert {"decision", "reason", "backoff_ms", "context_tokens", "pollution", "side_effects"} <= set(attempts.columns)
+    assert any("carries the error of attempt 1" in w.value for w in app.warning)
+    assert len(app.get("plotly_chart")) == 1
+
+
+def test_task_view_finds_a_task_by_trace_or_correlation_id(seeded, seeded_source):
+    store, _ = seeded
+    handoff = recent_handoffs(store, limit=1)[0]
+    for text in (handoff["trace_id"], handoff["correlation_id"]):
+        app = run_page("task")
+        app.text_input(key="task_q").input(text).run()
+        _no_errors(app)
+        assert any(handoff["task_id"] in h.value for h in app.subheader)
+
+
+def test_task_view_shows_side_effects_with_idempotency_keys(seeded, seeded_source):
+    store, _ = seeded
+    from retrylens.store.sql import query_rows
+
+    row = query_rows(store.client, store.sql(
+        "SELECT project, task_id, any(side_effect_keys[1]) AS k FROM [[db]].events WHERE kind = 'side_effect' "
+        "GROUP BY project, task_id ORDER BY task_id LIMIT 1"))[0]
+    app = run_page("task", project=row["project"], task_id=row["task_id"])
+    keys = [k for frame in app.dataframe for k in frame.value.get("idempotency_key", [])]
+    assert row["k"] in keys
+
+
+def test_task_search_without_match_warns(seeded, seeded_source):
+    app = run_page("task")
+    app.text_input(key="task_q").input("no-such-task' OR '1'='1").run()
+    _no_errors(app)
+    assert any("No task, attempt or trace matches" in w.value for w in app.warning)
+
+
+def test_task_view_on_an_empty_store(empty_source):
+    app = run_page("task", project="acme", task_id="t-1")
+    _no_errors(app)
+    assert any("No task, attempt or trace matches" in w.value for w in app.warning)
+
+
+# --- failure groups and fingerprints ------------------------------------------------------------
+
+def test_failure_groups_list_trend_and_example_tasks(seeded, seeded_source):
+    store, _ = seeded
+    from retrylens.analytics.failure_groups import failure_groups
+
+    expected = failure_groups(store, "shop", limit=25)
+    app = run_page("groups")
+    app.selectbox(key="groups_project").select("shop").run()
+    _no_errors(app)
+    groups = app.dataframe(key="groups_table").value
+    assert list(groups["pattern"]) == [g.pattern for g in expected]
+    examples = _frame(app, "task_id")
+    assert list(examples["task_id"]) == expected[0].example_tasks
+    assert len(app.get("plotly_chart")) == 1
+
+
+def test_fingerprint_lookup_shows_its_failure_history(seeded, seeded_source):
+    store, _ = seeded
+    from retrylens.analytics.fingerprints import top_failing_fingerprints
+
+    worst = top_failing_fingerprints(store, "shop", limit=1)[0]
+    app = run_page("groups")
+    app.selectbox(key="groups_project").select("shop").run()
+    app.text_input(key="fp_query").input(worst.fingerprint).run()
+    _no_errors(app)
+    shown = _metrics(app)
+    assert shown["Failed attempts"] == str(worst.failures)
+    assert shown["Known bad"] == ("yes" if worst.known_bad() else "no")
+
+
+def test_failure_groups_on_an_empty_store(empty_source):
+    app = run_page("groups")
+    _no_errors(app)
+    assert any("no failure groups" in i.value for i in app.info)
+
+
+# --- risk model ---------------------------------------------------------------------------------
+
+def test_model_page_shows_version_metrics_baselines_and_calibration(seeded, seeded_source):
+    _, settings = seeded
+    from retrylens.analytics.model_store import ModelStore, models_dir
+
+    version = ModelStore(models_dir(settings)).current_version()
+    app = run_page("model")
+    _no_errors(app)
+    assert _metrics(app)["Version"] == version
+    table = _frame(app, "roc_auc")
+    assert list(table["model"]) == ["model", "base_rate", "input_length"]
+    charts = _charts(app)
+    assert charts[0]["layout"]["title"]["text"].startswith("Calibration")
+    assert len(charts) == 2  # calibration and feature weights
+    assert any("not available" in i.value for i in app.info)  # pre-checks live in the API server
+
+
+def test_model_page_without_a_model(empty_source):
+    app = run_page("model")
+    _no_errors(app)
+    assert any("No risk model trained yet" in i.value for i in app.info)
+
+
+# --- reports and alerts -------------------------------------------------------------------------
+
+def test_reports_page_shows_the_recommendation_and_tables(seeded, seeded_source):
+    app = run_page("reports")
+    _no_errors(app)
+    assert any("cap-2" in s.value for s in app.success)
+    assert list(app.dataframe[0].value["policy"]) == ["live", "cap-2"]
+
+
+def test_reports_page_without_reports(empty_source):
+    app = run_page("reports")
+    _no_errors(app)
+    assert any("No reports yet" in i.value for i in app.info)
+
+
+def test_alerts_page_shows_rules_and_what_fires(seeded, seeded_source):
+    app = run_page("alerts")
+    _no_errors(app)
+    shown = _metrics(app)
+    assert (shown["Rules"], shown["Firing"]) == ("2", "1")
+    firing = _frame(app, "rule")
+    assert list(firing["rule"]) == ["retry rate above 10%"]
+    assert len(_frame(app, "message")) == 1
+
+
+def test_alerts_page_on_an_empty_store(empty_source):
+    app = run_page("alerts")
+    _no_errors(app)
+    assert any("Nothing is firing" in s.value for s in app.success)
+    assert any("No alert rules" in i.value for i in app.info)

@@ -1,0 +1,77 @@
+"""The task view's story: attempts folded from events, echoed messages and carried errors."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+from retrylens.dashboard.story import attempt_rows, build_story
+
+T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+
+
+def _event(second: int, attempt: int, kind: str, **fields) -> dict:
+    return {"ts": T0 + timedelta(seconds=second), "attempt": attempt, "kind": kind,
+            "correlation_id": fields.pop("correlation_id", f"c{attempt}"), **fields}
+
+
+def _context(digests: list[str], messages: list[tuple[str, str]]) -> str:
+    return json.dumps({"message_count": len(digests), "token_count": 100 * len(digests),
+                       "message_digests": digests,
+                       "last_messages": [{"role": r, "content": c} for r, c in messages]})
+
+
+def test_attempts_are_folded_in_order_with_decision_and_backoff():
+    rows = [
+        _event(0, 0, "task_started", correlation_id="task"),
+        _event(1, 1, "attempt_started"),
+        _event(2, 1, "attempt_failed", error_type="timeout", error_message="TimeoutError: tool did not answer"),
+        _event(2, 1, "decision", decision="retry_backoff", decision_reason="transient", backoff_ms=500),
+        _event(3, 2, "attempt_started"),
+        _event(4, 2, "attempt_succeeded", tokens_in=10, tokens_out=5, cost_usd=0.01),
+        _event(4, 2, "task_finished", correlation_id="task", outcome="succeeded"),
+    ]
+    story = build_story("acme", "t1", list(reversed(rows)))
+    assert [a.attempt for a in story.attempts] == [1, 2]
+    first, second = story.attempts
+    assert (first.status, first.decision, first.backoff_ms) == ("failed", "retry_backoff", 500)
+    assert (second.status, second.tokens, story.outcome) == ("succeeded", 15, "succeeded")
+
+
+def test_a_repeated_user_message_is_marked_as_an_echo():
+    context = _context(["a", "b"], [("user", "refund order 7"), ("user", "refund order 7")])
+    story = build_story("acme", "t1", [_event(1, 1, "attempt_failed", context_snapshot=context)])
+    assert story.attempts[0].echoed_messages == [1]
+    assert "echoed duplicate message" in story.attempts[0].warnings
+
+
+def test_a_digest_repeated_from_the_previous_attempt_is_an_echo():
+    rows = [_event(1, 1, "attempt_failed", context_snapshot=_context(["a", "b"], [])),
+            _event(2, 2, "attempt_failed", context_snapshot=_context(["b", "c"], []))]
+    story = build_story("acme", "t1", rows)
+    assert story.attempts[0].echoed_digests == []
+    assert story.attempts[1].echoed_digests == [0]
+
+
+def test_an_earlier_error_inside_a_retry_context_is_a_carried_error():
+    error = "ValidationError: field 'total' is missing from the answer"
+    rows = [
+        _event(1, 1, "attempt_failed", error_type="validation", error_message=error),
+        _event(2, 2, "attempt_failed", context_snapshot=_context(["x"], [("tool", f"previous run: {error}")])),
+        _event(3, 3, "attempt_succeeded", context_snapshot=_context(["y"], [("user", "try again")])),
+    ]
+    story = build_story("acme", "t1", rows)
+    assert [a.carried_from for a in story.attempts] == [[], [1], []]
+    assert attempt_rows(story)[1]["warnings"] == "carries the error of attempt 1"
+
+
+def test_side_effects_keep_their_idempotency_keys():
+    effects = json.dumps([{"tool": "payments.refund", "idempotency_key": "refund:1", "status": "committed"}])
+    story = build_story("acme", "t1", [_event(1, 1, "side_effect", side_effects=effects)])
+    assert story.attempts[0].side_effects[0]["idempotency_key"] == "refund:1"
+
+
+def test_decoded_api_rows_read_like_stored_rows():
+    snapshot = {"message_digests": ["a", "a"], "last_messages": [], "message_count": 2, "token_count": 9}
+    story = build_story("acme", "t1", [_event(1, 1, "attempt_failed", context_snapshot=snapshot, side_effects=[])])
+    assert story.attempts[0].echoed_digests == [1]
