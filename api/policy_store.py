@@ -102,15 +102,16 @@ class PolicyStore:
     def _records(self, project: str, agent: str | None, *, limit: int, latest_only: bool) -> list[PolicyRecord]:
         where = "project = {p:String}" + (" AND agent = {a:String}" if agent is not None else "")
         if latest_only:
-            sql = ("SELECT project, agent, max(revision) AS revision, argMax(body, revision) AS body,"
-                   " argMax(created_at, revision) AS created_at FROM [[db]].retry_policies FINAL"
+            sql = ("SELECT project, agent, max(revision) AS rev, argMax(body, revision) AS doc,"
+                   " argMax(created_at, revision) AS created FROM [[db]].retry_policies FINAL"
                    f" WHERE {where} GROUP BY project, agent ORDER BY agent LIMIT {{n:UInt32}}")
         else:
-            sql = (f"SELECT project, agent, revision, body, created_at FROM [[db]].retry_policies FINAL WHERE {where}"
+            sql = ("SELECT project, agent, revision AS rev, body AS doc, created_at AS created"
+                   f" FROM [[db]].retry_policies FINAL WHERE {where}"
                    " ORDER BY agent, revision DESC LIMIT {n:UInt32}")
         rows = query_rows(self.store.client, self.store.sql(sql), {"p": project, "a": agent or "", "n": limit})
-        return [PolicyRecord(r["project"], r["agent"], int(r["revision"]),
-                             RetryPolicy.model_validate(orjson.loads(r["body"])), r["created_at"]) for r in rows]
+        return [PolicyRecord(r["project"], r["agent"], int(r["rev"]),
+                             RetryPolicy.model_validate(orjson.loads(r["doc"])), r["created"]) for r in rows]
 
     def latest(self, project: str, agent: str) -> PolicyRecord | None:
         found = self._records(project, agent, limit=1, latest_only=True)

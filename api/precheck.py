@@ -7,10 +7,12 @@ agent sends — tools, model — are added on top) and
 context. The model comes from :func:`~retrylens.analytics.model_store.load_current_model`,
 which re-reads the ``CURRENT`` pointer every few seconds, so a newly trained model is
 used without a restart. With no model yet the answer still comes (``model_version:
-"none"``): the fingerprint's own record smoothed towards the agent's failure rate.
+"none"``): the fingerprint's failed-attempt rate smoothed towards the agent's.
 
-Fingerprint history and base rates are cached for a few seconds: a pre-check sits on
-the agent's critical path, and the history moves slowly compared with that.
+A pre-check sits on the agent's critical path, so nothing on it waits for ClickHouse in
+the steady state: fingerprint history comes from an in-memory index refreshed in the
+background (:mod:`.fingerprint_index`, ~10 s behind the store), base rates are cached
+for a minute, and the model is evaluated as plain arithmetic (:mod:`.fast_model`).
 """
 
 from __future__ import annotations
@@ -19,24 +21,25 @@ import logging
 import math
 import time
 from datetime import UTC, datetime, timedelta
-from functools import lru_cache
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
+from fastapi.concurrency import run_in_threadpool
 from prometheus_client import Counter, Histogram
-from sklearn.utils import murmurhash3_32
 
-from retrylens.analytics.classifier import N_FEATURES, RiskContext, RiskModel, feature_dict
+from retrylens.analytics.classifier import RiskContext, RiskModel, feature_dict
 from retrylens.analytics.filters import Slice
-from retrylens.analytics.fingerprints import KNOWN_BAD_FAILURES, FingerprintStats, fingerprint_stats
+from retrylens.analytics.fingerprints import KNOWN_BAD_FAILURES, FingerprintStats
 from retrylens.analytics.metrics import metrics_summary
-from retrylens.analytics.model_store import ModelNotFoundError, load_current_model
+from retrylens.analytics.model_store import LoadedModel, ModelNotFoundError, load_current_model
 from retrylens.config import Settings
 from retrylens.sdk.features import extract_input_features, input_fingerprint
 from retrylens.sdk.preflight import PrecheckRequest, PrecheckResponse, Recommendation
 from retrylens.store import EventStore
 
 from .auth import Principal, not_found, principal
+from .fast_model import LinearRiskScorer, column
+from .fingerprint_index import FingerprintIndex
 
 log = logging.getLogger("retrylens.api.precheck")
 router = APIRouter(prefix="/v1", tags=["precheck"])
@@ -50,7 +53,7 @@ CAP_3_AT = 0.3
 CAP_2_AT = 0.5
 DEGRADE_AT = 0.5
 TOP_FEATURES = 5
-PRIOR_WEIGHT = 2.0  # pseudo-tasks of the base rate mixed into a fingerprint's own record
+PRIOR_WEIGHT = 2.0  # pseudo-attempts at the base rate mixed into a fingerprint's own record
 BASE_RATE_DAYS = 7
 
 
@@ -65,18 +68,16 @@ def recommend(risk: float, known_bad: bool, human_review_threshold: float) -> Re
     return Recommendation()
 
 
-@lru_cache(maxsize=65_536)
-def _column(name: str) -> int:
-    """The hashed column of a feature name (what ``FeatureHasher`` computes, without its overhead)."""
-    return abs(murmurhash3_32(name, seed=0)) % N_FEATURES
-
-
 def top_contributions(model: RiskModel, fdict: dict[str, float], top: int = TOP_FEATURES) -> list[tuple[str, float]]:
     """Features that raised this task's log-odds most (weight × value), strongest first."""
-    scored = [(name, float(model.coef[_column(name)]) * value) for name, value in fdict.items()]
+    scored = [(name, float(model.coef[column(name)]) * value) for name, value in fdict.items()]
     scored = [item for item in scored if item[1] > 0]
     scored.sort(key=lambda item: -item[1])
     return scored[:top]
+
+
+class NeedsIO(Exception):
+    """Raised inside a no-I/O scoring attempt when something must be read from the store or disk."""
 
 
 class _TtlCache:
@@ -85,11 +86,13 @@ class _TtlCache:
         self.max_items = max_items
         self._items: dict[Any, tuple[float, Any]] = {}
 
-    def get(self, key: Any, compute: Any) -> Any:
+    def get(self, key: Any, compute: Any, *, io: bool) -> Any:
         now = time.monotonic()
         hit = self._items.get(key)
         if hit is not None and now - hit[0] < self.ttl_s:
             return hit[1]
+        if not io:
+            raise NeedsIO
         value = compute()
         if len(self._items) >= self.max_items:
             self._items.clear()
@@ -98,20 +101,54 @@ class _TtlCache:
 
 
 class RiskScorer:
-    """Scores pre-check requests against one store and the current model."""
+    """Scores pre-check requests against one store and the current model.
 
-    def __init__(self, settings: Settings, store: EventStore, *, history_ttl_s: float = 5.0,
+    :meth:`score` with ``io=False`` answers from memory only, or raises :class:`NeedsIO`;
+    the endpoint tries that on the event loop first and falls back to a worker thread,
+    so the steady state pays no thread hand-off.
+    """
+
+    def __init__(self, settings: Settings, store: EventStore, *, history_refresh_s: float = 10.0,
                  base_rate_ttl_s: float = 60.0, model_check_s: float = 2.0) -> None:
         self.settings = settings
         self.store = store
         self.model_check_s = model_check_s
-        self._history = _TtlCache(history_ttl_s)
+        self.fingerprints = FingerprintIndex(store, refresh_s=history_refresh_s)
         self._base_rates = _TtlCache(base_rate_ttl_s)
+        self._linear: LinearRiskScorer | None = None
+        self._model: LoadedModel | None = None
+        self._model_checked_at = -math.inf
 
-    def history(self, project: str, fingerprint: str) -> FingerprintStats:
-        return self._history.get((project, fingerprint), lambda: fingerprint_stats(self.store, project, fingerprint))
+    def history(self, project: str, fingerprint: str, *, io: bool = True) -> FingerprintStats:
+        found = self.fingerprints.lookup(project, fingerprint, io=io)
+        if found is None:
+            raise NeedsIO
+        return found
 
-    def base_rate(self, project: str, agent: str) -> float | None:
+    def current_model(self, *, io: bool = True) -> LoadedModel | None:
+        """The model in force (``None`` before the first training), re-checked every ``model_check_s``."""
+        now = time.monotonic()
+        if now - self._model_checked_at < self.model_check_s:
+            return self._model
+        if not io:
+            raise NeedsIO
+        try:
+            loaded: LoadedModel | None = load_current_model(self.settings, check_interval_s=0)
+        except ModelNotFoundError:
+            loaded = None
+        except Exception:  # noqa: BLE001 - a broken artifact must not break pre-checks
+            log.exception("cannot load the current risk model; scoring without it")
+            loaded = None
+        self._model, self._model_checked_at = loaded, now
+        return loaded
+
+    def _linear_for(self, model: RiskModel) -> LinearRiskScorer:
+        linear = self._linear
+        if linear is None or linear.model is not model:
+            linear = self._linear = LinearRiskScorer(model)
+        return linear
+
+    def base_rate(self, project: str, agent: str, *, io: bool = True) -> float | None:
         """Failed attempts / attempts of this agent over the last week (rollups), if any."""
 
         def compute() -> float | None:
@@ -119,31 +156,26 @@ class RiskScorer:
             m = metrics_summary(self.store, Slice(project=project, agent=agent, start=start))
             return m.failures / m.calls if m.calls else None
 
-        return self._base_rates.get((project, agent), compute)
+        return self._base_rates.get((project, agent), compute, io=io)
 
-    def score(self, request: PrecheckRequest) -> tuple[PrecheckResponse, dict[str, Any]]:
+    def score(self, request: PrecheckRequest, *, io: bool = True) -> tuple[PrecheckResponse, dict[str, Any]]:
         """The response, and details for the recent-prechecks list."""
-        extra = {k: v for k, v in request.features.items() if not (isinstance(v, float) and not math.isfinite(v))}
-        phase = str(extra.pop("phase", "") or "")
-        features = {**extract_input_features(request.task_input, agent=request.agent), **extra}
+        loaded = self.current_model(io=io)
         fingerprint = input_fingerprint(request.task_input)
-        stats = self.history(request.project, fingerprint)
-        context = RiskContext(phase=phase, hour=datetime.now(UTC).hour, fingerprint_tasks=stats.tasks,
-                              fingerprint_failed_tasks=stats.tasks_failed)
-        try:
-            loaded = load_current_model(self.settings, check_interval_s=self.model_check_s)
-        except ModelNotFoundError:
-            loaded = None
-        except Exception:  # noqa: BLE001 - a broken artifact must not break pre-checks
-            log.exception("cannot load the current risk model; scoring without it")
-            loaded = None
+        stats = self.history(request.project, fingerprint, io=io)
         if loaded is not None:
+            extra = {k: v for k, v in request.features.items()
+                     if not (isinstance(v, float) and not math.isfinite(v))}
+            phase = str(extra.pop("phase", "") or "")
+            features = {**extract_input_features(request.task_input, agent=request.agent), **extra}
+            context = RiskContext(phase=phase, hour=datetime.now(UTC).hour, fingerprint_tasks=stats.tasks,
+                                  fingerprint_failed_tasks=stats.tasks_failed)
             fdict = feature_dict(features, context)
-            risk = float(loaded.model.predict_proba([fdict])[0])
+            risk = self._linear_for(loaded.model).risk(fdict)
             contributions = top_contributions(loaded.model, fdict)
             version = loaded.version
         else:
-            risk, contributions = self._without_model(request, stats)
+            risk, contributions = self._without_model(request, stats, io=io)
             version = "none"
         risk = min(1.0, max(0.0, risk))
         known_bad = stats.failures >= KNOWN_BAD_FAILURES
@@ -156,11 +188,12 @@ class RiskScorer:
         RISK.observe(risk)
         return response, {"fingerprint": fingerprint, "contributions": contributions}
 
-    def _without_model(self, request: PrecheckRequest, stats: FingerprintStats) -> tuple[float, list[tuple[str, float]]]:
-        base = self.base_rate(request.project, request.agent)
-        if stats.tasks:
+    def _without_model(self, request: PrecheckRequest, stats: FingerprintStats, *,
+                       io: bool) -> tuple[float, list[tuple[str, float]]]:
+        base = self.base_rate(request.project, request.agent, io=io)
+        if stats.attempts:
             prior = base if base is not None else 0.0
-            rate = (stats.tasks_failed + PRIOR_WEIGHT * prior) / (stats.tasks + PRIOR_WEIGHT)
+            rate = (stats.failures + PRIOR_WEIGHT * prior) / (stats.attempts + PRIOR_WEIGHT)
             return rate, [("fingerprint_history", rate)]
         if base is not None:
             return base, [("agent_base_rate", base)]
@@ -168,11 +201,14 @@ class RiskScorer:
 
 
 @router.post("/precheck", response_model=PrecheckResponse, summary="Risk of a task before it starts")
-def precheck(body: PrecheckRequest, request: Request, who: Principal = Depends(principal)) -> PrecheckResponse:
+async def precheck(body: PrecheckRequest, request: Request, who: Principal = Depends(principal)) -> PrecheckResponse:
     if not who.can_read(body.project):
         raise not_found(body.project)
     scorer: RiskScorer = request.app.state.scorer
-    response, details = scorer.score(body)
+    try:
+        response, details = scorer.score(body, io=False)  # from memory, on the event loop
+    except NeedsIO:
+        response, details = await run_in_threadpool(scorer.score, body)
     request.app.state.prechecks.append({
         "ts": datetime.now(UTC).isoformat(), "project": body.project, "agent": body.agent,
         "risk": response.risk, "model_version": response.model_version,

@@ -56,8 +56,9 @@ ProjectDep = Annotated[str, Depends(project_access)]
 @router.get("/projects", summary="Projects this key may read")
 def projects(request: Request, who: Principal = Depends(principal)) -> dict[str, Any]:
     if who.projects is None:
-        known = sorted(request.app.state.settings.api_keys)
-        return {"projects": known, "all_projects": True}
+        store: EventStore = request.app.state.store
+        with_data = {s.value for s in metrics_by(store, "project", limit=10_000)}
+        return {"projects": sorted(with_data | set(request.app.state.settings.api_keys)), "all_projects": True}
     return {"projects": sorted(who.projects), "all_projects": False}
 
 

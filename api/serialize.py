@@ -11,7 +11,7 @@ import dataclasses
 import math
 import uuid
 from collections.abc import Mapping
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from enum import Enum
 from typing import Any
@@ -38,7 +38,9 @@ def plain(value: Any) -> Any:
         return {str(k): plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple | set | frozenset):
         return [plain(v) for v in value]
-    if isinstance(value, datetime | date):
+    if isinstance(value, datetime):
+        return (value if value.tzinfo else value.replace(tzinfo=UTC)).isoformat()
+    if isinstance(value, date):
         return value.isoformat()
     if isinstance(value, Enum):
         return plain(value.value)

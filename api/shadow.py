@@ -7,7 +7,10 @@ authorised). It is found, in order:
 
 1. the ``shadow_reports=`` argument of :func:`retrylens.api.app.create_app`;
 2. a provider registered with :func:`register_shadow_reports`;
-3. ``retrylens.evaluation.reports.shadow_report`` if that module exists.
+3. ``retrylens.evaluation.reports.shadow_report`` if that module exists;
+4. else the evaluation area's live shadow comparison,
+   :func:`retrylens.evaluation.shadow.compare_shadow` (agreement of live and shadow
+   decisions of the project since the slice's ``start``).
 
 With none, ``GET /v1/projects/{project}/shadow-reports`` answers
 ``{"available": false, "report": null}`` rather than an error, so the dashboard page can
@@ -39,8 +42,17 @@ def find_provider(explicit: ShadowReportProvider | None = None) -> ShadowReportP
     if _registered is not None:
         return _registered
     try:
-        module = importlib.import_module("retrylens.evaluation.reports")
+        provider = getattr(importlib.import_module("retrylens.evaluation.reports"), "shadow_report", None)
+        if callable(provider):
+            return provider
     except ImportError:
+        pass
+    try:
+        compare = importlib.import_module("retrylens.evaluation.shadow").compare_shadow
+    except (ImportError, AttributeError):
         return None
-    provider = getattr(module, "shadow_report", None)
-    return provider if callable(provider) else None
+
+    def live_shadow_comparison(store: EventStore, where: Slice) -> Any:
+        return compare(store, project=where.project, since=where.start).as_dict()
+
+    return live_shadow_comparison

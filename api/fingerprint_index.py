@@ -1,0 +1,110 @@
+"""Fingerprint history for pre-checks, held in memory per project and refreshed in the background.
+
+A pre-check needs the input fingerprint's record (known-bad flag, and the model's
+``fp_seen``/``fp_failure_rate`` features). One ClickHouse lookup costs milliseconds, more
+than the rest of the pre-check together, so each project's fingerprints are loaded from
+the ``fingerprint_daily`` rollup (via
+:func:`~retrylens.analytics.fingerprints.top_failing_fingerprints`) into a dict, reloaded
+on a background thread once older than ``refresh_s``. A fingerprint absent from a
+complete index has never been seen; when a project has more than ``max_fingerprints``
+the index is partial and misses fall back to a direct lookup (cached for ``refresh_s``).
+
+History is therefore up to ``refresh_s`` (default 10 s) behind the store; ``refresh_s=0``
+turns the index off and every lookup reads the store.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+
+from retrylens.analytics.fingerprints import (
+    FingerprintStats,
+    fingerprint_stats,
+    top_failing_fingerprints,
+)
+from retrylens.store import EventStore
+
+log = logging.getLogger("retrylens.api.fingerprints")
+MAX_PROJECTS = 1_000
+
+
+@dataclass
+class _ProjectIndex:
+    stats: dict[str, FingerprintStats]
+    complete: bool
+    loaded_at: float
+
+
+class FingerprintIndex:
+    def __init__(self, store: EventStore, *, refresh_s: float = 10.0, max_fingerprints: int = 200_000) -> None:
+        self.store = store
+        self.refresh_s = refresh_s
+        self.max_fingerprints = max_fingerprints
+        self._projects: dict[str, _ProjectIndex] = {}
+        self._misses: dict[tuple[str, str], tuple[float, FingerprintStats]] = {}
+        self._refreshing: set[str] = set()
+        self._lock = threading.Lock()
+
+    def lookup(self, project: str, fingerprint: str, *, io: bool = True) -> FingerprintStats | None:
+        """The fingerprint's history; with ``io=False``, ``None`` when that needs a store read."""
+        if self.refresh_s <= 0:
+            return fingerprint_stats(self.store, project, fingerprint) if io else None
+        index = self._projects.get(project)
+        if index is None:
+            if not io:
+                return None
+            index = self._load(project)
+        elif time.monotonic() - index.loaded_at > self.refresh_s:
+            self._refresh_in_background(project)
+        found = index.stats.get(fingerprint)
+        if found is not None:
+            return found
+        if index.complete:
+            return FingerprintStats(project=project, fingerprint=fingerprint)
+        return self._direct(project, fingerprint, io=io)
+
+    def _load(self, project: str) -> _ProjectIndex:
+        started = time.monotonic()
+        rows = top_failing_fingerprints(self.store, project, min_failures=0, limit=self.max_fingerprints + 1)
+        index = _ProjectIndex({s.fingerprint: s for s in rows[: self.max_fingerprints]},
+                              complete=len(rows) <= self.max_fingerprints, loaded_at=started)
+        with self._lock:
+            if len(self._projects) >= MAX_PROJECTS:
+                self._projects.clear()
+            self._projects[project] = index
+            self._misses = {k: v for k, v in self._misses.items() if k[0] != project}
+        return index
+
+    def _refresh_in_background(self, project: str) -> None:
+        with self._lock:
+            if project in self._refreshing:
+                return
+            self._refreshing.add(project)
+
+        def refresh() -> None:
+            try:
+                self._load(project)
+            except Exception:  # noqa: BLE001 - keep serving the previous index
+                log.exception("refreshing fingerprint history of %s failed", project)
+            finally:
+                with self._lock:
+                    self._refreshing.discard(project)
+
+        threading.Thread(target=refresh, name="retrylens-fp-index", daemon=True).start()
+
+    def _direct(self, project: str, fingerprint: str, *, io: bool) -> FingerprintStats | None:
+        key = (project, fingerprint)
+        hit = self._misses.get(key)
+        if hit is not None and time.monotonic() - hit[0] < self.refresh_s:
+            return hit[1]
+        if not io:
+            return None
+        stats = fingerprint_stats(self.store, project, fingerprint)
+        with self._lock:
+            if len(self._misses) >= 50_000:
+                self._misses.clear()
+            self._misses[key] = (time.monotonic(), stats)
+        return stats

@@ -1,0 +1,101 @@
+"""The ``retrylens serve`` process: it owns the store, runs ingestion beside the API, stops cleanly.
+
+chDB lets one process open an embedded store, so on embedded defaults this process is the
+store's owner: besides the API it drains every spool folder (``<spool_dir>/<name>``, where
+agents on this machine spool their events, and ``http`` for events posted to
+``/v1/events``) with a :class:`~retrylens.ingest.spool_ingestor.SpoolIngestor`, and when
+Kafka is configured it also runs the :class:`~retrylens.ingest.consumer.IngestConsumer`
+(nobody else may open the store to do it). With a ClickHouse server DSN it serves the API
+only; consumers are separate processes.
+
+SIGTERM or SIGINT stops uvicorn (in-flight requests finish), then the ingest threads:
+the consumer commits its last batch and the spool ingestor drains what is left. Opening
+a store another process owns fails at once with :class:`~retrylens.errors.StoreLockedError`.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from typing import Any
+
+import uvicorn
+
+from retrylens.config import Settings
+from retrylens.ingest.consumer import IngestConsumer
+from retrylens.ingest.spool_ingestor import SpoolIngestor
+from retrylens.store import EventStore, open_store
+
+from .app import create_app
+
+log = logging.getLogger("retrylens.serve")
+
+
+class IngestThreads:
+    """The ingestion a store-owning server runs beside its API (nothing with a ClickHouse server)."""
+
+    def __init__(self, settings: Settings, store: EventStore, *, spool_interval_s: float = 0.5) -> None:
+        self.settings = settings
+        self.spool = SpoolIngestor(settings, store) if settings.is_embedded_store else None
+        self.consumer = IngestConsumer(settings, store) if settings.is_embedded_store and settings.uses_kafka else None
+        self._consumer_thread: threading.Thread | None = None
+        self._spool_interval_s = spool_interval_s
+        self.consumer_error: str | None = None
+
+    def start(self) -> None:
+        if self.spool is not None:
+            self.spool.start(interval_s=self._spool_interval_s)
+        if self.consumer is not None:
+            self._consumer_thread = threading.Thread(target=self._consume, name="retrylens-consumer", daemon=True)
+            self._consumer_thread.start()
+
+    def _consume(self) -> None:
+        assert self.consumer is not None
+        try:
+            self.consumer.run()
+        except Exception as exc:  # noqa: BLE001 - report on /healthz; the API keeps serving
+            self.consumer_error = str(exc)
+            log.exception("the Kafka consumer stopped")
+
+    def stop(self) -> None:
+        """Stop the consumer (it commits its last batch), then drain the spools."""
+        if self.consumer is not None:
+            self.consumer.stop()
+        if self._consumer_thread is not None:
+            self._consumer_thread.join(timeout=30)
+        if self.spool is not None:
+            self.spool.stop()
+
+    def status(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.spool is not None:
+            out["spool_rows"] = self.spool.rows
+            out["spool_dead_letters"] = self.spool.dead_letters
+        if self.consumer is not None:
+            alive = self._consumer_thread is not None and self._consumer_thread.is_alive()
+            out["consumer"] = "running" if alive else f"stopped: {self.consumer_error or 'not started'}"
+            out["consumer_rows"] = self.consumer.stats.rows
+        return out
+
+
+def serve(settings: Settings, *, host: str | None = None, port: int | None = None, log_level: str = "info") -> None:
+    """Run the server until SIGTERM/SIGINT. Raises ``StoreLockedError`` if the store is taken."""
+    store = open_store(settings)
+    ingest = IngestThreads(settings, store)
+    app = create_app(settings, store, health=ingest.status)
+    config = uvicorn.Config(app, host=host or settings.api_host, port=port or settings.api_port,
+                            log_level=log_level, access_log=False, lifespan="on")
+    server = uvicorn.Server(config)
+    # uvicorn handles SIGTERM/SIGINT while it runs and then re-raises the signal to the
+    # handler that was installed before it; make that one harmless so that the ingest
+    # threads are stopped below and the process exits 0 after a clean shutdown.
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: log.info("shutdown already in progress"))
+    ingest.start()
+    try:
+        server.run()
+    finally:
+        ingest.stop()
+    if not server.started:
+        raise OSError(f"the API could not listen on {config.host}:{config.port} (see the log above)")

@@ -1,0 +1,122 @@
+"""Pre-flight risk: answers without a model, scores with the trained one, reloads a new one live."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from apitest_support import ACME, NOW, insert
+from fastapi.testclient import TestClient
+
+from retrylens.analytics.model_store import ModelStore, models_dir
+from retrylens.analytics.training import train_from_store
+from retrylens.api.precheck import recommend
+from retrylens.schemas import RetryEvent
+from retrylens.sdk.features import input_fingerprint
+from retrylens.sdk.preflight import PrecheckRequest, PrecheckResponse, Preflight
+
+pytestmark = pytest.mark.clickhouse
+BAD_INPUT = "Migrate the legacy invoice refund ledger via the browser"
+
+
+def _ask(client, task_input: str = "Summarise the weekly meeting", **extra) -> dict:
+    body = {"project": "acme", "agent": "planner", "task_input": task_input, **extra}
+    response = client.post("/v1/precheck", json=body, headers=ACME)
+    assert response.status_code == 200, response.text
+    PrecheckResponse.model_validate(response.json())
+    return response.json()
+
+
+def _fail_three_times(store) -> None:
+    insert(store, [
+        RetryEvent(project="acme", agent={"name": "planner"}, task_id=f"bad-{i}", correlation_id=f"bad-{i}-1",
+                   attempt=1, kind="attempt_failed", error_type="logic", ts=NOW - timedelta(minutes=i),
+                   input_fingerprint=input_fingerprint(BAD_INPUT), phase="planning")
+        for i in range(3)
+    ])
+
+
+def test_without_a_model_the_answer_comes_from_history_with_model_version_none(client, app, seeded):
+    app.state.scorer.fingerprints.refresh_s = 0  # read history straight from the store
+    answer = _ask(client)
+    assert answer["model_version"] == "none" and 0 <= answer["risk"] <= 1
+    assert answer["top_features"] == ["agent_base_rate"]
+    _fail_three_times(seeded)
+    bad = _ask(client, BAD_INPUT)
+    assert bad["known_bad_fingerprint"] is True and bad["top_features"] == ["fingerprint_history"]
+    assert bad["risk"] > answer["risk"]
+    assert bad["recommended"] == {"max_attempts": 1, "degrade_first": bad["risk"] >= 0.5, "human_review": True}
+
+
+def test_with_a_trained_model_it_scores_and_names_the_features_that_raised_the_risk(client, api_settings, seeded):
+    version = train_from_store(seeded, model_store=ModelStore(models_dir(api_settings))).version
+    answer = _ask(client, BAD_INPUT, features={"tool:browser": True, "phase": "planning"})
+    assert answer["model_version"] == version == "v0001"
+    assert 0 < answer["risk"] < 1 and 1 <= len(answer["top_features"]) <= 5
+    recent = client.get("/v1/projects/acme/prechecks", headers=ACME).json()[0]
+    assert recent["model_version"] == "v0001" and recent["fingerprint"] == input_fingerprint(BAD_INPUT)
+    assert [f["feature"] for f in recent["top_features"]] == answer["top_features"]
+    assert client.get("/v1/model", headers=ACME).json()["meta"]["metrics"]["roc_auc"] is not None
+
+
+def test_the_fast_linear_path_equals_the_models_own_prediction(api_settings, seeded):
+    from retrylens.analytics.classifier import RiskContext, feature_dict
+    from retrylens.api.fast_model import LinearRiskScorer
+    from retrylens.sdk.features import extract_input_features
+
+    model = train_from_store(seeded).model
+    fast = LinearRiskScorer(model)
+    assert fast.folds is not None
+    for text in (BAD_INPUT, "Summarise the weekly meeting", "x" * 5000):
+        fdict = feature_dict(extract_input_features(text, agent="coder"), RiskContext(phase="execution", hour=3,
+                                                                                      fingerprint_tasks=4,
+                                                                                      fingerprint_failed_tasks=3))
+        assert fast.risk(fdict) == pytest.approx(float(model.predict_proba([fdict])[0]), abs=1e-12)
+
+
+def test_fingerprint_history_is_served_from_memory_and_refreshed_in_the_background(app, seeded):
+    index = app.state.scorer.fingerprints
+    index.refresh_s = 0.2
+    fp = input_fingerprint(BAD_INPUT)
+    assert index.lookup("acme", fp).failures == 0
+    _fail_three_times(seeded)
+    assert index.lookup("acme", fp).failures == 0  # not yet: the index is a snapshot
+    import time
+
+    deadline = time.monotonic() + 10
+    while index.lookup("acme", fp).failures < 3 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert index.lookup("acme", fp).failures == 3
+
+
+def test_a_newly_trained_model_is_used_without_a_restart(client, app, api_settings, seeded):
+    app.state.scorer.model_check_s = 0.0
+    models = ModelStore(models_dir(api_settings))
+    train_from_store(seeded, model_store=models)
+    assert _ask(client)["model_version"] == "v0001"
+    train_from_store(seeded, model_store=models)
+    assert _ask(client)["model_version"] == "v0002"
+
+
+def test_non_finite_or_odd_features_do_not_break_scoring(client):
+    answer = _ask(client, features={"n_chars": 1e308, "kw:x": True, "model": "gpt", "phase": ""})
+    assert 0 <= answer["risk"] <= 1
+    body = b'{"project": "acme", "agent": "a", "task_input": "x", "features": {"n_chars": Infinity}}'
+    response = client.post("/v1/precheck", content=body, headers={**ACME, "content-type": "application/json"})
+    assert response.status_code in (200, 422)
+
+
+def test_the_sdk_preflight_client_reads_the_answer(app):
+    with TestClient(app, headers=ACME) as http:
+        advice = Preflight("http://testserver", client=http).check(
+            PrecheckRequest(project="acme", agent="coder", task_input="Export the monthly report"))
+    assert advice is not None and advice.model_version == "none"
+
+
+@pytest.mark.parametrize(("risk", "known_bad", "expected"), [
+    (0.1, False, (None, False, False)), (0.35, False, (3, False, False)), (0.55, False, (2, True, False)),
+    (0.75, False, (1, True, True)), (0.1, True, (1, False, True)),
+])
+def test_recommendations_tighten_with_risk(risk, known_bad, expected):
+    rec = recommend(risk, known_bad, human_review_threshold=0.7)
+    assert (rec.max_attempts, rec.degrade_first, rec.human_review) == expected
