@@ -17,6 +17,7 @@ from uuid import UUID
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_core.runnables import Runnable, RunnableLambda
+
 from retrylens.schemas import TaskOutcome
 
 from .governor import Governor, TaskRun

@@ -18,6 +18,7 @@ from typing import Protocol
 
 import httpx
 
+from .api_auth import auth_headers
 from .errors import PolicyError
 from .policy import RetryPolicy, load_policy, parse_policy
 
@@ -104,11 +105,11 @@ class ApiPoller:
     """Fetches the agent's policy from the RetryLens API (ETag-aware); errors keep the policy."""
 
     def __init__(self, source: PolicySource, api_url: str, project: str, agent: str, *,
-                 timeout_s: float = 1.0, client: httpx.Client | None = None) -> None:
+                 api_key: str | None = None, timeout_s: float = 1.0, client: httpx.Client | None = None) -> None:
         self.source = source
         self.url = f"{api_url.rstrip('/')}/v1/policies/{project}/{agent}"
         self.timeout_s = timeout_s
-        self.client = client or httpx.Client(timeout=timeout_s)
+        self.client = client or httpx.Client(timeout=timeout_s, headers=auth_headers(api_key))
         self._etag: str | None = None
 
     def poll(self) -> bool:

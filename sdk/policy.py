@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
 from retrylens.schemas import ErrorType
 
 from .errors import PolicyError

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from .api_auth import auth_headers
 from .policy import TaskBudget
 
 if TYPE_CHECKING:
@@ -53,9 +54,10 @@ class PrecheckResponse(BaseModel):
 class Preflight:
     """Client of the risk API; ``adapt(run)`` applies its advice to a starting task."""
 
-    def __init__(self, api_url: str, *, timeout_s: float = 0.3, client: httpx.Client | None = None) -> None:
+    def __init__(self, api_url: str, *, api_key: str | None = None, timeout_s: float = 0.3,
+                 client: httpx.Client | None = None) -> None:
         self.url = f"{api_url.rstrip('/')}/v1/precheck"
-        self.client = client or httpx.Client(timeout=timeout_s)
+        self.client = client or httpx.Client(timeout=timeout_s, headers=auth_headers(api_key))
         self.failures = 0
 
     def check(self, request: PrecheckRequest) -> PrecheckResponse | None:
