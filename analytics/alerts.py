@@ -23,6 +23,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 import httpx
+
 from retrylens.store import EventStore
 from retrylens.store.sql import query_rows
 

@@ -14,7 +14,9 @@ attempts (project, task, correlation id) or tasks, so a re-sent event never coun
 - ``budget_exhaustions``: attempts that failed with ``budget_exhausted``
 
 Both sources use the same measure definitions (:data:`MEASURES` of migration 0002), so
-they agree exactly; the rollups align a time range to whole 5-minute buckets.
+they agree exactly; the rollups align a time range to whole 5-minute buckets. The rollup
+source reads sealed buckets as plain counters and open ones as set states
+(:mod:`.rollup_query`, :mod:`.sealing`), so its cost does not grow with the event count.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from retrylens.store.migrations.m0002_rollups import BUCKET_SECONDS, MEASURES
 from retrylens.store.sql import query_rows
 
 from .filters import Bucket, Slice, bucket_of, dimension_of
+from .rollup_query import rollup_rows
 
 Source = Literal["rollup", "raw"]
 _COUNTS = tuple(m.name for m in MEASURES if m.function == "uniqExact")
@@ -152,22 +155,14 @@ def _aligned(where: Slice) -> Slice:
     return where.with_(start=start, end=end)
 
 
-def _inner(store: EventStore, where: Slice, source: Source, group: str) -> tuple[str, dict[str, Any]]:
-    """SELECT of the measures per ``group`` expression (``'all'`` for one row)."""
-    if source == "rollup":
-        clause, params = _aligned(where).where(time_column="bucket")
-        states = ", ".join(f"{m.function}Merge({m.name}) AS {m.name}" for m in MEASURES)
-        table = "[[db]].metrics_5m"
-    elif source == "raw":
-        clause, params = where.where(time_column="ts")
-        states = ", ".join(
-            f"{'uniqExact' if m.function == 'uniqExact' else 'groupArray'}If({m.value}, {m.condition}) AS {m.name}"
-            for m in MEASURES
-        )
-        table = "[[db]].events FINAL"
-    else:
-        raise ValueError(f"unknown source {source!r}; choose 'rollup' or 'raw'")
-    sql = f"SELECT {group} AS g, {states} FROM {table} WHERE {clause} GROUP BY g"
+def _raw_inner(store: EventStore, where: Slice, group: str) -> tuple[str, dict[str, Any]]:
+    """SELECT of the measures per ``group`` expression (``'all'`` for one row) from raw events."""
+    clause, params = where.where(time_column="ts")
+    states = ", ".join(
+        f"{'uniqExact' if m.function == 'uniqExact' else 'groupArray'}If({m.value}, {m.condition}) AS {m.name}"
+        for m in MEASURES
+    )
+    sql = f"SELECT {group} AS g, {states} FROM [[db]].events FINAL WHERE {clause} GROUP BY g"
     return store.sql(sql), params
 
 
@@ -185,7 +180,13 @@ _DERIVED = (
 
 
 def _query(store: EventStore, where: Slice, source: Source, group: str, order: str = "g") -> list[dict[str, Any]]:
-    inner, params = _inner(store, where, source, group)
+    if source == "rollup":
+        clause, params = _aligned(where).where(time_column="bucket")
+        by_error = where.error_type is not None or group == "error_type"
+        return rollup_rows(store, clause, params, group, order, by_error=by_error)
+    if source != "raw":
+        raise ValueError(f"unknown source {source!r}; choose 'rollup' or 'raw'")
+    inner, params = _raw_inner(store, where, group)
     counts = ", ".join(_COUNTS)
     sql = f"SELECT g, {counts}, {_DERIVED} FROM ({inner}) ORDER BY {order}"
     return query_rows(store.client, sql, params)

@@ -3,7 +3,9 @@
 The materialized views of migration 0002 fill the rollups from every insert after they
 exist; events stored earlier (or restored from a backup) reach the rollups through
 :func:`backfill_rollups`. Every rollup state is a set, so backfilling a range the views
-already cover is harmless: nothing is counted twice.
+already cover is harmless: nothing is counted twice. Closed buckets are then sealed into
+plain counters by :func:`seal_rollups` (periodically: :func:`start_sealer`); set states
+backfilled into a sealed bucket are ignored by readers.
 """
 
 from __future__ import annotations
@@ -14,6 +16,9 @@ from retrylens.store import EventStore
 from retrylens.store.migrations.m0002_rollups import backfill_statements
 
 from .filters import Slice
+from .sealing import SealReport, seal_rollups, start_sealer
+
+__all__ = ["SealReport", "backfill_rollups", "seal_rollups", "start_sealer"]
 
 
 def backfill_rollups(store: EventStore, *, start: datetime | None = None, end: datetime | None = None) -> int:

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from retrylens.sdk.features import FeatureValue, extract_input_features
 
 from retrylens.errors import ConfigError
+from retrylens.sdk.features import FeatureValue, extract_input_features
 
 
 class TraceFormatError(ConfigError):

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import orjson
+
 from retrylens.store import EventStore
 
 from . import classifier as clf

@@ -20,6 +20,7 @@ from retrylens.analytics.metrics import metrics_by, metrics_summary
 from retrylens.analytics.model_store import ModelStore, load_current_model, models_dir
 from retrylens.analytics.patterns import failure_patterns
 from retrylens.analytics.rollups import backfill_rollups
+from retrylens.analytics.sealing import DEFAULT_GRACE, seal_rollups
 from retrylens.analytics.traces import read_traces
 from retrylens.analytics.training import evaluate_traces, train_from_store, train_from_traces
 from retrylens.errors import ConfigError
@@ -28,6 +29,7 @@ from retrylens.store import open_store
 from .common import ConfigOption, console, handle_errors, settings_from
 
 alerts_app = typer.Typer(help="Alert rules: add, list, evaluate, watch.", no_args_is_help=True)
+rollups_app = typer.Typer(help="Rollup maintenance: seal closed buckets.", no_args_is_help=True)
 
 ProjectOption = typer.Option(None, "--project", help="Only this project.")
 AgentOption = typer.Option(None, "--agent", help="Only this agent.")
@@ -47,6 +49,7 @@ def register(app: typer.Typer) -> None:
     app.command()(evaluate)
     app.command("backfill-rollups")(backfill)
     app.add_typer(alerts_app, name="alerts")
+    app.add_typer(rollups_app, name="rollups")
 
 
 def _slice(project: str | None, agent: str | None, phase: str | None, error_type: str | None,
@@ -165,11 +168,30 @@ def evaluate(
         typer.echo(f"{key:14} {value}")
 
 
+GraceOption = typer.Option(
+    DEFAULT_GRACE.total_seconds() / 60, "--grace-minutes", min=0.0,
+    help="Buckets that ended longer ago than this are sealed.",
+)
+
+
+def _seal(store: Any, grace_minutes: float) -> dict[str, Any]:
+    report = seal_rollups(store, grace=timedelta(minutes=grace_minutes))
+    return {"sealed": report.sealed, "resealed": report.resealed, "boundary": report.boundary.isoformat()}
+
+
 @handle_errors
-def backfill(config: Path | None = ConfigOption) -> None:
-    """Re-derive the rollups from stored events (safe to repeat: nothing counts twice)."""
-    statements = backfill_rollups(open_store(settings_from(config)))
-    _echo_json({"statements": statements})
+def backfill(config: Path | None = ConfigOption, grace_minutes: float = GraceOption) -> None:
+    """Re-derive the rollups from stored events, then seal closed buckets (safe to repeat)."""
+    store = open_store(settings_from(config))
+    statements = backfill_rollups(store)
+    _echo_json({"statements": statements, **_seal(store, grace_minutes)})
+
+
+@rollups_app.command("seal")
+@handle_errors
+def rollups_seal(config: Path | None = ConfigOption, grace_minutes: float = GraceOption) -> None:
+    """Seal closed 5-minute buckets into plain counters and re-seal those with late events."""
+    _echo_json(_seal(open_store(settings_from(config)), grace_minutes))
 
 
 @alerts_app.command("add")

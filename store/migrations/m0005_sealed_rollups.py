@@ -5,7 +5,8 @@ hold one hash per attempt, task and event, so reading them costs as much as a ra
 Once a bucket is closed (older than a grace period), the sealing job
 (:mod:`retrylens.analytics.sealing`) recomputes it exactly from ``events FINAL`` into
 ``metrics_sealed`` and records it in ``metrics_seal_log``; readers then take that bucket
-from ``metrics_sealed`` and only the unsealed buckets from ``metrics_5m``.
+from ``metrics_sealed`` and only the unsealed buckets from ``metrics_5m``, whose rows of
+sealed buckets the job deletes (``backwards`` refills them).
 
 ``metrics_sealed`` holds, per (bucket, project, agent, phase, policy version, error type):
 
@@ -15,8 +16,9 @@ from ``metrics_sealed`` and only the unsealed buckets from ``metrics_5m``.
 - the event-level measures as additive values: sums of cost and tokens, and exact
   histograms (value → count) of retry latencies and backoffs for exact quantiles;
 - ``any_error = 1`` rows (one per slice without the error type) whose counts ignore the
-  error type, read when a query neither filters nor groups by error type (an attempt has
-  events with and without an error type, so per-error-type counts do not add up).
+  error type, read instead of the others when a query neither filters nor groups by error
+  type (an attempt has events with and without an error type, so per-error-type counts do
+  not add up); they carry the slice's values too, so such a query reads only them.
 
 ``metrics_sealed_open`` holds the other keys — those spanning buckets or slices, a small
 minority — as ``uniqExact`` states per slice, which readers merge with the unsealed set
@@ -31,7 +33,7 @@ events and when, so that a late event re-seals every bucket its task has events 
 from __future__ import annotations
 
 from .base import Migration, MigrationContext
-from .m0002_rollups import MEASURES
+from .m0002_rollups import MEASURES, backfill_statements
 
 COUNT_MEASURES: tuple[str, ...] = tuple(m.name for m in MEASURES if m.function == "uniqExact")
 TS = "DateTime64(3, 'UTC')"
@@ -105,10 +107,11 @@ def forwards(ctx: MigrationContext) -> list[str]:
 
 
 def backwards(ctx: MigrationContext) -> list[str]:
+    """Drop the sealed tables and refill the set states that sealing deleted from ``metrics_5m``."""
     statements = [f"DROP VIEW IF EXISTS {ctx.table('metrics_touched_mv')}{ctx.on_cluster} SYNC"]
     for table, *_rest in _tables():
         statements.extend(ctx.drop(table))
-    return statements
+    return statements + backfill_statements(ctx)
 
 
 MIGRATION = Migration(5, "sealed_rollups", forwards, backwards)

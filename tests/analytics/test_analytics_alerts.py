@@ -10,6 +10,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 from analytics_eventset import T0, T1, load
+
 from retrylens.analytics.alerts import (
     AlertRule,
     alert_history,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from analytics_eventset import load
+
 from retrylens.analytics.failure_groups import failure_groups
 from retrylens.analytics.filters import Slice
 from retrylens.analytics.fingerprints import fingerprint_stats, top_failing_fingerprints

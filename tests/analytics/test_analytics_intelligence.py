@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from analytics_eventset import FP_CODE, FP_PLAN, T0, load
+
 from retrylens.analytics.failure_groups import failure_groups, normalise_message
 from retrylens.analytics.filters import Slice
 from retrylens.analytics.fingerprints import (

@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pytest
 from analytics_eventset import EXPECTED_ALPHA, T0, T1, load
+
 from retrylens.analytics.filters import Slice
 from retrylens.analytics.metrics import (
     failure_type_distribution,

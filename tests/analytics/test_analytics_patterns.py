@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from retrylens.analytics.filters import Slice
 from retrylens.analytics.patterns import failure_patterns
 from retrylens.analytics.synthetic import synthetic_events

@@ -1,0 +1,193 @@
+"""Sealed rollups: exact (hand-computed, and equal to raw) with some buckets sealed and some not.
+
+The event set (analytics_eventset) puts tasks A and B in the 10:00 hour and C (11:00),
+D (11:10) and E (11:20) in the 11:00 hour. Sealing "at 11:25" with the default 10-minute
+grace seals every bucket before 11:15: A–D become counters, E stays a set state.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from datetime import timedelta
+
+import pytest
+from analytics_eventset import EXPECTED_ALPHA, T0, T1, _Task, build_events, load, rows_of
+from typer.testing import CliRunner
+
+from retrylens.analytics.filters import Slice
+from retrylens.analytics.metrics import (
+    failure_type_distribution,
+    metrics_by,
+    metrics_summary,
+    metrics_trend,
+)
+from retrylens.analytics.rollups import backfill_rollups, seal_rollups, start_sealer
+from retrylens.cli.main import app
+from retrylens.schemas import RetryEvent
+
+pytestmark = pytest.mark.clickhouse
+ALPHA = Slice(project="alpha")
+PARTLY = T1 + timedelta(minutes=25)  # seals buckets before 11:15
+ALL = T1 + timedelta(hours=2)
+
+
+def _assert_expected(metrics, expected=EXPECTED_ALPHA):
+    for name, value in expected.items():
+        assert getattr(metrics, name) == pytest.approx(value), name
+
+
+def _sealed_buckets(store) -> list:
+    sql = store.sql("SELECT DISTINCT bucket FROM [[db]].metrics_seal_log ORDER BY bucket")
+    return [row[0] for row in store.client.query(sql).result_rows]
+
+
+def _insert(store, events, offset: int) -> None:
+    store.insert_rows(rows_of(events, first_offset=offset))
+
+
+def _late(task_id: str, correlation_id: str, attempt: int, kind: str, at, **fields) -> RetryEvent:
+    return RetryEvent(
+        event_id=uuid.uuid4(), ts=at, project="alpha", agent={"name": "planner", "role": "worker"},
+        task_id=task_id, correlation_id=correlation_id, attempt=attempt, phase="planning", kind=kind,
+        policy_id="default", policy_version="v1", **fields,
+    )
+
+
+def test_partly_sealed_metrics_match_hand_computed_values(store):
+    load(store, duplicates=True)
+    report = seal_rollups(store, now=PARTLY)
+    assert report.sealed == 4 and len(_sealed_buckets(store)) == 4
+    _assert_expected(metrics_summary(store, ALPHA))
+    trend = metrics_trend(store, ALPHA, bucket="1h")
+    assert [(p.metrics.calls, p.metrics.retries, p.metrics.tasks) for p in trend] == [(4, 2, 2), (5, 2, 3)]
+    assert {d.error_type: d.failures for d in failure_type_distribution(store, ALPHA)} == {
+        "logic": 2, "timeout": 1, "rate_limit": 1, "server_error": 1, "budget_exhausted": 1
+    }
+
+
+@pytest.mark.parametrize("now", [PARTLY, ALL])
+@pytest.mark.parametrize("dimension", ["project", "agent", "phase", "error_type", "policy_version"])
+def test_sealed_rollups_equal_raw_for_every_slicing(store, now, dimension):
+    load(store, duplicates=True)
+    seal_rollups(store, now=now)
+    assert metrics_by(store, dimension) == metrics_by(store, dimension, source="raw")
+
+
+@pytest.mark.parametrize(
+    "where",
+    [ALPHA.with_(error_type="logic"), ALPHA.with_(phase="execution", policy_version="v2"),
+     ALPHA.with_(start=T1, end=T1 + timedelta(minutes=15)), ALPHA.with_(agent="coder", error_type="")],
+)
+def test_sealed_rollups_equal_raw_for_filters(store, where):
+    load(store, duplicates=True)
+    seal_rollups(store, now=PARTLY)
+    assert metrics_summary(store, where) == metrics_summary(store, where, source="raw")
+
+
+def test_duplicates_after_sealing_change_nothing(store):
+    events = load(store, duplicates=True)
+    seal_rollups(store, now=PARTLY)
+    _insert(store, [e for e in events if e.task_id in {"task-A", "task-C", "task-E"}], offset=5000)
+    _assert_expected(metrics_summary(store, ALPHA))  # before the re-seal
+    report = seal_rollups(store, now=PARTLY)
+    assert report.resealed >= 3
+    _assert_expected(metrics_summary(store, ALPHA))
+
+
+def test_late_event_into_sealed_bucket_is_counted_after_reseal(store):
+    load(store, duplicates=True)
+    seal_rollups(store, now=PARTLY)
+    at = T0 + timedelta(minutes=12)  # the sealed 10:10 bucket (task B)
+    task = [
+        _late("task-F", "task-F-task", 0, "task_started", at),
+        _late("task-F", "task-F-a1", 1, "attempt_started", at + timedelta(seconds=1)),
+        _late("task-F", "task-F-a1", 1, "attempt_succeeded", at + timedelta(seconds=2),
+              latency_ms=700, cost_usd=0.004, tokens_in=30, tokens_out=10),
+        _late("task-F", "task-F-task", 1, "task_finished", at + timedelta(seconds=3), outcome="succeeded"),
+    ]
+    _insert(store, task, offset=6000)
+    assert metrics_summary(store, ALPHA).calls == 9  # its bucket is sealed: not seen yet
+    seal_rollups(store, now=PARTLY)
+    _assert_expected(metrics_summary(store, ALPHA), {**EXPECTED_ALPHA, "calls": 10, "tasks": 6, "retry_rate": 0.4})
+    assert metrics_summary(store, ALPHA) == metrics_summary(store, ALPHA, source="raw")
+
+
+def test_late_event_spreading_a_sealed_task_over_two_buckets_counts_it_once(store):
+    load(store, duplicates=True)
+    seal_rollups(store, now=PARTLY)
+    late = _late("task-A", "task-A-a2", 2, "decision", T0 + timedelta(minutes=30), decision="none")
+    _insert(store, [late], offset=7000)
+    seal_rollups(store, now=PARTLY)
+    _assert_expected(metrics_summary(store, ALPHA))
+    trend = metrics_trend(store, ALPHA, bucket="5m")
+    assert trend == metrics_trend(store, ALPHA, bucket="5m", source="raw")
+    assert [p.metrics.tasks for p in trend if p.bucket.hour == 10] == [1, 1, 1]  # A at 10:00 and 10:30, B at 10:10
+
+
+def test_task_spanning_sealed_and_open_buckets_counts_once(store):
+    g = _Task("gamma", "task-G", "planner", "planning", "v1", T1 + timedelta(minutes=14, seconds=57), "text")
+    g.start()
+    g.attempt(1, False, latency=100, cost=0.001, tokens=(1, 1), error="timeout")  # started 11:14:59, failed 11:15:00
+    g.attempt(2, True, latency=200, cost=0.002, tokens=(2, 2))
+    g.finish("succeeded", 2)
+    _insert(store, g.events, offset=0)
+    seal_rollups(store, now=PARTLY)  # 11:10 sealed, 11:15 open
+    gamma = Slice(project="gamma")
+    summary = metrics_summary(store, gamma)
+    assert (summary.calls, summary.failures, summary.retries, summary.tasks, summary.tasks_recovered) == (2, 1, 1, 1, 1)
+    assert summary == metrics_summary(store, gamma, source="raw")
+    seal_rollups(store, now=ALL)
+    assert metrics_summary(store, gamma) == summary
+
+
+def test_sealing_twice_is_idempotent(store):
+    load(store, duplicates=True)
+    seal_rollups(store, now=PARTLY)
+    snapshot = (metrics_summary(store, ALPHA), metrics_by(store, "error_type"), metrics_trend(store, bucket="5m"))
+    columns = "project, bucket, agent_name, phase, policy_version, error_type, any_error, calls, tasks, failed_cost"
+    rows_sql = store.sql(f"SELECT {columns} FROM [[db]].metrics_sealed ORDER BY ALL")
+    rows = store.client.query(rows_sql).result_rows
+    second = seal_rollups(store, now=PARTLY)
+    assert second.sealed == 0
+    assert store.client.query(rows_sql).result_rows == rows  # older generations are deleted
+    assert (metrics_summary(store, ALPHA), metrics_by(store, "error_type"), metrics_trend(store, bucket="5m")) == snapshot
+
+
+def test_backfill_after_sealing_changes_nothing(store):
+    load(store, duplicates=True)
+    seal_rollups(store, now=PARTLY)
+    backfill_rollups(store)
+    _assert_expected(metrics_summary(store, ALPHA))
+
+
+def test_sealed_buckets_leave_the_set_states(store):
+    load(store, duplicates=True)
+    seal_rollups(store, now=PARTLY)
+    sql = store.sql("SELECT DISTINCT bucket FROM [[db]].metrics_5m WHERE project = 'alpha' ORDER BY bucket")
+    assert [row[0].strftime("%H:%M") for row in store.client.query(sql).result_rows] == ["11:20"]
+
+
+def test_periodic_sealer_seals_and_stops(store):
+    load(store, duplicates=False)
+    stop = start_sealer(store, interval_s=0.05, clock=lambda: ALL)
+    try:
+        deadline = time.monotonic() + 30
+        while len(_sealed_buckets(store)) < 5 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        stop()
+    assert len(_sealed_buckets(store)) == 5
+    _assert_expected(metrics_summary(store, ALPHA))
+
+
+def test_cli_rollups_seal(store, settings, monkeypatch):
+    monkeypatch.setenv("RETRYLENS_DATA_DIR", str(settings.data_dir))
+    monkeypatch.setenv("RETRYLENS_CLICKHOUSE_DSN", settings.clickhouse_dsn)
+    monkeypatch.setenv("RETRYLENS_CLICKHOUSE_DATABASE", settings.clickhouse_database)
+    store.insert_rows(rows_of(build_events()))
+    result = CliRunner().invoke(app, ["rollups", "seal"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["sealed"] == 5
+    _assert_expected(metrics_summary(store, ALPHA))
