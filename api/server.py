@@ -18,10 +18,13 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import uvicorn
 
+from retrylens.analytics.alerts import run_periodically
+from retrylens.analytics.sealing import start_sealer
 from retrylens.config import Settings
 from retrylens.ingest.consumer import IngestConsumer
 from retrylens.ingest.spool_ingestor import SpoolIngestor
@@ -79,6 +82,27 @@ class IngestThreads:
         return out
 
 
+def start_maintenance(store: EventStore, settings: Settings) -> Callable[[], None]:
+    """Seal closed rollup buckets and evaluate alert rules periodically; returns ``stop()``."""
+    stop_sealer = start_sealer(store, interval_s=settings.maintenance_interval_s)
+    stop_alerts = threading.Event()
+    alerts = threading.Thread(
+        target=run_periodically,
+        kwargs={"store": store, "interval_s": settings.maintenance_interval_s, "stop": stop_alerts,
+                "webhook_url": settings.alert_webhook_url},
+        name="retrylens-alerts",
+        daemon=True,
+    )
+    alerts.start()
+
+    def stop() -> None:
+        stop_alerts.set()
+        stop_sealer()
+        alerts.join(timeout=30)
+
+    return stop
+
+
 def serve(settings: Settings, *, host: str | None = None, port: int | None = None, log_level: str = "info") -> None:
     """Run the server until SIGTERM/SIGINT. Raises ``StoreLockedError`` if the store is taken."""
     store = open_store(settings)
@@ -93,9 +117,11 @@ def serve(settings: Settings, *, host: str | None = None, port: int | None = Non
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: log.info("shutdown already in progress"))
     ingest.start()
+    stop_maintenance = start_maintenance(store, settings)
     try:
         server.run()
     finally:
+        stop_maintenance()
         ingest.stop()
     if not server.started:
         raise OSError(f"the API could not listen on {config.host}:{config.port} (see the log above)")

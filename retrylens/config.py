@@ -93,6 +93,10 @@ class Settings(BaseSettings):
     human_review_threshold: float = Field(
         default=0.7, ge=0, le=1, description="Pre-check risk above which human review is recommended."
     )
+    alert_webhook_url: str = Field(default="", description="Webhook that `serve` notifies of alerts (empty = log only).")
+    maintenance_interval_s: float = Field(
+        default=60.0, gt=0, description="How often `serve` seals rollups and evaluates alert rules."
+    )
     api_url: str = Field(
         default="", description="Where other processes reach the server; default http://api_host:api_port."
     )
