@@ -17,10 +17,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 import tenacity
+
 from retrylens.ingest.emitter import Emitter
 from retrylens.sdk import Governor, RetryPolicy
 from retrylens.sdk.policy import BackoffPolicy
-
 from retrylens.testing import MemorySink
 
 

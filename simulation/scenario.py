@@ -13,9 +13,9 @@ from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
-from retrylens.schemas import ErrorType
 
 from retrylens.errors import ConfigError
+from retrylens.schemas import ErrorType
 
 Probability = float
 

@@ -13,7 +13,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import orjson
-
 from pydantic import TypeAdapter
 
 from retrylens.schemas import RetryEvent, SideEffect

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import typer
 
-from . import analytics_cmds, api_cmds, dashboard_cmds, demo_cmds, ingest_cmds, report_cmds, sdk_cmds, store_cmds
+from . import (
+    analytics_cmds,
+    api_cmds,
+    dashboard_cmds,
+    demo_cmds,
+    ingest_cmds,
+    report_cmds,
+    sdk_cmds,
+    store_cmds,
+)
 
 app = typer.Typer(
     name="retrylens",

@@ -5,16 +5,16 @@ from __future__ import annotations
 import random
 
 import pytest
-import retrylens.sdk as sdk
 import tenacity
 from langchain_core.exceptions import OutputParserException
 from langchain_core.language_models.fake_chat_models import FakeListChatModel, GenericFakeChatModel
 from langchain_core.messages import AIMessage
 from langchain_core.output_parsers import JsonOutputParser
+
+import retrylens.sdk as sdk
 from retrylens.schemas import Decision, EventKind, TaskOutcome
 from retrylens.sdk import Governor, PolicySource, TenacityHooks
 from retrylens.sdk.adapters_langchain import RetryLensCallbackHandler, governed_runnable
-
 from retrylens.testing import capture_events
 
 

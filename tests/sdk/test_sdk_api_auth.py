@@ -7,7 +7,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from retrylens.sdk import ApiPoller, PolicySource, Preflight, PrecheckRequest
+from retrylens.sdk import ApiPoller, PolicySource, PrecheckRequest, Preflight
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ import random
 from datetime import UTC, datetime
 
 import pytest
+
 from retrylens.schemas import Decision, ErrorType, EventKind, RetryEvent, TaskOutcome
 from retrylens.sdk import (
     CallbackChannel,
@@ -17,7 +18,6 @@ from retrylens.sdk import (
     RetryPolicy,
     parse_policy,
 )
-
 from retrylens.testing import capture_events
 
 START = datetime(2024, 5, 1, tzinfo=UTC)

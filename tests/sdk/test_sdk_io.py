@@ -15,6 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+
 from retrylens.schemas import SideEffectStatus
 from retrylens.sdk import (
     ApiPoller,

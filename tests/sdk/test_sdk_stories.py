@@ -6,6 +6,7 @@ import random
 from datetime import UTC, datetime
 
 import pytest
+
 from retrylens.schemas import Decision, EventKind, SideEffectStatus
 from retrylens.sdk import (
     CallbackChannel,
@@ -19,7 +20,6 @@ from retrylens.sdk import (
     redact,
 )
 from retrylens.sdk.context import ContextBuilder, digest
-
 from retrylens.testing import capture_events
 
 START = datetime(2024, 5, 1, tzinfo=UTC)

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-from retrylens.schemas import EventKind, RetryEvent
-from retrylens.sdk import input_fingerprint
-from retrylens.simulation import generate_tasks, load_scenario, run_fleet
-from retrylens.simulation.scenario import parse_scenario
 from typer.testing import CliRunner
 
 from retrylens.cli.main import app
 from retrylens.errors import ConfigError
+from retrylens.schemas import EventKind, RetryEvent
+from retrylens.sdk import input_fingerprint
+from retrylens.simulation import generate_tasks, load_scenario, run_fleet
+from retrylens.simulation.scenario import parse_scenario
 
 START = datetime(2024, 3, 1, tzinfo=UTC)
 
