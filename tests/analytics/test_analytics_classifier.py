@@ -116,7 +116,7 @@ def test_bad_trace_files_are_rejected_with_the_line(tmp_path):
 
 @pytest.mark.clickhouse
 def test_beats_both_baselines_on_the_simulated_fleet(store):
-    simulation = pytest.importorskip("retrylens.simulation")
+    from retrylens import simulation
     events: list = []
     simulation.run_fleet(simulation.load_scenario(), tasks=2000, seed=1, driver="governor", emit=events.append)
     store.insert_rows([event_row(e, topic="fleet", partition=0, offset=i) for i, e in enumerate(events)])

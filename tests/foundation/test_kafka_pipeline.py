@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
 
+import httpx
 import orjson
 import pytest
 from factories import make_events, payload
@@ -187,15 +189,28 @@ def test_dead_letters_are_replayed_into_the_event_topic(kafka_settings: Settings
     assert replay_dead_letters(kafka_settings, idle_timeout_s=2).replayed == 0  # each letter once
 
 
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def test_sigterm_finishes_the_batch_commits_and_exits_cleanly(kafka_settings: Settings) -> None:
     env = cli_env(kafka_settings)
     produce(kafka_settings, fast_payloads(5_000))
-    consumer = subprocess.Popen(["retrylens", "consume"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    port = _free_port()
+    consumer = subprocess.Popen(
+        ["retrylens", "consume", "--metrics-port", str(port)],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
     try:
         deadline = time.monotonic() + 120
         while committed_total(kafka_settings) < 5_000:
             assert consumer.poll() is None and time.monotonic() < deadline
             time.sleep(0.2)
+        exposed = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+        assert "retrylens_ingest_rows_inserted_total 5000.0" in exposed
+        assert 'retrylens_ingest_lag_messages{partition="0"} 0.0' in exposed
         consumer.send_signal(signal.SIGTERM)
         out, err = consumer.communicate(timeout=60)
     finally:
