@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from retrylens.analytics.classifier import RiskContext, feature_dict
 from retrylens.analytics.model_store import (
     ModelNotFoundError,
