@@ -16,7 +16,9 @@ attempts (project, task, correlation id) or tasks, so a re-sent event never coun
 Both sources use the same measure definitions (:data:`MEASURES` of migration 0002), so
 they agree exactly; the rollups align a time range to whole 5-minute buckets. The rollup
 source reads sealed buckets as plain counters and open ones as set states
-(:mod:`.rollup_query`, :mod:`.sealing`), so its cost does not grow with the event count.
+(:mod:`.rollup_query`, :mod:`.sealing`), so its cost does not grow with the event count;
+whole closed hours come from an hourly level unless a trend splits hours (5-minute trends).
+Costs are summed as whole nano-dollars in every source, so the sums do not depend on order.
 """
 
 from __future__ import annotations
@@ -28,10 +30,11 @@ from typing import Any, Literal
 
 from retrylens.store import EventStore
 from retrylens.store.migrations.m0002_rollups import BUCKET_SECONDS, MEASURES
+from retrylens.store.migrations.m0006_hourly_sealed_rollups import HOUR_SECONDS
 from retrylens.store.sql import query_rows
 
 from .filters import Bucket, Slice, bucket_of, dimension_of
-from .rollup_query import rollup_rows
+from .rollup_query import HourSpan, nano_usd, rollup_rows
 
 Source = Literal["rollup", "raw"]
 _COUNTS = tuple(m.name for m in MEASURES if m.function == "uniqExact")
@@ -155,6 +158,18 @@ def _aligned(where: Slice) -> Slice:
     return where.with_(start=start, end=end)
 
 
+def _hour_span(aligned: Slice) -> HourSpan | None:
+    """The whole hours inside an aligned range, or ``None`` when it holds none."""
+    lo = hi = None
+    if aligned.start is not None:
+        lo = datetime.fromtimestamp(-(-aligned.start.timestamp() // HOUR_SECONDS) * HOUR_SECONDS, tz=aligned.start.tzinfo)
+    if aligned.end is not None:
+        hi = datetime.fromtimestamp(aligned.end.timestamp() // HOUR_SECONDS * HOUR_SECONDS, tz=aligned.end.tzinfo)
+    if lo is not None and hi is not None and lo >= hi:
+        return None
+    return HourSpan(lo, hi)
+
+
 def _raw_inner(store: EventStore, where: Slice, group: str) -> tuple[str, dict[str, Any]]:
     """SELECT of the measures per ``group`` expression (``'all'`` for one row) from raw events."""
     clause, params = where.where(time_column="ts")
@@ -172,18 +187,25 @@ _DERIVED = (
     "toFloat64(arrayReduce('quantileExactInclusive(0.95)', arrayMap(x -> x.2, retry_latency)))) AS p95_retry_ms, "
     "if(empty(backoff), NULL, "
     "toFloat64(arrayReduce('quantileExactInclusive(0.95)', arrayMap(x -> x.2, backoff)))) AS p95_backoff_ms, "
-    "arraySum(x -> if(x.4, x.2, 0.), attempt_costs) AS failed_cost, "
+    f"arraySum(x -> if(x.4, {nano_usd('x.2')}, 0), attempt_costs) / 1e9 AS failed_cost, "
     "arraySum(x -> if(x.4, x.3, 0), attempt_costs) AS failed_tokens, "
-    "arraySum(x -> if(x.5, x.2, 0.), attempt_costs) AS retry_cost, "
+    f"arraySum(x -> if(x.5, {nano_usd('x.2')}, 0), attempt_costs) / 1e9 AS retry_cost, "
     "arraySum(x -> if(x.5, x.3, 0), attempt_costs) AS retry_tokens"
 )
 
 
-def _query(store: EventStore, where: Slice, source: Source, group: str, order: str = "g") -> list[dict[str, Any]]:
+def _query(
+    store: EventStore, where: Slice, source: Source, group: str, order: str = "g", *, hourly: bool = True
+) -> list[dict[str, Any]]:
+    """Rows per ``group``; ``hourly``: the grouping never splits an hour, so whole hours may be
+    read from the hourly rollup level."""
     if source == "rollup":
-        clause, params = _aligned(where).where(time_column="bucket")
+        aligned = _aligned(where)
+        clause, params = aligned.where(time_column="bucket")
+        span, _ = Slice(start=aligned.start, end=aligned.end).where(time_column="bucket")
         by_error = where.error_type is not None or group == "error_type"
-        return rollup_rows(store, clause, params, group, order, by_error=by_error)
+        hours = _hour_span(aligned) if hourly else None
+        return rollup_rows(store, clause, params, group, order, by_error=by_error, span=span, hours=hours)
     if source != "raw":
         raise ValueError(f"unknown source {source!r}; choose 'rollup' or 'raw'")
     inner, params = _raw_inner(store, where, group)
@@ -214,7 +236,8 @@ def metrics_trend(
     size = bucket_of(bucket)
     column = "bucket" if source == "rollup" else "ts"
     group = f"toStartOfInterval({column}, INTERVAL {size.seconds} SECOND, 'UTC')"
-    return [TrendPoint(row["g"], _metrics(row)) for row in _query(store, where, source, group)]
+    rows = _query(store, where, source, group, hourly=size.seconds % HOUR_SECONDS == 0)
+    return [TrendPoint(row["g"], _metrics(row)) for row in rows]
 
 
 def failure_type_distribution(
@@ -267,16 +290,23 @@ def task_costs(
 
 
 def recent_handoffs(store: EventStore, where: Slice = Slice(), *, limit: int = 50, offset: int = 0) -> list[dict[str, Any]]:
-    """Hand-off events, newest first (one per attempt), for the first screen's list."""
+    """Hand-offs to a human, newest first, one row per hand-off, for the first screen's list.
+
+    Read from the hand-off index (migration 0007), not from ``events``, so the cost follows
+    the number of hand-offs. A hand-off is the attempt's ``handoff_human`` decision and the
+    task's ``handoff`` event, merged: ``correlation_id`` is the attempt's (the decision's),
+    ``reason`` the hand-off event's (it says whether the channel failed), ``error_type`` the
+    one either names. The filters apply to those events, as they did on ``events``.
+    """
     clause, params = where.where()
     params.update({"limit": max(0, int(limit)), "offset": max(0, int(offset))})
     sql = store.sql(
-        "SELECT project, task_id, correlation_id, max(ts) AS ts, any(agent_name) AS agent,"
-        " any(phase) AS phase, anyIf(error_type, error_type != '') AS error_type,"
-        " anyIf(decision_reason, decision_reason != '') AS reason, any(policy_version) AS policy_version,"
-        " any(trace_id) AS trace_id"
-        f" FROM (SELECT * FROM [[db]].events FINAL WHERE ({clause}) AND (kind = 'handoff' OR decision = 'handoff_human'))"
-        " GROUP BY project, task_id, correlation_id ORDER BY ts DESC, task_id"
+        "SELECT project, task_id, argMax(correlation_id, kind != 'handoff') AS correlation_id, max(ts) AS ts,"
+        " any(agent_name) AS agent, any(phase) AS phase, anyIf(error_type, error_type != '') AS error_type,"
+        " argMax(decision_reason, (decision_reason != '', kind = 'handoff')) AS reason,"
+        " any(policy_version) AS policy_version, argMax(trace_id, trace_id != '') AS trace_id"
+        f" FROM (SELECT * FROM [[db]].handoffs FINAL WHERE {clause})"
+        " GROUP BY project, task_id, attempt ORDER BY ts DESC, task_id"
         " LIMIT {limit:UInt32} OFFSET {offset:UInt32}"
     )
     return query_rows(store.client, sql, params)

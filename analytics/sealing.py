@@ -13,6 +13,10 @@ What a caller must know: between a late event's arrival and the next pass, a que
 miss that event (its bucket is sealed) or, when the event's task had been counted as local
 in an older bucket, count that task or attempt twice. The next pass repairs both; run
 passes more often than the grace period (:func:`start_sealer`).
+
+The same pass then seals every closed hour (all its 5-minute buckets before the boundary)
+that is not sealed yet or contains a bucket (re)sealed now into the hourly level
+(migration 0006), computed the same way with the hour as the bucket.
 """
 
 from __future__ import annotations
@@ -28,32 +32,56 @@ from typing import Any
 from retrylens.store import EventStore
 from retrylens.store.migrations.m0002_rollups import BUCKET_SECONDS, IS_RETRY, MEASURES, TASK_KEY
 from retrylens.store.migrations.m0005_sealed_rollups import COUNT_MEASURES
+from retrylens.store.migrations.m0006_hourly_sealed_rollups import HOUR_SECONDS
 from retrylens.store.sql import query_rows, query_scalar
+
+from .rollup_query import nano_usd
 
 log = logging.getLogger(__name__)
 
 DEFAULT_GRACE = timedelta(minutes=10)
 #: Late rows are looked for in ``metrics_touched`` from this long before the previous pass.
 TOUCH_MARGIN = timedelta(seconds=60)
-BUCKET = f"toDateTime(toStartOfInterval(ts, INTERVAL {BUCKET_SECONDS} SECOND), 'UTC')"
 _MEASURE = {m.name: m for m in MEASURES}
 
 
 @dataclass(frozen=True)
+class Level:
+    """One sealed level: its bucket size and its counter, set-state and log tables."""
+
+    seconds: int
+    sealed: str
+    open: str
+    log: str
+
+    @property
+    def bucket(self) -> str:
+        """The bucket of an event's ``ts`` at this level."""
+        return f"toDateTime(toStartOfInterval(ts, INTERVAL {self.seconds} SECOND), 'UTC')"
+
+
+FIVE_MINUTES = Level(BUCKET_SECONDS, "metrics_sealed", "metrics_sealed_open", "metrics_seal_log")
+HOURLY = Level(HOUR_SECONDS, "metrics_sealed_1h", "metrics_sealed_open_1h", "metrics_seal_log_1h")
+BUCKET = FIVE_MINUTES.bucket
+
+
+@dataclass(frozen=True)
 class SealReport:
-    """What one pass did: buckets sealed for the first time, re-sealed, and the boundary."""
+    """What one pass did: buckets sealed for the first time, re-sealed, the boundary, and hours
+    (re)sealed into the hourly level."""
 
     sealed: int
     resealed: int
     boundary: datetime
+    hours: int = 0
 
     @property
     def buckets(self) -> int:
         return self.sealed + self.resealed
 
 
-def _floor(moment: datetime) -> datetime:
-    seconds = int(moment.timestamp()) // BUCKET_SECONDS * BUCKET_SECONDS
+def _floor(moment: datetime, size: int = BUCKET_SECONDS) -> datetime:
+    seconds = int(moment.timestamp()) // size * size
     return datetime.fromtimestamp(seconds, tz=UTC)
 
 
@@ -73,9 +101,9 @@ def _counters_select() -> str:
     values = [
         f"sumMapIf([latency_ms], [toUInt64(1)], {latency}) AS lat",
         f"sumMapIf([backoff_ms], [toUInt64(1)], {backoff}) AS bo",
-        f"sumIf(cost_usd, ({costs}) AND kind = 'attempt_failed') AS failed_cost",
+        f"sumIf({nano_usd('cost_usd')}, ({costs}) AND kind = 'attempt_failed') / 1e9 AS failed_cost",
         f"sumIf({tokens}, ({costs}) AND kind = 'attempt_failed') AS failed_tokens",
-        f"sumIf(cost_usd, ({costs}) AND {IS_RETRY}) AS retry_cost",
+        f"sumIf({nano_usd('cost_usd')}, ({costs}) AND {IS_RETRY}) / 1e9 AS retry_cost",
         f"sumIf({tokens}, ({costs}) AND {IS_RETRY}) AS retry_tokens",
     ]
     return ",\n    ".join(counts + values)
@@ -90,28 +118,28 @@ def _open_select() -> str:
     return ",\n    ".join(states)
 
 
-def _chunk_events() -> str:
+def _chunk_events(level: Level) -> str:
     """Events of every task with an event in ``{buckets}``, each flagged local or not."""
     events = "[[db]].events"
     slice_of = "(b, agent_name, phase, policy_version)"
     return (
-        f"SELECT *, {BUCKET} AS b,\n"
+        f"SELECT *, {level.bucket} AS b,\n"
         f"  uniqExact({slice_of}) OVER (PARTITION BY project, task_id) = 1 AS task_local,\n"
         f"  uniqExact({slice_of}) OVER (PARTITION BY project, task_id, correlation_id) = 1 AS attempt_local\n"
         f"FROM {events} FINAL\n"
         f"WHERE (project, task_id) IN (SELECT project, task_id FROM {events}\n"
         "  WHERE ts >= {lo:DateTime64(3, 'UTC')} AND ts < {hi:DateTime64(3, 'UTC')}"
-        f" AND has({{buckets:Array(DateTime('UTC'))}}, {BUCKET}))"
+        f" AND has({{buckets:Array(DateTime('UTC'))}}, {level.bucket}))"
     )
 
 
-def seal_statements(store: EventStore) -> list[str]:
+def seal_statements(store: EventStore, level: Level = FIVE_MINUTES) -> list[str]:
     """``INSERT … SELECT`` s sealing the buckets ``{buckets:Array(DateTime)}`` as ``{generation:UInt64}``."""
     names = ", ".join(f"`{n}`" for n in COUNT_MEASURES)
     slice_columns = "project, bucket, agent_name, phase, policy_version, error_type"
     in_chunk = "has({buckets:Array(DateTime('UTC'))}, b)"
     counters = (
-        f"INSERT INTO [[db]].metrics_sealed ({slice_columns}, any_error, generation, {names},"
+        f"INSERT INTO [[db]].{level.sealed} ({slice_columns}, any_error, generation, {names},"
         " retry_latency_values, retry_latency_counts, backoff_values, backoff_counts,"
         " failed_cost, failed_tokens, retry_cost, retry_tokens)\n"
         f"SELECT project, b, agent_name, phase, policy_version, et, any_error, {{generation:UInt64}}, {names},"
@@ -119,25 +147,25 @@ def seal_statements(store: EventStore) -> list[str]:
         "FROM (\n"
         "  SELECT project, b, agent_name, phase, policy_version, if(any_error, '', error_type) AS et, any_error,\n"
         f"    {_counters_select()}\n"
-        f"  FROM ({_chunk_events()})\n"
+        f"  FROM ({_chunk_events(level)})\n"
         f"  ARRAY JOIN [false, true] AS any_error WHERE {in_chunk}\n"
         "  GROUP BY project, b, agent_name, phase, policy_version, et, any_error\n"
         ")"
     )
     opens = (
-        f"INSERT INTO [[db]].metrics_sealed_open ({slice_columns}, generation, {names})\n"
+        f"INSERT INTO [[db]].{level.open} ({slice_columns}, generation, {names})\n"
         f"SELECT project, b, agent_name, phase, policy_version, error_type, {{generation:UInt64}},\n"
         f"    {_open_select()}\n"
-        f"FROM ({_chunk_events()})\n"
+        f"FROM ({_chunk_events(level)})\n"
         f"WHERE {in_chunk} AND NOT (task_local AND attempt_local)\n"
         "GROUP BY project, b, agent_name, phase, policy_version, error_type"
     )
     return [store.sql(counters), store.sql(opens)]
 
 
-def sealed_generations(store: EventStore) -> dict[datetime, int]:
+def sealed_generations(store: EventStore, level: Level = FIVE_MINUTES) -> dict[datetime, int]:
     """Sealed bucket → its current generation."""
-    sql = store.sql("SELECT bucket, max(generation) AS g FROM [[db]].metrics_seal_log GROUP BY bucket")
+    sql = store.sql(f"SELECT bucket, max(generation) AS g FROM [[db]].{level.log} GROUP BY bucket")
     return {_utc(r["bucket"]): int(r["g"]) for r in query_rows(store.client, sql)}
 
 
@@ -166,17 +194,19 @@ def _last_pass(store: EventStore) -> datetime | None:
     return None if value is None else _utc(value)
 
 
-def _seal_chunk(store: EventStore, buckets: Sequence[datetime], generation: int, started: datetime) -> None:
+def _seal_chunk(
+    store: EventStore, buckets: Sequence[datetime], generation: int, started: datetime, level: Level = FIVE_MINUTES
+) -> None:
     params: dict[str, Any] = {
         "buckets": list(buckets),
         "generation": generation,
         "lo": min(buckets),
-        "hi": max(buckets) + timedelta(seconds=BUCKET_SECONDS),
+        "hi": max(buckets) + timedelta(seconds=level.seconds),
     }
-    for statement in seal_statements(store):
+    for statement in seal_statements(store, level):
         store.client.command(statement, parameters=params)
     store.client.insert(
-        f"{store.ctx.database}.metrics_seal_log",
+        f"{store.ctx.database}.{level.log}",
         [[bucket, generation, started, 0] for bucket in buckets],
         column_names=["bucket", "generation", "sealed_at", "events"],
     )
@@ -220,7 +250,37 @@ def seal_rollups(
         _seal_chunk(store, todo[first : first + chunk_buckets], generation, started)
     if todo:
         _drop_dead_rows(store, todo, bool(stale), generation)
-    return SealReport(sealed=len(fresh), resealed=len(stale), boundary=boundary)
+    hours = _seal_hours(store, todo, boundary, generation, started, max(1, chunk_buckets // 12))
+    return SealReport(sealed=len(fresh), resealed=len(stale), boundary=boundary, hours=hours)
+
+
+def _hours_to_seal(store: EventStore, todo: Sequence[datetime], boundary: datetime) -> tuple[list[datetime], bool]:
+    """Closed hours with sealed buckets and no hourly row yet, plus those of buckets (re)sealed now."""
+    closed = _floor(boundary, HOUR_SECONDS)
+    sql = store.sql(
+        "SELECT DISTINCT toStartOfHour(bucket) AS h FROM [[db]].metrics_seal_log"
+        " WHERE bucket < {closed:DateTime('UTC')} AND h NOT IN (SELECT bucket FROM [[db]].metrics_seal_log_1h)"
+    )
+    missing = {_utc(r["h"]) for r in query_rows(store.client, sql, {"closed": closed})}
+    again = {_floor(b, HOUR_SECONDS) for b in todo if b < closed} - missing
+    return sorted(missing | again), bool(again)
+
+
+def _seal_hours(
+    store: EventStore, todo: Sequence[datetime], boundary: datetime, generation: int, started: datetime, chunk: int
+) -> int:
+    hours, resealed = _hours_to_seal(store, todo, boundary)
+    for first in range(0, len(hours), chunk):
+        _seal_chunk(store, hours[first : first + chunk], generation, started, HOURLY)
+    if resealed:
+        ctx, params = store.ctx, {"buckets": hours, "generation": generation}
+        for table in (HOURLY.sealed, HOURLY.open):
+            store.client.command(
+                f"DELETE FROM {ctx.table(ctx.storage_name(table))}{ctx.on_cluster}"
+                " WHERE has({buckets:Array(DateTime('UTC'))}, bucket) AND generation < {generation:UInt64}",
+                parameters=params,
+            )
+    return len(hours)
 
 
 def start_sealer(

@@ -12,9 +12,9 @@ the spool *is* the destination: the store-owning process ingests it.
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
+from collections import deque
 from typing import Protocol
 
 from retrylens.schemas import EventTooLargeError, RetryEvent
@@ -23,6 +23,7 @@ from . import metrics
 from .spool import Spool
 
 log = logging.getLogger(__name__)
+_QUEUED = metrics.EMITTED.labels("queued")
 
 Record = tuple[bytes, bytes]  # (key = task_id, value = serialized event)
 
@@ -53,7 +54,12 @@ class Emitter:
             raise ValueError("an emitter needs a sink, a spool, or both")
         self._sink = sink
         self._spool = spool
-        self._queue: queue.Queue[RetryEvent] = queue.Queue(maxsize=queue_size)
+        # A deque, not queue.Queue: append/popleft are atomic and lock-free, which keeps
+        # emit() at about a microsecond; the bound is checked (approximately) by emit().
+        self._queue: deque[RetryEvent] = deque()
+        self._queue_size = queue_size
+        self._busy = False  # the pump holds events it has taken but not yet routed
+        self._wake = threading.Event()
         self._batch_size = batch_size
         self._min_backoff = min_backoff_s
         self._max_backoff = max_backoff_s
@@ -69,12 +75,11 @@ class Emitter:
     # -- agent side ----------------------------------------------------------------------
     def emit(self, event: RetryEvent) -> bool:
         """Hand ``event`` over without blocking. Returns False only if it had to be dropped."""
-        try:
-            self._queue.put_nowait(event)
-            metrics.EMITTED.labels("queued").inc()
-            return True
-        except queue.Full:
+        if len(self._queue) >= self._queue_size:
             return self._overflow(event)
+        self._queue.append(event)
+        _QUEUED.inc()
+        return True
 
     def _overflow(self, event: RetryEvent) -> bool:
         if self._spool is None:
@@ -94,7 +99,7 @@ class Emitter:
         """Wait until every emitted event reached the sink (or the spool when there is none)."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if self._queue.unfinished_tasks == 0 and not (self._sink is not None and self._spool_pending):
+            if self._idle() and not (self._sink is not None and self._spool_pending):
                 if self._spool is not None:
                     self._spool.sync()
                 return True
@@ -105,9 +110,10 @@ class Emitter:
         """Flush what can be flushed within ``timeout_s``; the rest stays durably spooled."""
         self.flush(timeout_s)
         self._closing.set()
+        self._wake.set()
         self._pump.join(timeout=timeout_s + 5)
         if self._pump.is_alive():
-            log.error("emitter pump did not stop; %d queued events may be lost", self._queue.qsize())
+            log.error("emitter pump did not stop; %d queued events may be lost", len(self._queue))
             return
         if self._sink is not None:
             self._sink.close()
@@ -131,16 +137,22 @@ class Emitter:
             return None
 
     def _take(self) -> list[RetryEvent]:
+        self._busy = True
+        items: list[RetryEvent] = []
+        pop = self._queue.popleft
         try:
-            items = [self._queue.get(timeout=0.05)]
-        except queue.Empty:
-            return []
-        while len(items) < self._batch_size:
-            try:
-                items.append(self._queue.get_nowait())
-            except queue.Empty:
-                break
+            while len(items) < self._batch_size:
+                items.append(pop())
+        except IndexError:
+            pass
+        if not items:
+            self._busy = False
+            self._wake.wait(0.02)
+            self._wake.clear()
         return items
+
+    def _idle(self) -> bool:
+        return not self._queue and not self._busy
 
     def _run(self) -> None:
         while True:
@@ -152,8 +164,7 @@ class Emitter:
                 except Exception:  # noqa: BLE001 - the pump must survive anything
                     log.exception("emitter pump failed to route %d events", len(items))
                 finally:
-                    for _ in items:
-                        self._queue.task_done()
+                    self._busy = False
             elif self._spool is not None:
                 self._spool.sync()
             if (
@@ -163,7 +174,7 @@ class Emitter:
                 and time.monotonic() >= self._next_drain
             ):
                 self._drain_spool()
-            if self._closing.is_set() and self._queue.unfinished_tasks == 0:
+            if self._closing.is_set() and self._idle():
                 return
 
     def _route(self, records: list[Record]) -> None:
