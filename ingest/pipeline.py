@@ -9,6 +9,7 @@ from retrylens.config import Settings
 from .emitter import Emitter
 from .kafka_sink import KafkaSink
 from .spool import Spool, SpoolLockedError
+from .spool_ingestor import KAFKA_FALLBACK_PREFIX
 
 
 def open_spool(settings: Settings, name: str = "default") -> Spool:
@@ -22,6 +23,8 @@ def open_spool(settings: Settings, name: str = "default") -> Spool:
 
 def build_emitter(settings: Settings, *, name: str = "default") -> Emitter:
     """Kafka (spool as fallback) when ``KAFKA_BOOTSTRAP_SERVERS`` is set, else spool only."""
-    spool = open_spool(settings, name)
+    # A Kafka-mode spool is only a fallback that this process replays to Kafka itself; its
+    # name keeps the store owner's SpoolIngestor from also reading it.
+    spool = open_spool(settings, f"{KAFKA_FALLBACK_PREFIX}{name}" if settings.uses_kafka else name)
     sink = KafkaSink(settings) if settings.uses_kafka else None
     return Emitter(sink=sink, spool=spool, queue_size=settings.emit_queue_size)

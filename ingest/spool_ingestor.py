@@ -26,6 +26,8 @@ from .writer import BatchWriter
 
 log = logging.getLogger(__name__)
 DEAD_LETTER_FILE = "dead_letters.jsonl"
+#: Spool folders of Kafka-mode emitters: replayed to Kafka by their own process, never ingested here.
+KAFKA_FALLBACK_PREFIX = "kafka-"
 
 
 class SpoolIngestor:
@@ -42,7 +44,9 @@ class SpoolIngestor:
     def _spools(self) -> list[Path]:
         if not self._root.exists():
             return []
-        return sorted(p for p in self._root.iterdir() if p.is_dir())
+        return sorted(
+            p for p in self._root.iterdir() if p.is_dir() and not p.name.startswith(KAFKA_FALLBACK_PREFIX)
+        )
 
     def run_once(self) -> int:
         """Ingest one batch from every spool folder; returns rows written."""

@@ -134,3 +134,18 @@ def test_embedded_mode_spools_then_the_ingestor_stores_each_event_once(
     assert ingestor.drain() == 1_001
     assert ingestor.drain() == 0
     assert store.count_distinct_events() == 1_000
+
+
+def test_kafka_fallback_spools_are_left_to_their_own_emitter(settings: Settings, store: EventStore) -> None:
+    from retrylens.ingest.pipeline import build_emitter
+
+    kafka_mode = settings.model_copy(update={"kafka_bootstrap_servers": "127.0.0.1:1"})
+    fallback = Spool(kafka_mode.effective_spool_dir / "kafka-agent")
+    fallback.append([(b"t", make_event().to_json_bytes())])
+    agent = Spool(settings.effective_spool_dir / "agent")
+    agent.append([(b"t", make_event(correlation_id="other").to_json_bytes())])
+    assert SpoolIngestor(settings, store).drain() == 1
+    assert fallback.read(), "the Kafka fallback spool must stay for its emitter to replay"
+    emitter = build_emitter(kafka_mode, name="x")
+    assert emitter._spool is not None and emitter._spool.directory.name == "kafka-x"
+    emitter.close(timeout_s=0.1)
