@@ -170,12 +170,16 @@ def _hour_span(aligned: Slice) -> HourSpan | None:
     return HourSpan(lo, hi)
 
 
-def _raw_inner(store: EventStore, where: Slice, group: str) -> tuple[str, dict[str, Any]]:
-    """SELECT of the measures per ``group`` expression (``'all'`` for one row) from raw events."""
+def _raw_inner(
+    store: EventStore, where: Slice, group: str, counts: tuple[str, ...] | None = None
+) -> tuple[str, dict[str, Any]]:
+    """SELECT of the measures (``counts``: only these) per ``group`` expression (``'all'`` for
+    one row) from raw events."""
     clause, params = where.where(time_column="ts")
     states = ", ".join(
         f"{'uniqExact' if m.function == 'uniqExact' else 'groupArray'}If({m.value}, {m.condition}) AS {m.name}"
         for m in MEASURES
+        if counts is None or m.name in counts
     )
     sql = f"SELECT {group} AS g, {states} FROM [[db]].events FINAL WHERE {clause} GROUP BY g"
     return store.sql(sql), params
@@ -195,22 +199,34 @@ _DERIVED = (
 
 
 def _query(
-    store: EventStore, where: Slice, source: Source, group: str, order: str = "g", *, hourly: bool = True
+    store: EventStore,
+    where: Slice,
+    source: Source,
+    group: str,
+    order: str = "g",
+    *,
+    hourly: bool = True,
+    counts: tuple[str, ...] | None = None,
 ) -> list[dict[str, Any]]:
     """Rows per ``group``; ``hourly``: the grouping never splits an hour, so whole hours may be
-    read from the hourly rollup level."""
+    read from the hourly rollup level. ``counts``: compute only these counts (no latencies,
+    backoffs, costs or tokens), for callers that need nothing else."""
     if source == "rollup":
         aligned = _aligned(where)
         clause, params = aligned.where(time_column="bucket")
         span, _ = Slice(start=aligned.start, end=aligned.end).where(time_column="bucket")
         by_error = where.error_type is not None or group == "error_type"
         hours = _hour_span(aligned) if hourly else None
+        if counts is not None:
+            return rollup_rows(store, clause, params, group, order, by_error=by_error, span=span, hours=hours,
+                               measures=counts, values=False)
         return rollup_rows(store, clause, params, group, order, by_error=by_error, span=span, hours=hours)
     if source != "raw":
         raise ValueError(f"unknown source {source!r}; choose 'rollup' or 'raw'")
-    inner, params = _raw_inner(store, where, group)
-    counts = ", ".join(_COUNTS)
-    sql = f"SELECT g, {counts}, {_DERIVED} FROM ({inner}) ORDER BY {order}"
+    inner, params = _raw_inner(store, where, group, counts)
+    names = ", ".join(counts or _COUNTS)
+    derived = "" if counts is not None else f", {_DERIVED}"
+    sql = f"SELECT g, {names}{derived} FROM ({inner}) ORDER BY {order}"
     return query_rows(store.client, sql, params)
 
 
@@ -244,7 +260,7 @@ def failure_type_distribution(
     store: EventStore, where: Slice = Slice(), *, source: Source = "rollup"
 ) -> list[ErrorTypeShare]:
     """Failed attempts per error type, most frequent first, with their share of all failures."""
-    rows = [(str(r["g"]), int(r["failures"])) for r in _query(store, where, source, "error_type")]
+    rows = [(str(r["g"]), int(r["failures"])) for r in _query(store, where, source, "error_type", counts=("failures",))]
     rows = [(name, n) for name, n in rows if n]
     total = sum(n for _, n in rows)
     rows.sort(key=lambda item: (-item[1], item[0]))

@@ -8,16 +8,18 @@ of sealed buckets (``metrics_sealed_open``) and the open buckets' hashes togethe
 spanning both is counted once.
 Hours the query covers whole are read from the hourly level (migration 0006) when the
 grouping never splits an hour; the 5-minute rows then serve only the edges.
-Quantiles come from merged exact histograms, interpolated like ``quantileExactInclusive``.
+Quantiles and means come from the exact histograms, computed in ClickHouse: each part's
+(value, count) arrays are concatenated and sorted once per group (no map merge, which cost
+more than the rest of a query), then interpolated like ``quantileExactInclusive``; only the
+results leave the server. Callers that need only counts skip the histograms and costs.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
-
-import numpy as np
 
 from retrylens.store import EventStore
 from retrylens.store.migrations.m0005_sealed_rollups import COUNT_MEASURES
@@ -32,7 +34,7 @@ def nano_usd(value: str) -> str:
     return f"toInt64(round({value} * 1e9))"
 
 
-_NO_HISTOGRAM = "(CAST([], 'Array(UInt32)'), CAST([], 'Array(UInt64)'))"
+_NO_HISTOGRAM = "CAST([], 'Array(UInt32)') AS {0}_v, CAST([], 'Array(UInt64)') AS {0}_c"
 
 
 @dataclass(frozen=True)
@@ -99,65 +101,53 @@ def _hourly_cover(store: EventStore, hours: HourSpan, params: dict[str, Any]) ->
     return sealed, f"NOT ({sealed})"
 
 
-def _sealed(table: str, rows: str, group: str, by_error: bool) -> str:
-    counts = ", ".join(f"sum(`{n}`) AS c_{n}" for n in COUNT_MEASURES)
-    states = ", ".join(f"uniqExactStateIf(toUInt64(0), false) AS s_{n}" for n in COUNT_MEASURES)  # empty
+def _sealed(table: str, rows: str, group: str, by_error: bool, names: Sequence[str], values: bool) -> str:
+    counts = ", ".join(f"sum(`{n}`) AS c_{n}" for n in names)
+    states = ", ".join(f"uniqExactStateIf(toUInt64(0), false) AS s_{n}" for n in names)  # empty
     kind = "NOT any_error" if by_error else "any_error"
-    return (
-        f"SELECT {group} AS g, {counts}, {states},"
-        " sumMap(retry_latency_values, retry_latency_counts) AS lat, sumMap(backoff_values, backoff_counts) AS bo,"
+    measured = (
+        " groupArrayArray(retry_latency_values) AS lat_v, groupArrayArray(retry_latency_counts) AS lat_c,"
+        " groupArrayArray(backoff_values) AS bo_v, groupArrayArray(backoff_counts) AS bo_c,"
         f" sum({nano_usd('failed_cost')}) AS fc, sum(failed_tokens) AS ft, sum({nano_usd('retry_cost')}) AS rc,"
-        f" sum(retry_tokens) AS rt FROM [[db]].{table} WHERE {rows} AND {kind} GROUP BY g"
-    )
-
-
-def _open(table: str, rows: str, group: str) -> str:
-    """Keys of sealed buckets that span buckets or slices, as set states (few rows)."""
-    zeros = ", ".join(f"toUInt64(0) AS c_{n}" for n in COUNT_MEASURES)
-    states = ", ".join(f"uniqExactMergeState(`{n}`) AS s_{n}" for n in COUNT_MEASURES)
+        " sum(retry_tokens) AS rt,"
+    ) if values else ""
     return (
-        f"SELECT {group} AS g, {zeros}, {states}, {_NO_HISTOGRAM} AS lat, {_NO_HISTOGRAM} AS bo,"
-        " toInt64(0) AS fc, toUInt64(0) AS ft, toInt64(0) AS rc, toUInt64(0) AS rt"
-        f" FROM [[db]].{table} WHERE {rows} GROUP BY g"
+        f"SELECT {group} AS g, {counts}, {measured} {states}"
+        f" FROM [[db]].{table} WHERE {rows} AND {kind} GROUP BY g"
     )
 
 
-def _unsealed(clause: str, span: str, group: str) -> str:
-    states = ", ".join(f"uniqExactMergeState(`{n}`) AS s_{n}" for n in COUNT_MEASURES)
-    zeros = ", ".join(f"toUInt64(0) AS c_{n}" for n in COUNT_MEASURES)
-    passed = ", ".join(f"s_{n}" for n in COUNT_MEASURES)
-    inner = (
-        f"SELECT {group} AS g, {states}, groupUniqArrayMerge(retry_latency) AS lat_p,"
+def _open(table: str, rows: str, group: str, names: Sequence[str], values: bool) -> str:
+    """Keys of sealed buckets that span buckets or slices, as set states (few rows)."""
+    zeros = ", ".join(f"toUInt64(0) AS c_{n}" for n in names)
+    states = ", ".join(f"uniqExactMergeState(`{n}`) AS s_{n}" for n in names)
+    measured = (
+        f" {_NO_HISTOGRAM.format('lat')}, {_NO_HISTOGRAM.format('bo')},"
+        " toInt64(0) AS fc, toUInt64(0) AS ft, toInt64(0) AS rc, toUInt64(0) AS rt,"
+    ) if values else ""
+    return f"SELECT {group} AS g, {zeros}, {measured} {states} FROM [[db]].{table} WHERE {rows} GROUP BY g"
+
+
+def _unsealed(clause: str, span: str, group: str, names: Sequence[str], values: bool) -> str:
+    states = ", ".join(f"uniqExactMergeState(`{n}`) AS s_{n}" for n in names)
+    zeros = ", ".join(f"toUInt64(0) AS c_{n}" for n in names)
+    passed = ", ".join(f"s_{n}" for n in names)
+    merged = (
+        ", groupUniqArrayMerge(retry_latency) AS lat_p,"
         " groupUniqArrayMerge(backoff) AS bo_p, groupUniqArrayMerge(attempt_costs) AS cost_p"
+    ) if values else ""
+    measured = (
+        " arrayMap(x -> x.2, lat_p) AS lat_v, arrayMap(x -> toUInt64(1), lat_p) AS lat_c,"
+        " arrayMap(x -> x.2, bo_p) AS bo_v, arrayMap(x -> toUInt64(1), bo_p) AS bo_c,"
+        f" arraySum(x -> if(x.4, {nano_usd('x.2')}, 0), cost_p) AS fc, arraySum(x -> if(x.4, x.3, 0), cost_p) AS ft,"
+        f" arraySum(x -> if(x.5, {nano_usd('x.2')}, 0), cost_p) AS rc, arraySum(x -> if(x.5, x.3, 0), cost_p) AS rt,"
+    ) if values else ""
+    inner = (
+        f"SELECT {group} AS g, {states}{merged}"
         f" FROM [[db]].metrics_5m WHERE ({clause})"
         f" AND bucket NOT IN (SELECT bucket FROM [[db]].metrics_seal_log WHERE {span}) GROUP BY g"
     )
-    return (
-        f"SELECT g, {zeros}, {passed},"
-        " (arrayMap(x -> x.2, lat_p), arrayMap(x -> toUInt64(1), lat_p)) AS lat,"
-        " (arrayMap(x -> x.2, bo_p), arrayMap(x -> toUInt64(1), bo_p)) AS bo,"
-        f" arraySum(x -> if(x.4, {nano_usd('x.2')}, 0), cost_p) AS fc, arraySum(x -> if(x.4, x.3, 0), cost_p) AS ft,"
-        f" arraySum(x -> if(x.5, {nano_usd('x.2')}, 0), cost_p) AS rc, arraySum(x -> if(x.5, x.3, 0), cost_p) AS rt"
-        f" FROM ({inner})"
-    )
-
-
-def _quantile(values: list[int], counts: list[int], level: float) -> float | None:
-    """``quantileExactInclusive(level)`` of the multiset ``values`` × ``counts`` (sorted values)."""
-    total = int(sum(counts))
-    if not total:
-        return None
-    cumulative = np.cumsum(counts)
-    position = (total - 1) * level
-    low = int(np.floor(position))
-    at = np.searchsorted(cumulative, [low, min(low + 1, total - 1)], side="right")
-    below, above = float(values[at[0]]), float(values[at[1]])
-    return below + (position - low) * (above - below)
-
-
-def _mean(values: list[int], counts: list[int]) -> float | None:
-    total = int(sum(counts))
-    return float(np.dot(np.asarray(values, dtype=np.float64), counts) / total) if total else None
+    return f"SELECT g, {zeros}, {measured} {passed} FROM ({inner})"
 
 
 def rollup_rows(
@@ -170,31 +160,65 @@ def rollup_rows(
     by_error: bool,
     span: str = "1",
     hours: HourSpan | None = None,
+    measures: Sequence[str] = COUNT_MEASURES,
+    values: bool = True,
 ) -> list[dict[str, Any]]:
     """Rows of counts and derived measures per ``group``; ``clause`` filters ``bucket`` and slices.
 
     ``by_error``: the query filters or groups by error type, so counts come from the
     per-error-type rows rather than the ``any_error`` ones. ``span``: the time part of
     ``clause`` alone (it bounds the seal logs read). ``hours``: read the hourly level over
-    this hour-aligned span — only when ``group`` never splits an hour.
+    this hour-aligned span — only when ``group`` never splits an hour. ``measures``: the
+    counts to compute (all by default); ``values``: also the latency, backoff, cost and token
+    measures (histogram merges are most of a query's work, so callers that need only counts
+    skip them).
     """
+    names = [n for n in COUNT_MEASURES if n in set(measures)]
     params = dict(params)
     cover = _hourly_cover(store, hours, params) if hours is not None else None
     parts = []
     for sealed, opened, rows in _levels(clause, span, cover):
-        parts += [_sealed(sealed, rows, group, by_error), _open(opened, rows, group)]
-    parts.append(_unsealed(clause, span, group))
-    counts = ", ".join(f"sum(c_{n}) + uniqExactMerge(s_{n}) AS {n}" for n in COUNT_MEASURES)
+        parts += [_sealed(sealed, rows, group, by_error, names, values), _open(opened, rows, group, names, values)]
+    parts.append(_unsealed(clause, span, group, names, values))
+    counts = ", ".join(f"sum(c_{n}) + uniqExactMerge(s_{n}) AS {n}" for n in names)
+    measured = (
+        ", groupArrayArray(lat_v) AS lat_v, groupArrayArray(lat_c) AS lat_c, groupArrayArray(bo_v) AS bo_v,"
+        " groupArrayArray(bo_c) AS bo_c, sum(fc) / 1e9 AS failed_cost,"
+        " sum(ft) AS failed_tokens, sum(rc) / 1e9 AS retry_cost, sum(rt) AS retry_tokens"
+    ) if values else ""
+    derived = (
+        f", {_histogram_mean('lat')} AS mean_retry_ms, {_histogram_quantile('lat')} AS p95_retry_ms,"
+        f" {_histogram_quantile('bo')} AS p95_backoff_ms"
+    ) if values else ""
+    out = ", ".join(["g", *names] + (
+        ["mean_retry_ms", "p95_retry_ms", "p95_backoff_ms", "failed_cost", "failed_tokens", "retry_cost", "retry_tokens"]
+        if values else []
+    ))
     sql = store.sql(
-        f"SELECT g, {counts}, sumMap(lat.1, lat.2) AS lat, sumMap(bo.1, bo.2) AS bo,"
-        " sum(fc) / 1e9 AS failed_cost, sum(ft) AS failed_tokens, sum(rc) / 1e9 AS retry_cost, sum(rt) AS retry_tokens"
+        f"SELECT {out} FROM (SELECT *{derived} FROM ("
+        f"SELECT g, {counts}{measured}"
         f" FROM ({' UNION ALL '.join(parts)})"
-        f" GROUP BY g ORDER BY {order}"
+        f" GROUP BY g)) ORDER BY {order}"
     )
-    rows = query_rows(store.client, sql, params)
-    for row in rows:
-        latency, backoff = row.pop("lat"), row.pop("bo")
-        row["mean_retry_ms"] = _mean(*latency)
-        row["p95_retry_ms"] = _quantile(*latency, P95)
-        row["p95_backoff_ms"] = _quantile(*backoff, P95)
-    return rows
+    return query_rows(store.client, sql, params)
+
+
+def _histogram_mean(name: str) -> str:
+    """Mean of the multiset ``{name}_v`` × ``{name}_c`` (unsorted, values may repeat), NULL if empty."""
+    total = f"arraySum({name}_c)"
+    return f"if({total} = 0, NULL, arraySum((v, c) -> toUInt64(v) * c, {name}_v, {name}_c) / {total})"
+
+
+def _histogram_quantile(name: str, level: float = P95) -> str:
+    """``quantileExactInclusive(level)`` of the multiset ``{name}_v`` × ``{name}_c`` (unsorted, values
+    may repeat across parts), computed in ClickHouse like :func:`_quantile`: sort once, no map merge."""
+    values, counts = f"arraySort({name}_v)", f"arrayCumSum(arraySort((c, v) -> v, {name}_c, {name}_v))"
+    total = f"arraySum({name}_c)"
+    position = f"((toFloat64({total}) - 1) * {level!r})"
+    low = f"floor({position})"
+    at = f"{values}[arrayFirstIndex(x -> x > {low}, {counts})]"
+    above = f"{values}[arrayFirstIndex(x -> x > least({low} + 1, toFloat64({total}) - 1), {counts})]"
+    return (
+        f"if({total} = 0, NULL,"
+        f" toFloat64({at}) + ({position} - {low}) * (toFloat64({above}) - toFloat64({at})))"
+    )
