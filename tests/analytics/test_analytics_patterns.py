@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 
 from retrylens.analytics.filters import Slice
@@ -14,7 +16,8 @@ pytestmark = pytest.mark.clickhouse
 
 @pytest.fixture
 def synthetic_store(store):
-    events = synthetic_events(1500, seed=5, project="syn")
+    noon = datetime.now(UTC).replace(hour=12, minute=0, second=0, microsecond=0) - timedelta(days=1)
+    events = synthetic_events(1500, seed=5, project="syn", now=noon)
     store.insert_rows([event_row(e, topic="syn", partition=0, offset=i) for i, e in enumerate(events)])
     return store
 
