@@ -25,6 +25,8 @@ project the key may not read is a 404, like a project that does not exist.
 
 from __future__ import annotations
 
+import subprocess
+import time
 from collections.abc import Iterable, Mapping
 from datetime import date, datetime
 from typing import Any
@@ -35,6 +37,28 @@ from retrylens.config import Settings
 from retrylens.errors import RetryLensError
 
 FILTERS = ("agent", "phase", "error_type", "policy_version", "start", "end")
+
+
+def is_healthy(api_url: str, *, timeout_s: float = 1.0) -> bool:
+    """Whether a RetryLens server answers ``GET /healthz`` with 200 at ``api_url``."""
+    try:
+        return httpx.get(f"{api_url.rstrip('/')}/healthz", timeout=timeout_s).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def wait_until_healthy(
+    api_url: str, process: subprocess.Popen[Any] | None = None, *, timeout_s: float = 60.0, poll_s: float = 0.2
+) -> bool:
+    """Poll ``/healthz`` until it answers (True), ``process`` exits or ``timeout_s`` passes (False)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            return False
+        if is_healthy(api_url):
+            return True
+        time.sleep(poll_s)
+    return False
 
 
 class ApiError(RetryLensError):

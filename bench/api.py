@@ -125,18 +125,11 @@ def _run_child(args: list[str], env: dict[str, str]) -> dict:
 
 
 def _wait_healthy(url: str, server: subprocess.Popen, timeout_s: float = 90) -> None:
-    import httpx
+    from retrylens.api.client import wait_until_healthy
 
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise SystemExit(f"retrylens serve exited: {server.communicate()[1][-3000:]}")
-        try:
-            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    raise SystemExit("retrylens serve did not become healthy")
+    if not wait_until_healthy(url, server, timeout_s=timeout_s):
+        detail = server.communicate()[1][-3000:] if server.poll() is not None else "no answer"
+        raise SystemExit(f"retrylens serve did not become healthy: {detail}")
 
 
 def main() -> None:

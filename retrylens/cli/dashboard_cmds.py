@@ -16,10 +16,9 @@ import time
 from pathlib import Path
 from types import FrameType
 
-import httpx
 import typer
 
-from retrylens.config import Settings
+from retrylens.api.client import is_healthy, wait_until_healthy
 
 from .common import ConfigOption, console, handle_errors, settings_from
 
@@ -79,7 +78,7 @@ def dashboard(
     _check_road(source)
     settings = settings_from(config)
     if source == "api" or (source == "auto" and settings.is_embedded_store):
-        if not _healthy(settings.effective_api_url, timeout_s=1.0):
+        if not is_healthy(settings.effective_api_url):
             console.print(
                 f"[yellow]note:[/yellow] no RetryLens server answers at {settings.effective_api_url}; the embedded "
                 "store is read through it. Start `retrylens serve` (or use `retrylens up` for both)."
@@ -87,24 +86,6 @@ def dashboard(
     console.print(f"RetryLens dashboard on http://{host}:{port} (source: {source})")
     command = streamlit_command(host, port)
     os.execve(sys.executable, command, _environment(config, source))
-
-
-def _healthy(api_url: str, *, timeout_s: float) -> bool:
-    try:
-        return httpx.get(f"{api_url.rstrip('/')}/healthz", timeout=timeout_s).status_code == 200
-    except httpx.HTTPError:
-        return False
-
-
-def _wait_healthy(settings: Settings, server: subprocess.Popen[bytes], *, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            return False
-        if _healthy(settings.effective_api_url, timeout_s=1.0):
-            return True
-        time.sleep(0.3)
-    return False
 
 
 def _stop(processes: list[subprocess.Popen[bytes]], *, grace_s: float = 20.0) -> None:
@@ -149,7 +130,7 @@ def up(
             env=_environment(config, "auto", **settings_env),
         )
         children.append(server)
-        if not _wait_healthy(settings, server, timeout_s=startup_timeout):
+        if not wait_until_healthy(settings.effective_api_url, server, timeout_s=startup_timeout):
             console.print(f"[red]error:[/red] the API server did not come up at {settings.effective_api_url}")
             raise typer.Exit(1)
         console.print(f"API on {settings.effective_api_url}; dashboard on http://{host}:{port}")

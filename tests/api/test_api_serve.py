@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from retrylens.analytics.synthetic import synthetic_events
+from retrylens.api.client import wait_until_healthy
 
 pytestmark = [pytest.mark.clickhouse, pytest.mark.slow]
 KEY = {"X-API-Key": "serve-key"}
@@ -40,16 +41,9 @@ def _serve(data_dir: Path, port: int) -> subprocess.Popen:
 
 
 def _wait_healthy(url: str, process: subprocess.Popen, timeout_s: float = 60) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise AssertionError(f"server exited early: {process.communicate()[1][-2000:]}")
-        try:
-            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    raise AssertionError("server did not become healthy")
+    if not wait_until_healthy(url, process, timeout_s=timeout_s):
+        detail = process.communicate()[1][-2000:] if process.poll() is not None else "no answer"
+        raise AssertionError(f"server did not become healthy: {detail}")
 
 
 def test_serve_ingests_http_events_refuses_a_second_owner_and_exits_0_on_sigterm(tmp_path):
