@@ -9,7 +9,9 @@ Each consumer side reads its own topic, pre-filled with the same N events by a p
 process (the agent fleet; its rate is reported as ``produce_eps``):
 
 * ``e2e_eps``: the real ``IngestConsumer`` — poll, validate, batch, insert into
-  ClickHouse, commit — from the first poll until the last offset is committed.
+  ClickHouse, commit — from the first poll until the last offset is committed, with
+  ``--workers`` ingest workers (default 1: validation and encoding on a second process,
+  Kafka and ClickHouse on the consumer's); ``e2e_inline_eps`` is the same with none.
 * ``consume_only_eps``: the same Kafka client settings, but the consumer only counts
   messages — the ceiling the pipeline can reach.
 * ``naive_eps``: validate and insert one event at a time (what a first version does).
@@ -41,8 +43,35 @@ from retrylens.schemas import RetryEvent  # noqa: E402
 from retrylens.store import open_store  # noqa: E402
 
 
-def payloads(n: int) -> list[tuple[bytes, bytes]]:
-    """``n`` realistic events (failure with error detail and a context snapshot)."""
+def payloads(n: int, kind: str = "fleet") -> list[tuple[bytes, bytes]]:
+    """``n`` (key, value) pairs: the simulated fleet's event mix, or only failures."""
+    return fleet_payloads(n) if kind == "fleet" else failure_payloads(n)
+
+
+def fleet_payloads(n: int) -> list[tuple[bytes, bytes]]:
+    """The default scenario's events (seed 7), tiled with fresh ids to ``n``: the real mix
+    of kinds and sizes (started/succeeded/failed attempts, decisions, side effects, …)."""
+    from retrylens.simulation.fleet import run_fleet
+    from retrylens.simulation.scenario import load_scenario
+
+    events: list[RetryEvent] = []
+    run_fleet(load_scenario(), tasks=2_000, seed=7, emit=events.append)
+    bodies = [orjson.loads(event.to_json_bytes()) for event in events]
+    out = []
+    for i in range(n):
+        body = dict(bodies[i % len(bodies)])
+        tile = i // len(bodies)
+        body.update(
+            event_id=str(uuid.uuid4()),
+            task_id=f"{body['task_id']}~{tile}",
+            correlation_id=f"{body['correlation_id']}~{tile}",
+        )
+        out.append((body["task_id"].encode(), orjson.dumps(body)))
+    return out
+
+
+def failure_payloads(n: int) -> list[tuple[bytes, bytes]]:
+    """``n`` failure events with error detail and a context snapshot (the costly kind)."""
     template = orjson.loads(
         RetryEvent(
             project="bench",
@@ -72,22 +101,24 @@ def payloads(n: int) -> list[tuple[bytes, bytes]]:
     return out
 
 
-def _produce(bootstrap: str, topic: str, n: int) -> None:
+def _produce(bootstrap: str, topic: str, n: int, kind: str) -> None:
     settings = load_settings(kafka_bootstrap_servers=bootstrap)
     producer = make_producer(settings)
-    for key, value in payloads(n):
+    for key, value in payloads(n, kind):
         producer.send(topic, key=key, value=value)
     producer.flush(timeout=300)
     producer.close()
 
 
-def _start_producer(settings: Settings, topic: str, n: int) -> mp.Process:
-    process_ = mp.get_context("spawn").Process(target=_produce, args=(settings.kafka_bootstrap_servers, topic, n))
+def _start_producer(settings: Settings, topic: str, n: int, kind: str) -> mp.Process:
+    process_ = mp.get_context("spawn").Process(
+        target=_produce, args=(settings.kafka_bootstrap_servers, topic, n, kind)
+    )
     process_.start()
     return process_
 
 
-def _prefilled_topic(settings: Settings, n: int, label: str) -> tuple[Settings, float]:
+def _prefilled_topic(settings: Settings, n: int, label: str, kind: str) -> tuple[Settings, float]:
     """A fresh topic holding ``n`` events; returns settings for it and the produce rate."""
     settings = settings.model_copy(
         update={
@@ -97,7 +128,7 @@ def _prefilled_topic(settings: Settings, n: int, label: str) -> tuple[Settings, 
     )
     ensure_topics(settings)
     started = time.perf_counter()
-    producer = _start_producer(settings, settings.kafka_topic, n)
+    producer = _start_producer(settings, settings.kafka_topic, n, kind)
     producer.join()
     if producer.exitcode != 0:
         raise SystemExit("the benchmark producer failed")
@@ -118,8 +149,9 @@ def consume_only(settings: Settings, n: int) -> float:
     return n / elapsed
 
 
-def end_to_end(settings: Settings, n: int) -> float:
+def end_to_end(settings: Settings, n: int, workers: int) -> float:
     """Poll, validate, batch, insert into ClickHouse and commit every message."""
+    settings = settings.model_copy(update={"ingest_workers": workers})
     store = open_store(settings)
     started = time.perf_counter()
     IngestConsumer(settings, store).run(max_messages=n)
@@ -128,9 +160,9 @@ def end_to_end(settings: Settings, n: int) -> float:
     return n / elapsed
 
 
-def naive(settings: Settings, n: int) -> float:
+def naive(settings: Settings, n: int, kind: str) -> float:
     store = open_store(settings.model_copy(update={"clickhouse_database": "bench_naive"}))
-    records = payloads(n)
+    records = payloads(n, kind)
     started = time.perf_counter()
     for offset, (_, value) in enumerate(records):
         outcome = process(value, SourceRef("naive", 0, offset))
@@ -143,10 +175,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--events", type=int, default=200_000)
     parser.add_argument("--naive-events", type=int, default=2_000)
+    parser.add_argument(
+        "--payload",
+        choices=["fleet", "failures"],
+        default="fleet",
+        help="event mix: the simulated fleet's (default) or only failure events (the costly kind)",
+    )
+    parser.add_argument(
+        "--workers", type=int, default=1, help="ingest workers of the e2e consumer (e2e_inline_eps uses 0)"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    if args.events < 1 or args.naive_events < 1:
-        parser.error("--events and --naive-events must be positive")
+    if args.events < 1 or args.naive_events < 1 or args.workers < 0:
+        parser.error("--events and --naive-events must be positive, --workers not negative")
     data_dir = Path(tempfile.mkdtemp(prefix="retrylens-bench-"))
     settings = load_settings(
         data_dir=data_dir,
@@ -155,16 +196,23 @@ def main() -> None:
         batch_max_rows=10_000,
         batch_max_seconds=1.0,
     )
-    consume_topic, produce_eps = _prefilled_topic(settings, args.events, "co")
-    e2e_topic, _ = _prefilled_topic(settings, args.events, "e2e")
+    consume_topic, produce_eps = _prefilled_topic(settings, args.events, "co", args.payload)
+    e2e_topic, _ = _prefilled_topic(settings, args.events, "e2e", args.payload)
+    inline_topic, _ = _prefilled_topic(settings, args.events, "inl", args.payload)
     results = {
         "events": args.events,
+        "payload": args.payload,
         "produce_eps": round(produce_eps),
         "consume_only_eps": round(consume_only(consume_topic, args.events)),
-        "e2e_eps": round(end_to_end(e2e_topic, args.events)),
-        "naive_eps": round(naive(settings, args.naive_events)),
+        "e2e_eps": round(end_to_end(e2e_topic, args.events, workers=args.workers)),
+        "e2e_inline_eps": round(
+            end_to_end(inline_topic.model_copy(update={"clickhouse_database": "bench_inline"}), args.events, 0)
+        ),
+        "naive_eps": round(naive(settings, args.naive_events, args.payload)),
     }
+    results["workers"] = args.workers
     results["e2e_vs_consume_only"] = round(results["e2e_eps"] / results["consume_only_eps"], 3)
+    results["inline_vs_consume_only"] = round(results["e2e_inline_eps"] / results["consume_only_eps"], 3)
     results["e2e_vs_naive"] = round(results["e2e_eps"] / results["naive_eps"], 1)
     if args.json:
         print(json.dumps(results))

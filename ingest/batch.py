@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .processor import InvalidMessage, SourceRef, ValidEvent
+from .processor import InvalidMessage, ValidEvent
 
 
 @dataclass
@@ -23,27 +23,56 @@ class Batch:
     max_seconds: float
     clock: Callable[[], float] = time.monotonic
     rows: list[list[Any]] = field(default_factory=list)
+    #: Native blocks encoded by ingest workers, and the rows they hold.
+    blocks: list[bytes] = field(default_factory=list)
+    block_rows: int = 0
     invalid: list[tuple[InvalidMessage, bytes | None, bytes | None]] = field(default_factory=list)
     spans: dict[tuple[str, int], tuple[int, int]] = field(default_factory=dict)
     started_at: float | None = None
 
-    def add(self, outcome: ValidEvent | InvalidMessage, *, key: bytes | None, value: bytes | None) -> None:
+    def add(
+        self,
+        outcome: ValidEvent | InvalidMessage,
+        *,
+        key: bytes | None,
+        value: bytes | None,
+        span: bool = True,
+    ) -> None:
+        """Add one processed message; ``span=False`` when the caller covers a run of them with :meth:`cover`."""
         if self.started_at is None:
             self.started_at = self.clock()
         if isinstance(outcome, ValidEvent):
             self.rows.append(outcome.row)
         else:
             self.invalid.append((outcome, key, value))
-        self._extend_span(outcome.source)
+        if span:
+            source = outcome.source
+            self.cover(source.topic, source.partition, source.offset, source.offset)
 
-    def _extend_span(self, source: SourceRef) -> None:
-        slot = (source.topic, source.partition)
-        first, last = self.spans.get(slot, (source.offset, source.offset))
-        self.spans[slot] = (min(first, source.offset), max(last, source.offset))
+    def add_block(self, block: bytes, rows: int) -> None:
+        if self.started_at is None:
+            self.started_at = self.clock()
+        if rows:
+            self.blocks.append(block)
+            self.block_rows += rows
+
+    @property
+    def row_count(self) -> int:
+        return len(self.rows) + self.block_rows
+
+    def cover(self, topic: str, partition: int, first: int, last: int) -> None:
+        """Extend the partition's offset span to include ``first..last``."""
+        slot = (topic, partition)
+        if self.started_at is None:
+            self.started_at = self.clock()
+        known = self.spans.get(slot)
+        self.spans[slot] = (
+            (first, last) if known is None else (min(known[0], first), max(known[1], last))
+        )
 
     @property
     def size(self) -> int:
-        return len(self.rows) + len(self.invalid)
+        return self.row_count + len(self.invalid)
 
     def is_empty(self) -> bool:
         return not self.spans
@@ -51,7 +80,7 @@ class Batch:
     def is_due(self) -> bool:
         if self.is_empty():
             return False
-        return len(self.rows) >= self.max_rows or self.clock() - (self.started_at or 0) >= self.max_seconds
+        return self.row_count >= self.max_rows or self.clock() - (self.started_at or 0) >= self.max_seconds
 
     def seconds_left(self) -> float:
         if self.started_at is None:

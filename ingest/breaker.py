@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from itertools import islice, repeat
 
 
 @dataclass
@@ -23,6 +24,15 @@ class InvalidBurstBreaker:
 
     def __post_init__(self) -> None:
         self._recent = deque(maxlen=self.window)
+
+    def record_valid(self, count: int) -> None:
+        """Record ``count`` valid verdicts in a row (a clean chunk); valid ones never trip."""
+        if count <= 0:
+            return
+        evicted = max(0, len(self._recent) + count - self.window)
+        self._invalid_in_window -= sum(1 for verdict in islice(self._recent, evicted) if not verdict)
+        self._recent.extend(repeat(True, min(count, self.window)))
+        self.consecutive = 0
 
     def record(self, valid: bool) -> str | None:
         """Record one verdict; returns why the breaker trips, or None."""

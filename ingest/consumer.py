@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kafka import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
+from kafka.consumer.fetcher import ConsumerRecord
 from kafka.structs import OffsetAndMetadata
 
 from retrylens.config import Settings
@@ -32,6 +33,8 @@ from . import metrics
 from .batch import Batch
 from .breaker import InvalidBurstBreaker
 from .dlq import DeadLetterPublisher
+from .encode_pool import EncodePool
+from .encoder import EncodedChunk
 from .kafka_clients import ensure_topics, make_consumer, make_producer
 from .processor import SourceRef, ValidEvent, process
 from .writer import BatchWriter
@@ -80,7 +83,10 @@ class IngestConsumer:
         self._stop = threading.Event()
         self._consumer: KafkaConsumer | None = None
         self._dlq: DeadLetterPublisher | None = None
+        self._pool: EncodePool | None = None
         self._batch = self._new_batch()
+        self._valid_messages = metrics.MESSAGES.labels("valid")
+        self._invalid_messages = metrics.MESSAGES.labels("invalid")
         self.stats = ConsumeStats()
 
     def _new_batch(self) -> Batch:
@@ -94,7 +100,9 @@ class IngestConsumer:
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: self.stop())
 
-    def run(self, *, idle_exit_s: float | None = None, max_messages: int | None = None) -> ConsumeStats:
+    def run(
+        self, *, idle_exit_s: float | None = None, max_messages: int | None = None
+    ) -> ConsumeStats:
         """Consume until :meth:`stop`, ``idle_exit_s`` without messages, or ``max_messages``.
 
         Raises :class:`InvalidBurstError` (without committing the current batch) when the
@@ -105,42 +113,104 @@ class IngestConsumer:
         self._consumer = make_consumer(settings, group_id=settings.kafka_group)
         self._consumer.subscribe([settings.kafka_topic], listener=_FlushOnRevoke(self._flush))
         self._dlq = DeadLetterPublisher(make_producer(settings), settings.kafka_dlq_topic)
+        if settings.ingest_workers:
+            self._pool = EncodePool(settings.ingest_workers, max_inflight=8 * settings.ingest_workers + 16)
         last_message_at = time.monotonic()
         clean = False
         try:
             while not self._stop.is_set():
                 if max_messages is not None and self.stats.messages >= max_messages:
                     break
-                timeout_ms = int(min(0.5, self._batch.seconds_left()) * 1000) if not self._batch.is_empty() else 500
-                records = self._consumer.poll(timeout_ms=max(timeout_ms, 1))
+                records = self._consumer.poll(timeout_ms=self._poll_timeout_ms())
                 for messages in records.values():
-                    for message in messages:
-                        self._handle(message.topic, message.partition, message.offset, message.key, message.value)
+                    if self._pool is None:
+                        self._handle_chunk(messages)
+                        continue
+                    self._pool.submit(messages)
+                    if self._pool.must_drain():
+                        self._collect(wait=True)
+                self._collect(wait=False)
                 if records or not self._consumer.assignment():
                     # Waiting for partitions (e.g. a dead member's session to expire) is not idleness.
                     last_message_at = time.monotonic()
                 elif idle_exit_s is not None and time.monotonic() - last_message_at >= idle_exit_s:
                     break
                 if self._batch.is_due():
-                    self._flush()
+                    self._flush_batch()
             self._flush()
             clean = True
         finally:
             self._close(clean)
         return self.stats
 
-    def _handle(self, topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None) -> None:
-        outcome = process(value, SourceRef(topic, partition, offset))
-        valid = isinstance(outcome, ValidEvent)
-        metrics.MESSAGES.labels("valid" if valid else "invalid").inc()
-        self.stats.messages += 1
-        trip = self._breaker.record(valid)
-        if trip is not None:
-            metrics.BREAKER_TRIPS.inc()
-            raise InvalidBurstError(trip, topic=topic, partition=partition, offset=offset)
-        self._batch.add(outcome, key=key, value=value)
+    def _poll_timeout_ms(self) -> int:
+        if self._pool is not None and self._pool.pending():
+            return 20  # results are waiting to be collected
+        if self._batch.is_empty():
+            return 500
+        return max(1, int(min(0.5, self._batch.seconds_left()) * 1000))
+
+    def _collect(self, *, wait: bool) -> None:
+        """Move finished worker results (all of them with ``wait``) into the batch, in order."""
+        if self._pool is not None:
+            for messages, chunk in self._pool.results(wait=wait):
+                self._add_encoded(messages, chunk)
+
+    def _add_encoded(self, messages: list[ConsumerRecord], chunk: EncodedChunk) -> None:
+        topic, partition = messages[0].topic, messages[0].partition
+        batch = self._batch
+        self.stats.messages += len(messages)
+        self._valid_messages.inc(chunk.rows)
+        self._invalid_messages.inc(len(chunk.invalid))
+        if chunk.invalid:
+            verdicts = dict(chunk.invalid)
+            for index, message in enumerate(messages):
+                invalid = verdicts.get(index)
+                trip = self._breaker.record(invalid is None)
+                if trip is not None:
+                    metrics.BREAKER_TRIPS.inc()
+                    raise InvalidBurstError(trip, topic=topic, partition=partition, offset=message.offset)
+                if invalid is not None:
+                    batch.add(invalid, key=message.key, value=message.value, span=False)
+        else:
+            self._breaker.record_valid(len(messages))
+        batch.add_block(chunk.block, chunk.rows)
+        batch.cover(topic, partition, messages[0].offset, messages[-1].offset)
+
+    def _handle_chunk(self, messages: list[ConsumerRecord]) -> None:
+        """Process one partition's messages from a poll (in offset order) into the batch."""
+        topic, partition = messages[0].topic, messages[0].partition
+        batch, breaker = self._batch, self._breaker
+        valid = invalid = 0
+        try:
+            for message in messages:
+                outcome = process(message.value, SourceRef(topic, partition, message.offset))
+                ok = isinstance(outcome, ValidEvent)
+                if ok:
+                    valid += 1
+                else:
+                    invalid += 1
+                trip = breaker.record(ok)
+                if trip is not None:
+                    metrics.BREAKER_TRIPS.inc()
+                    raise InvalidBurstError(
+                        trip, topic=topic, partition=partition, offset=message.offset
+                    )
+                batch.add(outcome, key=message.key, value=message.value, span=False)
+        finally:
+            # Counted per chunk: a Prometheus label lookup per message costs as much as a row.
+            self.stats.messages += valid + invalid
+            self._valid_messages.inc(valid)
+            self._invalid_messages.inc(invalid)
+        batch.cover(topic, partition, messages[0].offset, messages[-1].offset)
 
     def _flush(self) -> None:
+        """Insert and commit everything read so far (waiting for the workers' share)."""
+        self._collect(wait=True)
+        self._flush_batch()
+
+    def _flush_batch(self) -> None:
+        """Insert and commit the current batch; chunks still on the workers join the next one."""
         batch = self._batch
         if batch.is_empty() or self._consumer is None or self._dlq is None:
             return
@@ -170,6 +240,10 @@ class IngestConsumer:
                 metrics.LAG.labels(str(tp.partition)).set(max(0, high - meta.offset))
 
     def _close(self, clean: bool) -> None:
+        if self._pool is not None:
+            # Before leaving the group: a revoke would otherwise flush work still on the workers.
+            self._pool.close()
+            self._pool = None
         if not clean:
             # Leaving the group revokes partitions, which would flush: drop the batch
             # instead so that nothing after a failure is committed.

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from retrylens.schemas import MAX_EVENT_BYTES, SCHEMA_VERSION, RetryEvent
+from retrylens.schemas.wire import WireEvent, decode_wire
 from retrylens.store.event_table import event_row
 
 
@@ -41,7 +42,7 @@ class SourceRef:
 
 @dataclass(frozen=True, slots=True)
 class ValidEvent:
-    event: RetryEvent
+    event: RetryEvent | WireEvent  # same attributes either way
     row: list[Any]
     source: SourceRef
 
@@ -65,10 +66,14 @@ def process(payload: bytes | None, source: SourceRef) -> ValidEvent | InvalidMes
         return InvalidMessage(
             InvalidReason.OVERSIZED, f"{len(payload)} bytes > limit {MAX_EVENT_BYTES}", source
         )
-    try:
-        event = RetryEvent.model_validate_json(payload)
-    except ValidationError as exc:
-        return _invalid(payload, exc, source)
+    # The fast decoder accepts only what pydantic accepts; anything else (lax input, errors)
+    # is judged by the pydantic model, which also words the dead-letter reason.
+    event: RetryEvent | WireEvent | None = decode_wire(payload)
+    if event is None:
+        try:
+            event = RetryEvent.model_validate_json(payload)
+        except ValidationError as exc:
+            return _invalid(payload, exc, source)
     if _SCHEMA_VERSION_KEY not in payload:
         return InvalidMessage(
             InvalidReason.MISSING_SCHEMA_VERSION,
@@ -86,7 +91,9 @@ def _invalid(payload: bytes, exc: ValidationError, source: SourceRef) -> Invalid
         try:
             payload.decode("utf-8")
         except UnicodeDecodeError as decode_error:
-            return InvalidMessage(InvalidReason.NOT_UTF8, str(decode_error)[:MAX_DETAIL_CHARS], source)
+            return InvalidMessage(
+                InvalidReason.NOT_UTF8, str(decode_error)[:MAX_DETAIL_CHARS], source
+            )
         return InvalidMessage(InvalidReason.BAD_JSON, first["msg"][:MAX_DETAIL_CHARS], source)
     if first["type"] in {"model_type", "model_attributes_type"} and not first["loc"]:
         return InvalidMessage(InvalidReason.NOT_AN_OBJECT, first["msg"], source)

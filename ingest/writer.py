@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from retrylens.store import EventStore
+from retrylens.store.native_block import encode_native
 
 from . import metrics
 from .batch import Batch
@@ -15,11 +16,13 @@ class BatchWriter:
         self._store = store
 
     def write(self, batch: Batch) -> int:
-        """Insert the batch's rows; returns when ClickHouse has them (or raises)."""
-        if not batch.rows:
+        """Insert the batch's rows in one INSERT; returns when ClickHouse has them (or raises)."""
+        count = batch.row_count
+        if not count:
             return 0
         started = time.perf_counter()
-        self._store.insert_rows(batch.rows, dedup_token=batch.dedup_token())
+        blocks = [*batch.blocks, encode_native(batch.rows)] if batch.rows else batch.blocks
+        self._store.insert_native(blocks, dedup_token=batch.dedup_token())
         metrics.INSERT_SECONDS.observe(time.perf_counter() - started)
-        metrics.ROWS_INSERTED.inc(len(batch.rows))
-        return len(batch.rows)
+        metrics.ROWS_INSERTED.inc(count)
+        return count

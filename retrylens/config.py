@@ -71,6 +71,12 @@ class Settings(BaseSettings):
     kafka_replication_factor: int = Field(default=1, ge=1, description="Replication factor of created topics.")
     batch_max_rows: int = Field(default=5_000, ge=1, le=1_000_000, description="Rows per insert.")
     batch_max_seconds: float = Field(default=1.0, gt=0, le=60, description="Max wait before an insert.")
+    ingest_workers: int = Field(
+        default=0,
+        ge=0,
+        le=64,
+        description="Processes that validate and encode for each consumer (0 = in the consumer itself).",
+    )
     dlq_max_consecutive: int = Field(
         default=500, ge=1, description="Consecutive invalid messages that stop the consumer."
     )

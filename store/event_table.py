@@ -12,10 +12,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import msgspec
 import orjson
-from pydantic import TypeAdapter
+from pydantic import BaseModel
 
-from retrylens.schemas import RetryEvent, SideEffect
+from retrylens.schemas import RetryEvent
+from retrylens.schemas.wire import WireEvent
 
 
 @dataclass(frozen=True)
@@ -77,16 +79,39 @@ EVENT_COLUMNS: tuple[Column, ...] = (
 )
 
 EVENT_COLUMN_NAMES: tuple[str, ...] = tuple(column.name for column in EVENT_COLUMNS)
+#: Types the insert encodes: LowCardinality columns travel as plain strings, because
+#: building their dictionaries in Python costs more than ClickHouse converting them.
+INSERT_TYPE_NAMES: tuple[str, ...] = tuple(
+    column.type.replace("LowCardinality(String)", "String") for column in EVENT_COLUMNS
+)
 _UINT32_MAX = 2**32 - 1
-_SIDE_EFFECTS_JSON = TypeAdapter(list[SideEffect])
 
 
 def _json(value: Any) -> str:
     return orjson.dumps(value).decode() if value else ""
 
 
-def event_row(event: RetryEvent, *, topic: str, partition: int, offset: int) -> list[Any]:
-    """The row for ``event`` read from ``topic[partition]@offset``, in column order."""
+def _part_json(part: Any) -> str:
+    """One JSON text for a nested part, whichever decoder produced it (same bytes for both)."""
+    if isinstance(part, list):
+        return orjson.dumps([_plain(item) for item in part]).decode()
+    return orjson.dumps(_plain(part)).decode()
+
+
+def _plain(part: Any) -> Any:
+    return (
+        part.model_dump(mode="json") if isinstance(part, BaseModel) else msgspec.to_builtins(part)
+    )
+
+
+def event_row(
+    event: RetryEvent | WireEvent, *, topic: str, partition: int, offset: int
+) -> list[Any]:
+    """The row for ``event`` read from ``topic[partition]@offset``, in column order.
+
+    ``event`` is the pydantic model or the consumer's fast :data:`WireEvent`; both have
+    the same attributes, and the row must not depend on which one was used.
+    """
     error = event.error_detail
     context = event.context_snapshot
     return [
@@ -117,8 +142,8 @@ def event_row(event: RetryEvent, *, topic: str, partition: int, offset: int) -> 
         context.message_count if context else 0,
         min(context.token_count, _UINT32_MAX) if context else 0,
         context.pollution_score if context else 0.0,
-        context.model_dump_json() if context else "",
-        _SIDE_EFFECTS_JSON.dump_json(event.side_effects).decode() if event.side_effects else "",
+        _part_json(context) if context else "",
+        _part_json(event.side_effects) if event.side_effects else "",
         [effect.idempotency_key for effect in event.side_effects],
         event.decision.value,
         event.decision_reason,

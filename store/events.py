@@ -17,6 +17,7 @@ from .client import connect
 from .event_table import EVENT_COLUMN_NAMES
 from .migrations.base import MigrationContext
 from .migrator import Migrator, context_from
+from .native_block import encode_native
 from .sql import query_rows, query_scalar, render
 
 
@@ -31,12 +32,20 @@ class EventStore:
 
     def insert_rows(self, rows: Sequence[Sequence[Any]], *, dedup_token: str | None = None) -> None:
         """One INSERT (one part). A repeated ``dedup_token`` within the window is a no-op."""
-        if not rows:
+        if rows:
+            self.insert_native([encode_native(rows)], dedup_token=dedup_token)
+
+    def insert_native(self, blocks: Sequence[bytes], *, dedup_token: str | None = None) -> None:
+        """One INSERT of already-encoded Native blocks (see :mod:`.native_block`)."""
+        body = b"".join(blocks)
+        if not body:
             return
-        settings = {"insert_deduplication_token": dedup_token} if dedup_token else {}
+        settings: dict[str, Any] = {"insert_deduplication_token": dedup_token} if dedup_token else {}
         if self.ctx.cluster:
             settings["insert_distributed_sync"] = 1
-        self.client.insert(self.events_table, rows, column_names=list(EVENT_COLUMN_NAMES), settings=settings)
+        self.client.raw_insert(
+            self.events_table, list(EVENT_COLUMN_NAMES), insert_block=body, fmt="Native", settings=settings
+        )
 
     def sql(self, template: str) -> str:
         """``template`` with ``[[db]]`` filled in: the one way to name our tables in SQL."""
@@ -46,7 +55,11 @@ class EventStore:
         sql = self.sql("SELECT count() FROM [[db]].events FINAL")
         if project is None:
             return int(query_scalar(self.client, sql))
-        return int(query_scalar(self.client, sql + " WHERE project = {project:String}", {"project": project}))
+        return int(
+            query_scalar(
+                self.client, sql + " WHERE project = {project:String}", {"project": project}
+            )
+        )
 
     def count_rows(self) -> int:
         """Physical rows, duplicates included (for tests and diagnostics)."""
@@ -63,7 +76,9 @@ class EventStore:
         )
 
     def event_ids(self) -> set[str]:
-        result = self.client.query(self.sql("SELECT DISTINCT toString(event_id) FROM [[db]].events"))
+        result = self.client.query(
+            self.sql("SELECT DISTINCT toString(event_id) FROM [[db]].events")
+        )
         return {row[0] for row in result.result_rows}
 
 

@@ -90,11 +90,20 @@ class CrashBeforeCommit(Exception):
     pass
 
 
+WORKERS = pytest.mark.parametrize("workers", [0, 1], ids=["inline", "ingest-worker"])
+
+
+@WORKERS
 def test_batch_reinserted_after_a_crash_before_commit_is_deduplicated(
-    kafka_settings: Settings, store: EventStore
+    kafka_settings: Settings, store: EventStore, workers: int
 ) -> None:
     settings = kafka_settings.model_copy(
-        update={"kafka_topic_partitions": 1, "batch_max_rows": 300, "batch_max_seconds": 30.0}
+        update={
+            "kafka_topic_partitions": 1,
+            "batch_max_rows": 300,
+            "batch_max_seconds": 30.0,
+            "ingest_workers": workers,
+        }
     )
     produce(settings, fast_payloads(300))
 
@@ -134,9 +143,11 @@ def _malformed(i: int) -> tuple[bytes, InvalidReason]:
     return payload(project="", decision_reason=f"r{i}"), InvalidReason.INVALID_FIELDS
 
 
+@WORKERS
 def test_malformed_messages_go_to_the_dlq_with_reasons_and_valid_ones_are_stored(
-    kafka_settings: Settings, store: EventStore
+    kafka_settings: Settings, store: EventStore, workers: int
 ) -> None:
+    kafka_settings = kafka_settings.model_copy(update={"ingest_workers": workers})
     valid = fast_payloads(4_000)
     expected_reason = {}
     records: list[tuple[bytes | None, bytes]] = []
@@ -166,10 +177,13 @@ def test_malformed_messages_go_to_the_dlq_with_reasons_and_valid_ones_are_stored
     assert dead_after - dead_before == 125
 
 
+@WORKERS
 def test_a_burst_of_invalid_messages_stops_the_consumer_without_draining_the_topic(
-    kafka_settings: Settings, store: EventStore
+    kafka_settings: Settings, store: EventStore, workers: int
 ) -> None:
-    settings = kafka_settings.model_copy(update={"kafka_topic_partitions": 1, "dlq_max_consecutive": 200})
+    settings = kafka_settings.model_copy(
+        update={"kafka_topic_partitions": 1, "dlq_max_consecutive": 200, "ingest_workers": workers}
+    )
     produce(settings, fast_payloads(50) + [(b"k", b"{oops %d" % i) for i in range(400)])
     with pytest.raises(InvalidBurstError, match="200 consecutive invalid"):
         IngestConsumer(settings, store).run(idle_exit_s=5)
