@@ -60,13 +60,13 @@ def failure_patterns(
     params.update({"phase": phase or "", "min_support": max(1, int(min_support))})
     target = (
         "max(kind = 'attempt_failed' AND phase = {phase:String})" if phase
-        else "argMaxIf(toString(outcome), ts, kind = 'task_finished') IN ('failed', 'handed_off')"
+        else "argMaxIf(toString(outcome), ts, outcome != '') IN ('failed', 'handed_off')"
     )
     sql = store.sql(
         "WITH tasks AS ("
         "  SELECT argMinIf(input_features, ts, input_features != '') AS f, any(agent_name) AS agent,"
         f"  toUInt8({target}) AS failed,"
-        "   countIf(kind = 'task_finished') AS finished"
+        "   countIf(outcome != '') AS finished"  # task_finished, or a compact first-try success
         f"  FROM [[db]].events FINAL WHERE {clause} GROUP BY project, task_id HAVING finished > 0 AND f != ''),"
         " items AS ("
         "  SELECT failed, arraySort(arrayFilter(k -> startsWith(k, 'kw:'), JSONExtractKeys(f))) AS kws,"

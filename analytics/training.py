@@ -48,7 +48,7 @@ _TASKS = (
     "   argMinIf(input_features, ts, input_features != '') AS features,"
     "   argMinIf(phase, ts, phase != '') AS phase,"
     "   anyIf(input_fingerprint, input_fingerprint != '') AS fp,"
-    "   argMaxIf(toString(outcome), ts, kind = 'task_finished') AS final,"
+    "   argMaxIf(toString(outcome), ts, outcome != '') AS final,"  # incl. compact first-try successes
     "   toUInt8(final IN ('failed', 'handed_off')) AS label"
     "  FROM [[db]].events FINAL WHERE {where} GROUP BY project, task_id"
     "  HAVING final != '' AND features != '')"

@@ -102,7 +102,7 @@ def get_tasks(
 _SEARCH = (
     "SELECT project, task_id, min(ts) AS first_ts, max(ts) AS last_ts, count() AS events,"
     " any(agent_name) AS agent, max(attempt) AS attempts,"
-    " argMaxIf(toString(outcome), ts, kind = 'task_finished') AS outcome,"
+    " argMaxIf(toString(outcome), ts, outcome != '') AS outcome,"  # incl. compact first-try successes
     " anyIf(trace_id, trace_id != '') AS trace_id"
     " FROM [[db]].events FINAL WHERE project = {project:String} AND task_id IN ("
     "  SELECT task_id FROM [[db]].events WHERE project = {project:String}"

@@ -177,7 +177,7 @@ def build_story(project: str, task_id: str, rows: list[dict[str, Any]]) -> TaskS
     for row in sorted(rows, key=lambda r: (r["ts"], r.get("attempt", 0))):
         story.agent = story.agent or row.get("agent_name", "")
         story.trace_id = story.trace_id or row.get("trace_id", "")
-        if row["kind"] == "task_finished":
+        if row["kind"] == "task_finished" or row.get("outcome"):  # or a compact first-try success
             story.outcome = row.get("outcome") or story.outcome
             story.summary = row.get("decision_reason") or story.summary
         if row["kind"] == "handoff":

@@ -165,7 +165,10 @@ def build_history(frame: pd.DataFrame) -> History:
         return _empty()
     frame = frame.copy()
     frame["key"] = frame["project"].astype(str) + "\x00" + frame["task_id"].astype(str)
-    finished = frame[frame["kind"] == "task_finished"].drop_duplicates("key", keep="last")
+    # A task's end: its task_finished event, or the compact first-try success that carries
+    # the outcome itself (see retrylens.schemas.event).
+    ended = (frame["kind"] == "task_finished") | (frame["outcome"].fillna("").astype(str) != "")
+    finished = frame[ended].drop_duplicates("key", keep="last")
     attempts = frame[frame["kind"].isin(["attempt_failed", "attempt_succeeded"])]
     attempts = attempts[attempts["key"].isin(finished["key"])]
     if attempts.empty:

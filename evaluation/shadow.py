@@ -38,8 +38,8 @@ SELECT d.live AS live, d.candidate AS candidate, if(f.outcome = '', 'unfinished'
        count() AS n
 FROM (SELECT project, task_id, decision AS live, shadow_decision AS candidate
       FROM [[db]].events FINAL WHERE """ + _FILTER + """ AND decision != shadow_decision) AS d
-LEFT JOIN (SELECT project, task_id, any(outcome) AS outcome FROM [[db]].events FINAL
-           WHERE kind = 'task_finished' GROUP BY project, task_id) AS f
+LEFT JOIN (SELECT project, task_id, any(outcome) AS outcome FROM [[db]].events AS e FINAL
+           WHERE e.outcome != '' GROUP BY project, task_id) AS f
   ON d.project = f.project AND d.task_id = f.task_id
 GROUP BY live, candidate, live_outcome ORDER BY n DESC, live, candidate, live_outcome"""
 
@@ -48,8 +48,8 @@ SELECT d.project AS project, d.task_id AS task_id, d.attempt AS attempt, d.agent
        d.phase AS phase, d.error_type AS error_type, d.decision AS live, d.shadow_decision AS candidate,
        d.decision_reason AS reason, if(f.outcome = '', 'unfinished', f.outcome) AS live_outcome
 FROM (SELECT * FROM [[db]].events FINAL WHERE """ + _FILTER + """ AND decision != shadow_decision) AS d
-LEFT JOIN (SELECT project, task_id, any(outcome) AS outcome FROM [[db]].events FINAL
-           WHERE kind = 'task_finished' GROUP BY project, task_id) AS f
+LEFT JOIN (SELECT project, task_id, any(outcome) AS outcome FROM [[db]].events AS e FINAL
+           WHERE e.outcome != '' GROUP BY project, task_id) AS f
   ON d.project = f.project AND d.task_id = f.task_id
 ORDER BY d.ts DESC, d.task_id LIMIT {limit:UInt32}"""
 

@@ -1,10 +1,10 @@
 """The agent-side event emitter: never blocks the agent, never raises into it, loses nothing.
 
 ``emit()`` only puts the event on a bounded in-memory queue (or, when that is full,
-appends it to the local spool). A background pump serializes queued events and hands
-them to a :class:`Sink` (Kafka, or memory in tests). Whatever the sink cannot take —
-broker down, timeouts — goes to the spool, and the pump replays the spool to the sink
-in order once it answers again. While older records wait in the spool, newer ones queue
+appends it to the local spool). A background pump serializes queued events (orjson, see
+:mod:`.serializer`) and hands them to a :class:`Sink` (Kafka, or memory in tests).
+Whatever the sink cannot take — broker down, timeouts — goes to the spool, and the pump
+replays the spool to the sink in order once it answers again. While older records wait in the spool, newer ones queue
 behind them there, so a task's events keep their order. With no sink (embedded mode)
 the spool *is* the destination: the store-owning process ingests it.
 """
@@ -20,6 +20,7 @@ from typing import Protocol
 from retrylens.schemas import EventTooLargeError, RetryEvent
 
 from . import metrics
+from .serializer import event_bytes
 from .spool import Spool
 
 log = logging.getLogger(__name__)
@@ -60,6 +61,9 @@ class Emitter:
         self._queue_size = queue_size
         self._busy = False  # the pump holds events it has taken but not yet routed
         self._wake = threading.Event()
+        # Notified (under its lock) whenever the pump goes idle, so flush() returns as soon
+        # as the last event is delivered instead of polling on a timer.
+        self._settled = threading.Condition()
         self._batch_size = batch_size
         self._min_backoff = min_backoff_s
         self._max_backoff = max_backoff_s
@@ -77,8 +81,9 @@ class Emitter:
         """Hand ``event`` over without blocking. Returns False only if it had to be dropped."""
         if len(self._queue) >= self._queue_size:
             return self._overflow(event)
-        self._queue.append(event)
-        _QUEUED.inc()
+        self._queue.append(
+            event
+        )  # counted as queued by the pump, per batch (a counter takes a lock)
         return True
 
     def _overflow(self, event: RetryEvent) -> bool:
@@ -98,13 +103,18 @@ class Emitter:
     def flush(self, timeout_s: float = 30.0) -> bool:
         """Wait until every emitted event reached the sink (or the spool when there is none)."""
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        while True:
             if self._idle() and not (self._sink is not None and self._spool_pending):
                 if self._spool is not None:
                     self._spool.sync()
                 return True
-            time.sleep(0.01)
-        return False
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            with self._settled:
+                self._wake.set()
+                # Idle with a spool still pending: the pump retries on its own backoff timer.
+                self._settled.wait(min(remaining, 0.01 if self._idle() else 0.1))
 
     def close(self, timeout_s: float = 10.0) -> None:
         """Flush what can be flushed within ``timeout_s``; the rest stays durably spooled."""
@@ -129,7 +139,7 @@ class Emitter:
     # -- pump side -----------------------------------------------------------------------
     def _serialize(self, event: RetryEvent) -> Record | None:
         try:
-            return event.task_id.encode(), event.to_json_bytes()
+            return event.task_id.encode(), event_bytes(event)
         except EventTooLargeError as exc:
             self.rejected += 1
             metrics.EMITTED.labels("rejected_oversize").inc()
@@ -137,6 +147,7 @@ class Emitter:
             return None
 
     def _take(self) -> list[RetryEvent]:
+        self._wake.clear()  # before looking, so a flush() that sets it from now on is not lost
         self._busy = True
         items: list[RetryEvent] = []
         pop = self._queue.popleft
@@ -146,10 +157,17 @@ class Emitter:
         except IndexError:
             pass
         if not items:
-            self._busy = False
+            self._settle()
             self._wake.wait(0.02)
-            self._wake.clear()
+        else:
+            _QUEUED.inc(len(items))
         return items
+
+    def _settle(self) -> None:
+        """Mark the pump idle and wake flush() callers waiting for it."""
+        with self._settled:
+            self._busy = False
+            self._settled.notify_all()
 
     def _idle(self) -> bool:
         return not self._queue and not self._busy
@@ -164,7 +182,7 @@ class Emitter:
                 except Exception:  # noqa: BLE001 - the pump must survive anything
                     log.exception("emitter pump failed to route %d events", len(items))
                 finally:
-                    self._busy = False
+                    self._settle()
             elif self._spool is not None:
                 self._spool.sync()
             if (

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from retrylens.ingest.emitter import Emitter, Record
-from retrylens.schemas import Decision, EventKind, RetryEvent
+from retrylens.schemas import Decision, EventKind, RetryEvent, TaskOutcome
 
 
 class MemorySink:
@@ -63,6 +63,15 @@ class CapturedEvents:
 
     def for_task(self, task_id: str) -> list[RetryEvent]:
         return [e for e in self.events if e.task_id == task_id]
+
+    def outcomes(self) -> dict[str, TaskOutcome]:
+        """How each finished task ended, by task id.
+
+        Read from any event that carries an outcome: ``task_finished``, or the compact
+        ``attempt_succeeded`` that records a clean first-try success on its own (a
+        governed call that succeeds at once emits no ``task_finished``).
+        """
+        return {e.task_id: e.outcome for e in self.events if e.outcome is not None}
 
 
 @contextmanager

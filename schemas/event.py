@@ -4,6 +4,19 @@ One event records one step of a governed task: an attempt starting, failing or
 succeeding, a governor decision, a side effect, a hand-off, the task's end. Events are
 immutable facts keyed by a client-generated ``event_id``; every store and metric
 deduplicates on it, so a producer may safely send an event twice.
+
+A task's events: ``task_started`` (with ``input_features``), per attempt
+``attempt_started`` then ``attempt_failed`` + ``decision`` or ``attempt_succeeded``
+(plus any ``side_effect``/``handoff``), and ``task_finished`` (with ``outcome``).
+
+**Compact form.** A task whose first attempt succeeds cleanly (no failure, side effect
+or other event) may be recorded as ONE ``attempt_succeeded`` event with ``attempt=1``,
+``outcome='succeeded'`` and the task's ``input_features``/``input_fingerprint``: it
+stands for task_started + attempt_started + attempt_succeeded + task_finished. Readers
+therefore take a task's outcome from any event whose ``outcome`` is set (only
+``task_finished`` and a compact event carry one) and its features from the first event
+that has them; it counts as one call (one attempt correlation id). Any failure or retry
+keeps the full sequence. The governor's ``call``/``acall`` emit it (``retrylens.sdk``).
 """
 
 from __future__ import annotations
@@ -153,6 +166,9 @@ class RetryEvent(_Part):
             raise ValueError("shadow=true needs a shadow_decision")
         if self.kind == EventKind.TASK_FINISHED and self.outcome is None:
             raise ValueError("task_finished events need an outcome")
+        compact_outcome = self.outcome in (None, TaskOutcome.SUCCEEDED)
+        if self.kind == EventKind.ATTEMPT_SUCCEEDED and not compact_outcome:
+            raise ValueError("attempt_succeeded may only carry outcome 'succeeded' (compact form)")
         return self
 
     def to_json_bytes(self) -> bytes:

@@ -29,7 +29,9 @@ class RetryLensCallbackHandler(BaseCallbackHandler):
 
     raise_error = False
 
-    def __init__(self, governor: Governor, *, agent: str = "langchain-agent", goal: str | None = None) -> None:
+    def __init__(
+        self, governor: Governor, *, agent: str = "langchain-agent", goal: str | None = None
+    ) -> None:
         self.g = governor
         self.agent = agent
         self.goal = goal
@@ -37,34 +39,70 @@ class RetryLensCallbackHandler(BaseCallbackHandler):
         self._attempts: dict[UUID, tuple[TaskRun, Attempt]] = {}
         self._root: dict[UUID, UUID] = {}
 
-    def _task(self, run_id: UUID, parent_run_id: UUID | None, goal: str, dependency: str) -> TaskRun:
+    def _task(
+        self, run_id: UUID, parent_run_id: UUID | None, goal: str, dependency: str
+    ) -> TaskRun:
         root = self._root.get(parent_run_id, parent_run_id) if parent_run_id else run_id
         self._root[run_id] = root
         if root not in self._tasks:
-            self._tasks[root] = self.g.start(self.goal or goal, agent=self.agent, dependency=dependency)
+            self._tasks[root] = self.g.start(
+                self.goal or goal, agent=self.agent, dependency=dependency
+            )
         return self._tasks[root]
 
-    def _begin(self, run_id: UUID, parent_run_id: UUID | None, goal: str, dependency: str, phase: str) -> None:
+    def _begin(
+        self, run_id: UUID, parent_run_id: UUID | None, goal: str, dependency: str, phase: str
+    ) -> None:
         run = self._task(run_id, parent_run_id, goal, dependency)
         self._attempts[run_id] = (run, run.begin(phase=phase, dependency=dependency))
 
-    def on_chat_model_start(self, serialized: dict[str, Any], messages: list[list[Any]], *, run_id: UUID,
-                            parent_run_id: UUID | None = None, **kwargs: Any) -> None:
+    def on_chat_model_start(
+        self,
+        serialized: dict[str, Any],
+        messages: list[list[Any]],
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        **kwargs: Any,
+    ) -> None:
         text = " ".join(str(getattr(m, "content", m)) for batch in messages for m in batch)
-        self._begin(run_id, parent_run_id, text, _name(serialized, kwargs, "chat_model"), "execution")
+        self._begin(
+            run_id, parent_run_id, text, _name(serialized, kwargs, "chat_model"), "execution"
+        )
 
-    def on_llm_start(self, serialized: dict[str, Any], prompts: list[str], *, run_id: UUID,
-                     parent_run_id: UUID | None = None, **kwargs: Any) -> None:
-        self._begin(run_id, parent_run_id, " ".join(prompts), _name(serialized, kwargs, "llm"), "execution")
+    def on_llm_start(
+        self,
+        serialized: dict[str, Any],
+        prompts: list[str],
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._begin(
+            run_id, parent_run_id, " ".join(prompts), _name(serialized, kwargs, "llm"), "execution"
+        )
 
-    def on_tool_start(self, serialized: dict[str, Any], input_str: str, *, run_id: UUID,
-                      parent_run_id: UUID | None = None, **kwargs: Any) -> None:
-        self._begin(run_id, parent_run_id, input_str, _name(serialized, kwargs, "tool"), "execution")
+    def on_tool_start(
+        self,
+        serialized: dict[str, Any],
+        input_str: str,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._begin(
+            run_id, parent_run_id, input_str, _name(serialized, kwargs, "tool"), "execution"
+        )
 
     def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> None:
         usage = (getattr(response, "llm_output", None) or {}).get("token_usage", {}) or {}
-        self._succeed(run_id, tokens_in=int(usage.get("prompt_tokens", 0)),
-                      tokens_out=int(usage.get("completion_tokens", 0)))
+        self._succeed(
+            run_id,
+            tokens_in=int(usage.get("prompt_tokens", 0)),
+            tokens_out=int(usage.get("completion_tokens", 0)),
+        )
 
     def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
         self._succeed(run_id)
@@ -75,12 +113,20 @@ class RetryLensCallbackHandler(BaseCallbackHandler):
     def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         self._fail(run_id, error)
 
-    def on_chain_end(self, outputs: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any) -> None:
+    def on_chain_end(
+        self, outputs: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
+    ) -> None:
         if parent_run_id is None and run_id in self._tasks:
             self._tasks.pop(run_id).finish(TaskOutcome.SUCCEEDED)
 
-    def on_chain_error(self, error: BaseException, *, run_id: UUID, parent_run_id: UUID | None = None,
-                       **kwargs: Any) -> None:
+    def on_chain_error(
+        self,
+        error: BaseException,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        **kwargs: Any,
+    ) -> None:
         if parent_run_id is None and run_id in self._tasks:
             self._tasks.pop(run_id).finish(TaskOutcome.FAILED)
 
@@ -110,8 +156,14 @@ def _name(serialized: dict[str, Any] | None, kwargs: dict[str, Any], default: st
     return default
 
 
-def governed_runnable(runnable: Runnable[Any, Any], governor: Governor, *, agent: str = "langchain-agent",
-                      dependency: str = "", phase: str = "execution") -> Runnable[Any, Any]:
+def governed_runnable(
+    runnable: Runnable[Any, Any],
+    governor: Governor,
+    *,
+    agent: str = "langchain-agent",
+    dependency: str = "",
+    phase: str = "execution",
+) -> Runnable[Any, Any]:
     """``runnable`` with the governor deciding its retries; the attempt's context is its input."""
 
     def invoke(value: Any) -> Any:
@@ -120,7 +172,9 @@ def governed_runnable(runnable: Runnable[Any, Any], governor: Governor, *, agent
         def attempt_once(attempt: Attempt) -> Any:
             return runnable.invoke(_to_input(value, attempt))
 
-        return governor.call(attempt_once, goal=goal, agent=agent, dependency=dependency, phase=phase)
+        return governor.call(
+            attempt_once, goal=goal, agent=agent, dependency=dependency, phase=phase
+        )
 
     return RunnableLambda(invoke, name=f"governed_{getattr(runnable, 'name', None) or 'runnable'}")
 

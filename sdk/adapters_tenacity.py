@@ -22,29 +22,57 @@ from .governor import Governor, TaskRun
 from .rules import Verdict
 from .state import Attempt
 
-_STOP_RULES = frozenset({"stop_when_killed", "stop_on_budget", "stop_on_known_bad_input", "protect_dependency"})
+_STOP_RULES = frozenset(
+    {"stop_when_killed", "stop_on_budget", "stop_on_known_bad_input", "protect_dependency"}
+)
 
 
 class TenacityHooks:
-    def __init__(self, governor: Governor, *, goal: str, agent: str = "agent", dependency: str = "",
-                 phase: str = "execution", veto: bool = True) -> None:
+    def __init__(
+        self,
+        governor: Governor,
+        *,
+        goal: str,
+        agent: str = "agent",
+        dependency: str = "",
+        phase: str = "execution",
+        veto: bool = True,
+    ) -> None:
         self.g = governor
-        self.goal, self.agent, self.dependency, self.phase, self.veto = goal, agent, dependency, phase, veto
+        self.goal, self.agent, self.dependency, self.phase, self.veto = (
+            goal,
+            agent,
+            dependency,
+            phase,
+            veto,
+        )
         self._runs: dict[int, tuple[TaskRun, Attempt | None]] = {}
 
-    def kwargs(self, *, retry: Callable[[Any], bool] | None = None, stop: Callable[[Any], bool] | None = None,
-               **others: Any) -> dict[str, Any]:
+    def kwargs(
+        self,
+        *,
+        retry: Callable[[Any], bool] | None = None,
+        stop: Callable[[Any], bool] | None = None,
+        **others: Any,
+    ) -> dict[str, Any]:
         """Keyword arguments for ``tenacity.retry``/``Retrying`` with our hooks around yours."""
         import tenacity
 
-        return {**others, "before": self.before, "retry": self.wrap_retry(retry or tenacity.retry_if_exception_type()),
-                "stop": self.wrap_stop(stop or tenacity.stop_never), "before_sleep": self.before_sleep}
+        return {
+            **others,
+            "before": self.before,
+            "retry": self.wrap_retry(retry or tenacity.retry_if_exception_type()),
+            "stop": self.wrap_stop(stop or tenacity.stop_never),
+            "before_sleep": self.before_sleep,
+        }
 
     # -- hooks ---------------------------------------------------------------------------
     def before(self, rs: Any) -> None:
         key = id(rs)
         if key not in self._runs:
-            run = self.g.start(self.goal, agent=self.agent, phase=self.phase, dependency=self.dependency)
+            run = self.g.start(
+                self.goal, agent=self.agent, phase=self.phase, dependency=self.dependency
+            )
             self._runs[key] = (run, None)
         run, _ = self._runs[key]
         self._runs[key] = (run, run.begin())
@@ -61,12 +89,19 @@ class TenacityHooks:
                 return wants
             run.record_failure(attempt, rs.outcome.exception())
             if not wants:
-                self._decide(rs, Verdict(Decision.GIVE_UP, "tenacity: the exception is not retried"))
+                self._decide(
+                    rs, Verdict(Decision.GIVE_UP, "tenacity: the exception is not retried")
+                )
                 return False
             if self.veto:
                 verdict = run.decide()
                 if verdict.rule in _STOP_RULES and verdict.decision not in RETRYING_DECISIONS:
-                    self._decide(rs, Verdict(verdict.decision, f"governor veto: {verdict.reason}", rule=verdict.rule))
+                    self._decide(
+                        rs,
+                        Verdict(
+                            verdict.decision, f"governor veto: {verdict.reason}", rule=verdict.rule
+                        ),
+                    )
                     return False
             return True
 
@@ -75,7 +110,13 @@ class TenacityHooks:
     def wrap_stop(self, inner: Callable[[Any], bool]) -> Callable[[Any], bool]:
         def stop(rs: Any) -> bool:
             if inner(rs):
-                self._decide(rs, Verdict(Decision.GIVE_UP, f"tenacity: stop condition met after {rs.attempt_number} attempts"))
+                self._decide(
+                    rs,
+                    Verdict(
+                        Decision.GIVE_UP,
+                        f"tenacity: stop condition met after {rs.attempt_number} attempts",
+                    ),
+                )
                 return True
             return False
 
@@ -86,8 +127,14 @@ class TenacityHooks:
         assert attempt is not None
         sleep_ms = int(round((rs.next_action.sleep if rs.next_action else 0) * 1000))
         decision = Decision.RETRY_BACKOFF if sleep_ms else Decision.RETRY_SAME
-        run.record_decision(attempt, Verdict(decision, f"tenacity: retry {rs.attempt_number + 1} after {sleep_ms} ms",
-                                             backoff_ms=sleep_ms))
+        run.record_decision(
+            attempt,
+            Verdict(
+                decision,
+                f"tenacity: retry {rs.attempt_number + 1} after {sleep_ms} ms",
+                backoff_ms=sleep_ms,
+            ),
+        )
 
     # -- internals -----------------------------------------------------------------------
     def _decide(self, rs: Any, verdict: Verdict) -> None:

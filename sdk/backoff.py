@@ -33,7 +33,9 @@ class Wait:
 
 
 class _Combined(Wait):
-    def __init__(self, left: Callable[[Any], float], right: Callable[[Any], float], op: Any, sym: str) -> None:
+    def __init__(
+        self, left: Callable[[Any], float], right: Callable[[Any], float], op: Any, sym: str
+    ) -> None:
         self.left, self.right, self.op, self.sym = left, right, op, sym
 
     def __call__(self, state: Any) -> float:

@@ -36,10 +36,19 @@ class CircuitBreaker:
             return self._current()
 
     def _current(self) -> BreakerState:
-        if self._state is BreakerState.OPEN and self._clock() - self._opened_at >= self.policy.open_s:
+        if (
+            self._state is BreakerState.OPEN
+            and self._clock() - self._opened_at >= self.policy.open_s
+        ):
             self._state, self._probes, self._opened_at = BreakerState.HALF_OPEN, 0, self._clock()
-        elif self._state is BreakerState.HALF_OPEN and self._clock() - self._opened_at >= self.policy.open_s:
-            self._probes, self._opened_at = 0, self._clock()  # a probe never reported back: allow another
+        elif (
+            self._state is BreakerState.HALF_OPEN
+            and self._clock() - self._opened_at >= self.policy.open_s
+        ):
+            self._probes, self._opened_at = (
+                0,
+                self._clock(),
+            )  # a probe never reported back: allow another
         return self._state
 
     def allow(self) -> bool:

@@ -18,7 +18,9 @@ class ChainRegistry:
         self._cancelled: set[str] = set()
         self._members: defaultdict[str, set[str]] = defaultdict(set)  # root → task ids
         self._root_of: dict[str, str] = {}
-        self._async: defaultdict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Task[object]]]] = defaultdict(list)
+        self._async: defaultdict[
+            str, list[tuple[asyncio.AbstractEventLoop, asyncio.Task[object]]]
+        ] = defaultdict(list)
 
     def join(self, task_id: str, root: str) -> None:
         with self._lock:
@@ -45,7 +47,9 @@ class ChainRegistry:
 
     def is_cancelled(self, task_id: str) -> bool:
         with self._lock:
-            return task_id in self._cancelled or self._root_of.get(task_id, task_id) in self._cancelled
+            return (
+                task_id in self._cancelled or self._root_of.get(task_id, task_id) in self._cancelled
+            )
 
     def cancel(self, task_id: str) -> list[str]:
         """Cancel ``task_id``'s whole chain; returns the task ids that were running in it."""

@@ -27,12 +27,22 @@ from .sanitizer import redact
 
 Message = dict[str, Any]
 
-_ERROR_MARKERS = ("traceback (most recent call last)", "error:", "exception", "failed:", "errorcode", "status 5", "429")
+_ERROR_MARKERS = (
+    "traceback (most recent call last)",
+    "error:",
+    "exception",
+    "failed:",
+    "errorcode",
+    "status 5",
+    "429",
+)
 
 
 def digest(message: Message) -> str:
     """Stable 16-hex digest of a message's role, tool and normalised content."""
-    return _digest(str(message.get("role", "")), str(message.get("tool", "")), str(message.get("content", "")))
+    return _digest(
+        str(message.get("role", "")), str(message.get("tool", "")), str(message.get("content", ""))
+    )
 
 
 @functools.lru_cache(maxsize=4096)
@@ -45,7 +55,9 @@ def estimate_tokens(messages: Iterable[Message]) -> int:
     return sum(len(str(m.get("content", ""))) for m in messages) // 4 + 4 * sum(1 for _ in messages)
 
 
-def drop_echoed_input(history: Sequence[Message], user_input: str) -> tuple[list[Message], list[Message]]:
+def drop_echoed_input(
+    history: Sequence[Message], user_input: str
+) -> tuple[list[Message], list[Message]]:
     """Remove copies of the current user message from loaded ``history``.
 
     The "save, then read history, then append the input again" bug leaves the input in
@@ -56,7 +68,10 @@ def drop_echoed_input(history: Sequence[Message], user_input: str) -> tuple[list
     kept: list[Message] = []
     dropped: list[Message] = []
     for message in history:
-        if message.get("role") == "user" and normalise_input(str(message.get("content", ""))) == target:
+        if (
+            message.get("role") == "user"
+            and normalise_input(str(message.get("content", ""))) == target
+        ):
             dropped.append(message)
         else:
             kept.append(message)
@@ -92,7 +107,9 @@ def _carries_error(message: Message) -> bool:
     return any(marker in text for marker in _ERROR_MARKERS)
 
 
-def snapshot(messages: Sequence[Message], *, previous: Sequence[str] | None = None, last: int = 3) -> ContextSnapshot:
+def snapshot(
+    messages: Sequence[Message], *, previous: Sequence[str] | None = None, last: int = 3
+) -> ContextSnapshot:
     """A bounded, redacted snapshot; with ``previous`` digests, only what changed (a delta)."""
     digests = [digest(m) for m in messages]
     shown: Sequence[Message] = messages
@@ -102,10 +119,17 @@ def snapshot(messages: Sequence[Message], *, previous: Sequence[str] | None = No
         changed = [i for i, d in enumerate(digests) if d not in before]
         digests = [digests[i] for i in changed]
         shown = [messages[i] for i in changed]
-    tail = [
-        ContextMessage(role=str(m.get("role", ""))[:128], content=redact(str(m.get("content", "")), limit=MAX_MESSAGE_CHARS))
-        for m in list(shown)[-min(last, MAX_LAST_MESSAGES):]
-    ] if last else []
+    tail = (
+        [
+            ContextMessage(
+                role=str(m.get("role", ""))[:128],
+                content=redact(str(m.get("content", "")), limit=MAX_MESSAGE_CHARS),
+            )
+            for m in list(shown)[-min(last, MAX_LAST_MESSAGES) :]
+        ]
+        if last
+        else []
+    )
     return ContextSnapshot(
         message_count=len(messages),
         token_count=estimate_tokens(messages),
@@ -125,7 +149,9 @@ class ContextBuilder:
     dropped: list[Message] = field(default_factory=list)
 
     @classmethod
-    def for_input(cls, user_input: str, *, system: str = "", history: Sequence[Message] = ()) -> ContextBuilder:
+    def for_input(
+        cls, user_input: str, *, system: str = "", history: Sequence[Message] = ()
+    ) -> ContextBuilder:
         kept, dropped = drop_echoed_input(history, user_input)
         base = ([{"role": "system", "content": system}] if system else []) + kept
         base.append({"role": "user", "content": user_input})
@@ -136,8 +162,9 @@ class ContextBuilder:
         if fact not in self.facts:
             self.facts.append(fact)
 
-    def build(self, *, failure_summary: str | None = None, patch: str | None = None,
-              relaxed: bool = False) -> list[Message]:
+    def build(
+        self, *, failure_summary: str | None = None, patch: str | None = None, relaxed: bool = False
+    ) -> list[Message]:
         """Base + verified facts + at most one failure line + an optional prompt patch."""
         messages = [dict(m) for m in self.base]
         notes = []

@@ -39,7 +39,9 @@ class PolicyError(GovernorError):
 class TaskStopped(GovernorError):
     """The governor stopped the task instead of retrying."""
 
-    def __init__(self, task_id: str, verdict: Verdict, last_error: BaseException | None = None) -> None:
+    def __init__(
+        self, task_id: str, verdict: Verdict, last_error: BaseException | None = None
+    ) -> None:
         super().__init__(f"task {task_id}: {verdict.decision.value}: {verdict.reason}")
         self.task_id = task_id
         self.verdict = verdict

@@ -1,42 +1,61 @@
 """Building retry events from a task's state: one place, so every event carries the same ids.
 
-Ids (event, trace, span, correlation) come from the governor's ``random.Random`` so that a
-seeded run (the simulated fleet, tests) produces identical events.
+Ids (event, trace, span, correlation) come from the governor's :mod:`~retrylens.sdk.ids`
+source: its seeded ``random.Random`` when it was given one (the simulated fleet, tests
+replay exactly), ``os.urandom`` otherwise.
 """
 
 from __future__ import annotations
 
 import random
+import time
 import uuid
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
-from retrylens.schemas import EventKind, RetryEvent
+from retrylens.schemas import EventKind, RetryEvent, TaskOutcome
 
+from .ids import IdSource, SeededIds
 from .state import TaskState
 
 _STATIC_DEFAULTS: dict[str, Any] | None = None
 
 
 def _defaults() -> dict[str, Any]:
-    """Every field's default, so ``model_construct`` never resolves one (it is slow)."""
+    """Every field's default, so ``model_construct`` never resolves one (it is slow).
+
+    In the schema's field order (``event_id`` and ``ts`` as ``None`` placeholders), so an
+    event built on it serializes with pydantic's key order.
+    """
     global _STATIC_DEFAULTS
     if _STATIC_DEFAULTS is None:
         _STATIC_DEFAULTS = {
-            name: field.default for name, field in RetryEvent.model_fields.items() if field.default_factory is None
+            name: None if field.default_factory is not None else field.default
+            for name, field in RetryEvent.model_fields.items()
         }
     return {**_STATIC_DEFAULTS, "input_features": {}, "side_effects": []}
 
 
-def _construct(values: dict[str, Any]) -> RetryEvent:
-    """What ``RetryEvent.model_construct`` does, minus its per-field bookkeeping (~15× faster)."""
+def _construct(values: dict[str, Any], fields_set: set[str] | None = None) -> RetryEvent:
+    """What ``RetryEvent.model_construct`` does, minus its per-field bookkeeping (~15× faster).
+
+    ``fields_set`` may be shared between events that set the same fields: pydantic never
+    mutates a frozen model's fields set (``model_copy`` copies it first).
+    """
     event = RetryEvent.__new__(RetryEvent)
     object.__setattr__(event, "__dict__", values)
-    object.__setattr__(event, "__pydantic_fields_set__", set(values))
+    object.__setattr__(
+        event, "__pydantic_fields_set__", fields_set if fields_set is not None else set(values)
+    )
     object.__setattr__(event, "__pydantic_extra__", None)
     object.__setattr__(event, "__pydantic_private__", None)
     return event
+
+
+def utc_now_ms() -> datetime:
+    """Now in UTC at the store's millisecond resolution (cheaper than ``now().replace()``)."""
+    return datetime.fromtimestamp(time.time_ns() // 1_000_000 / 1000, UTC)
 
 
 def hex_id(rng: random.Random, bits: int) -> str:
@@ -50,21 +69,37 @@ def new_uuid(rng: random.Random) -> uuid.UUID:
 class EventFactory:
     """Makes :class:`RetryEvent` s for one governor (project, clock, rng, validation mode).
 
-    ``validate=False`` skips pydantic validation on the hot path (the events are built
-    only from typed values here, and the consumer validates every message again); tests
-    run with validation on.
+    ``validate=False`` skips pydantic validation (the events are built only from typed
+    values here, and the consumer validates every message again); tests run with
+    validation on. ``ids`` defaults to drawing from ``rng``.
     """
 
-    def __init__(self, *, project: str, wall: Callable[[], datetime], rng: random.Random, validate: bool = True) -> None:
+    def __init__(
+        self,
+        *,
+        project: str,
+        wall: Callable[[], datetime],
+        rng: random.Random,
+        validate: bool = True,
+        ids: IdSource | None = None,
+    ) -> None:
         self.project = project
         self.wall = wall
         self.rng = rng
         self.validate = validate
+        self.ids: IdSource = ids or SeededIds(rng)
 
-    def make(self, state: TaskState, kind: EventKind, *, correlation_id: str, span_id: str | None,
-             **fields: Any) -> RetryEvent:
+    def make(
+        self,
+        state: TaskState,
+        kind: EventKind,
+        *,
+        correlation_id: str,
+        span_id: str | None,
+        **fields: Any,
+    ) -> RetryEvent:
         values: dict[str, Any] = {
-            "event_id": new_uuid(self.rng),
+            "event_id": self.ids.uuid4(),
             "ts": self.wall(),
             "project": self.project,
             "agent": state.agent,
@@ -84,6 +119,19 @@ class EventFactory:
             "degraded": state.degraded,
         }
         values.update(fields)
+        return self._finish(values)
+
+    def compact(self, success: RetryEvent, features: dict[str, Any]) -> RetryEvent:
+        """The compact form of a clean first-try success: ``success`` carrying the task's end.
+
+        One ``attempt_succeeded`` event (attempt 1) with ``outcome='succeeded'`` and the
+        task's ``input_features`` stands for task_started, attempt_started,
+        attempt_succeeded and task_finished (see :mod:`retrylens.schemas.event`).
+        """
+        values = {**success.__dict__, "outcome": TaskOutcome.SUCCEEDED, "input_features": features}
+        return RetryEvent(**values) if self.validate else _construct(values)
+
+    def _finish(self, values: dict[str, Any]) -> RetryEvent:
         if self.validate:
             return RetryEvent(**values)
         ts = values["ts"]

@@ -8,6 +8,7 @@ who runs it, never anything about the run itself.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import unicodedata
@@ -93,3 +94,16 @@ def extract_input_features(
     for word in keywords(text):
         features[f"kw:{word[:60]}"] = True
     return features
+
+
+@functools.lru_cache(maxsize=1024)
+def task_features(
+    goal: str, agent: str, model: str, tools: tuple[str, ...] = ()
+) -> tuple[str, dict[str, FeatureValue]]:
+    """Fingerprint and features of a task input, memoised: agents retry the same inputs a lot.
+
+    The returned dict is shared between callers: treat it as read-only.
+    """
+    return input_fingerprint(goal), extract_input_features(
+        goal, agent=agent, model=model, tools=tools
+    )

@@ -3,6 +3,10 @@
     governor = Governor(load_policy("policy.yaml"), project="shop", emit=emitter.emit)
     answer = governor.call(ask_model, goal=question, agent="support", dependency="gpt-4o")
 
+A call whose first attempt succeeds takes a fast path (:mod:`~retrylens.sdk.first_try`):
+no task state is built and ONE compact ``attempt_succeeded`` event records the whole task.
+Any failure switches to the full path and the full event sequence.
+
 For full control (the simulated fleet, custom loops) drive a :class:`TaskRun` yourself::
 
     with governor.start(goal, agent="support") as run:
@@ -17,57 +21,62 @@ For full control (the simulated fleet, custom loops) drive a :class:`TaskRun` yo
             break
 
 Time, sleep and randomness are injected (``clock``, ``wall``, ``sleep``, ``asleep``,
-``rng``), so tests and the simulated fleet never really sleep and replay exactly.
+``rng``), so tests and the simulated fleet never really sleep and replay exactly. Without
+an ``rng``, ids come from ``os.urandom`` (:mod:`~retrylens.sdk.ids`), unique across forks.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
-import functools
 import inspect
 import logging
 import random
 import time
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from retrylens.schemas import (
     AgentRef,
-    Decision,
     EventKind,
     RetryEvent,
-    SideEffect,
-    SideEffectStatus,
-    TaskOutcome,
 )
 
 from .breaker import CircuitBreaker
 from .budget import PerDependency, RetryThrottle, TaskLedger
 from .chain import ChainRegistry
-from .context import ContextBuilder, Message, snapshot
-from .errors import ChainCancelled, GaveUp, HandedOff, TaskStopped
-from .events import EventFactory, hex_id
-from .features import extract_input_features, input_fingerprint
-from .handoff import HandoffChannel, HandoffError, HandoffPackage
+from .context import ContextBuilder, Message
+from .events import EventFactory, utc_now_ms
+from .features import task_features
+from .first_try import FirstTry
+from .handoff import HandoffChannel
 from .history import FailureHistory
 from .hot_reload import PolicySource
+from .ids import IdSource, SeededIds, SystemIds
 from .policy import RetryPolicy
-from .rules import Rule, Verdict, apply_verdict, default_rules, record_failure
-from .sanitizer import Failure, classify
-from .shadow import explore, shadow_verdict
-from .side_effects import KeyRecord, KeyStore, MemoryKeyStore, idempotency_key
-from .state import Attempt, TaskState
+from .rules import Rule, default_rules
+from .run import TaskRun, accepts
+from .side_effects import KeyStore, MemoryKeyStore
+from .state import TaskState
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-_current_run: contextvars.ContextVar[TaskRun | None] = contextvars.ContextVar("retrylens_run", default=None)
+_current_run: contextvars.ContextVar[TaskRun | FirstTry | None] = contextvars.ContextVar(
+    "retrylens_run", default=None
+)
 
 
 def current_run() -> TaskRun | None:
-    """The task run of the governed call in progress (for side-effect decorators)."""
-    return _current_run.get()
+    """The task run of the governed call in progress (for side-effect decorators).
+
+    Inside a fast-path first attempt this builds the task's run on first use, so the
+    call is recorded with the full event sequence from then on.
+    """
+    value = _current_run.get()
+    if isinstance(value, FirstTry):
+        return value.materialize()[0]
+    return value
 
 
 class Governor:
@@ -91,34 +100,48 @@ class Governor:
         rules: Rule | None = None,
         validate_events: bool = True,
     ) -> None:
-        self.source = policy if isinstance(policy, PolicySource) else PolicySource(policy or RetryPolicy())
+        self.source = (
+            policy if isinstance(policy, PolicySource) else PolicySource(policy or RetryPolicy())
+        )
         self.project = project
         self._emit = emit or (lambda event: None)
         self.clock = clock
         self.sleep = sleep
         self.asleep = asleep
         self.rng = rng or random.Random()
+        self.ids: IdSource = SeededIds(rng) if rng is not None else SystemIds()
         self.key_store: KeyStore = key_store or MemoryKeyStore()
         self.handoff_channel = handoff
         self.preflight = preflight
         self.history = history or FailureHistory()
         self.rules = rules or default_rules()
         self.chains = ChainRegistry()
-        self.throttles: PerDependency[RetryThrottle] = PerDependency(lambda: RetryThrottle(self.policy.fleet_budget))
+        self.throttles: PerDependency[RetryThrottle] = PerDependency(
+            lambda: RetryThrottle(self.policy.fleet_budget)
+        )
         self.breakers: PerDependency[CircuitBreaker] = PerDependency(
             lambda: CircuitBreaker(self.policy.breaker, self.clock)
         )
         self._ledgers: dict[str, TaskLedger] = {}
-        wall = wall or (lambda: datetime.now(UTC))
-        self.events = EventFactory(project=project, wall=wall, rng=self.rng, validate=validate_events)
+        wall = wall or utc_now_ms
+        self.events = EventFactory(
+            project=project, wall=wall, rng=self.rng, validate=validate_events, ids=self.ids
+        )
 
     @classmethod
-    def with_virtual_time(cls, policy: RetryPolicy | PolicySource | None = None, *, start: datetime,
-                          **kwargs: Any) -> Governor:
+    def with_virtual_time(
+        cls, policy: RetryPolicy | PolicySource | None = None, *, start: datetime, **kwargs: Any
+    ) -> Governor:
         """A governor on a virtual clock: ``sleep`` advances time instead of waiting."""
         clock = VirtualClock()
-        return cls(policy, clock=clock, wall=lambda: start + timedelta(seconds=clock()), sleep=clock.advance,
-                   asleep=clock.aadvance, **kwargs)
+        return cls(
+            policy,
+            clock=clock,
+            wall=lambda: start + timedelta(seconds=clock()),
+            sleep=clock.advance,
+            asleep=clock.aadvance,
+            **kwargs,
+        )
 
     # -- environment read by rules -------------------------------------------------------
     @property
@@ -146,6 +169,11 @@ class Governor:
         except Exception:  # noqa: BLE001 - observability must never break the agent
             log.exception("emitting a retry event failed")
 
+    def observe_success(self, dependency: str) -> None:
+        """Feed a successful call of ``dependency`` to its breaker and retry throttle."""
+        self.breakers[dependency].record(True)
+        self.throttles[dependency].record(True)
+
     # -- tasks ---------------------------------------------------------------------------
     def start(
         self,
@@ -161,94 +189,290 @@ class Governor:
         tools: tuple[str, ...] | list[str] = (),
         features: dict[str, Any] | None = None,
         success_check: Callable[[Any], bool] | None = None,
+        compact: bool = False,
     ) -> TaskRun:
-        """Begin a governed task (``parent`` makes it a sub-agent sharing the parent's budget)."""
+        """Begin a governed task (``parent`` makes it a sub-agent sharing the parent's budget).
+
+        ``compact=True`` records a clean first-try success as one compact event instead
+        of four (see :mod:`~retrylens.sdk.run`); it delays task_started until the first
+        attempt ends, so leave it off where a long attempt must be visible while it runs.
+        """
+        return self._open(
+            goal,
+            agent=agent,
+            task_id=task_id,
+            phase=phase,
+            dependency=dependency,
+            parent=parent,
+            system=system,
+            history=history,
+            tools=tools,
+            features=features,
+            success_check=success_check,
+            compact=compact,
+        )
+
+    def _open(
+        self,
+        goal: str,
+        *,
+        agent: str | AgentRef,
+        task_id: str | None = None,
+        phase: str = "execution",
+        dependency: str = "",
+        parent: TaskRun | None = None,
+        system: str = "",
+        history: list[Message] | tuple[Message, ...] = (),
+        tools: tuple[str, ...] | list[str] = (),
+        features: dict[str, Any] | None = None,
+        success_check: Callable[[Any], bool] | None = None,
+        compact: bool = False,
+        ts: datetime | None = None,
+    ) -> TaskRun:
+        """:meth:`start`, plus ``compact`` (hold events back for the compact form) and ``ts``."""
         agent_ref = agent if isinstance(agent, AgentRef) else AgentRef(name=agent)
         policy = self.policy.for_role(agent_ref.role)
-        fingerprint, feats = _features(goal, agent_ref.name, dependency, tuple(tools))
+        fingerprint, feats = task_features(goal, agent_ref.name, dependency, tuple(tools))
         if features is not None:
             feats = features
-        task_id = task_id or f"task-{hex_id(self.rng, 64)}"
+        task_id = task_id or f"task-{self.ids.hex(16)}"
         if parent is not None:
             ledger, root = parent.state.ledger, parent.root
             trace_id, parent_task = parent.state.trace_id, parent.state.task_id
         else:
             ledger = self._ledgers.get(task_id) or TaskLedger(started_at=self.clock())
-            root, trace_id, parent_task = task_id, hex_id(self.rng, 128), None
+            root, trace_id, parent_task = task_id, self.ids.hex(32), None
         state = TaskState(
-            task_id=task_id, project=self.project, agent=agent_ref, goal=goal, fingerprint=fingerprint,
-            features=feats, trace_id=trace_id, root_span_id=hex_id(self.rng, 64), parent_task_id=parent_task,
-            success_check=success_check, policy=policy, ledger=ledger, env=self, rng=self.rng, phase=phase,
-            dependency=dependency, context=ContextBuilder.for_input(goal, system=system, history=history),
+            task_id=task_id,
+            project=self.project,
+            agent=agent_ref,
+            goal=goal,
+            fingerprint=fingerprint,
+            features=feats,
+            trace_id=trace_id,
+            root_span_id=self.ids.hex(16),
+            parent_task_id=parent_task,
+            success_check=success_check,
+            policy=policy,
+            ledger=ledger,
+            env=self,
+            rng=self.rng,
+            phase=phase,
+            dependency=dependency,
+            context=ContextBuilder.for_input(goal, system=system, history=history),
         )
-        run = TaskRun(self, state, root=root)
+        run = TaskRun(self, state, root=root, compact=compact)
         if self.preflight is not None:
             self.preflight.adapt(run)
         self.chains.join(task_id, root)
-        run._event(EventKind.TASK_STARTED, span_id=state.root_span_id, input_features=feats)
+        run._event(
+            EventKind.TASK_STARTED,
+            span_id=state.root_span_id,
+            input_features=feats,
+            **({"ts": ts} if ts is not None else {}),
+        )
         return run
 
-    def call(self, fn: Callable[..., T], /, *args: Any, goal: str | None = None, agent: str | AgentRef = "agent",
-             phase: str = "execution", dependency: str = "", task_id: str | None = None, **kwargs: Any) -> T:
-        """Run ``fn`` under the governor; ``fn`` gets ``attempt=`` if it has such a parameter."""
-        run = self.start(goal if goal is not None else _describe_call(fn, args, kwargs), agent=agent,
-                         phase=phase, dependency=dependency, task_id=task_id)
-        wants_attempt = _accepts_attempt(fn)
-        with run:
-            while True:
-                attempt = run.begin()
-                token = _current_run.set(run)
-                try:
-                    result = fn(*args, **({**kwargs, "attempt": attempt} if wants_attempt else kwargs))
-                except Exception as exc:  # noqa: BLE001 - every failure is classified
-                    run.wait(run.fail(attempt, exc))
-                    continue
-                finally:
-                    _current_run.reset(token)
-                run.succeed(attempt, result)
-                return result
+    def _first_try(
+        self,
+        goal: str,
+        agent: str | AgentRef,
+        phase: str,
+        dependency: str,
+        task_id: str | None,
+        wants_attempt: bool,
+    ) -> FirstTry | None:
+        """A fast-path first attempt, or ``None`` when this call needs its TaskRun from the start.
 
-    async def acall(self, fn: Callable[..., Awaitable[T]], /, *args: Any, goal: str | None = None,
-                    agent: str | AgentRef = "agent", phase: str = "execution", dependency: str = "",
-                    task_id: str | None = None, parent: TaskRun | None = None, **kwargs: Any) -> T:
+        It does when the function takes ``attempt=`` (it reads the built context), when a
+        pre-flight check adapts the task, when the dependency has a fallback (its breaker
+        routes the call), or when the given task id was already cancelled.
+        """
+        if (
+            wants_attempt
+            or self.preflight is not None
+            or (dependency and dependency in self.policy.fallbacks)
+        ):
+            return None
+        if task_id is not None:
+            self.chains.join(task_id, task_id)
+            if self.chains.is_cancelled(task_id):
+                return None
+        return FirstTry(self, goal, agent, phase, dependency, task_id)
+
+    def call(
+        self,
+        fn: Callable[..., T],
+        /,
+        *args: Any,
+        goal: str | None = None,
+        agent: str | AgentRef = "agent",
+        phase: str = "execution",
+        dependency: str = "",
+        task_id: str | None = None,
+        **kwargs: Any,
+    ) -> T:
+        """Run ``fn`` under the governor; ``fn`` gets ``attempt=`` if it has such a parameter.
+
+        A task whose first attempt succeeds is recorded as one compact event (see
+        :mod:`~retrylens.sdk.first_try`); any failure records the full event sequence.
+        """
+        goal = goal if goal is not None else _describe_call(fn, args, kwargs)
+        wants_attempt = _accepts_attempt(fn)
+        first = self._first_try(goal, agent, phase, dependency, task_id, wants_attempt)
+        if first is None:
+            run = self._open(
+                goal, agent=agent, phase=phase, dependency=dependency, task_id=task_id, compact=True
+            )
+            with run:
+                return self._attempts(run, fn, args, kwargs, wants_attempt)
+        token = _current_run.set(first)
+        try:
+            result = fn(*args, **kwargs)
+        except BaseException as exc:  # noqa: BLE001 - handed to the full path below
+            error = exc
+        else:
+            first.succeed()
+            return result
+        finally:
+            _current_run.reset(token)
+        run, attempt = first.materialize()
+        with run:
+            if not isinstance(error, Exception):
+                raise error
+            run.wait(run.fail(attempt, error))
+            return self._attempts(run, fn, args, kwargs, wants_attempt)
+
+    def _attempts(
+        self,
+        run: TaskRun,
+        fn: Callable[..., T],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        wants_attempt: bool,
+    ) -> T:
+        while True:
+            attempt = run.begin()
+            token = _current_run.set(run)
+            try:
+                result = fn(*args, **({**kwargs, "attempt": attempt} if wants_attempt else kwargs))
+            except Exception as exc:  # noqa: BLE001 - every failure is classified
+                run.wait(run.fail(attempt, exc))
+                continue
+            finally:
+                _current_run.reset(token)
+            run.succeed(attempt, result)
+            return result
+
+    async def acall(
+        self,
+        fn: Callable[..., Awaitable[T]],
+        /,
+        *args: Any,
+        goal: str | None = None,
+        agent: str | AgentRef = "agent",
+        phase: str = "execution",
+        dependency: str = "",
+        task_id: str | None = None,
+        parent: TaskRun | None = None,
+        **kwargs: Any,
+    ) -> T:
         """The asyncio twin of :meth:`call`; ``cancel_chain`` cancels the awaiting task."""
-        run = self.start(goal if goal is not None else _describe_call(fn, args, kwargs), agent=agent,
-                         phase=phase, dependency=dependency, task_id=task_id, parent=parent)
-        self.chains.attach_current_task(run.state.task_id)
+        goal = goal if goal is not None else _describe_call(fn, args, kwargs)
         wants_attempt = _accepts_attempt(fn)
+        first = (
+            None
+            if parent is not None
+            else self._first_try(goal, agent, phase, dependency, task_id, wants_attempt)
+        )
+        if first is None:
+            run = self._open(
+                goal,
+                agent=agent,
+                phase=phase,
+                dependency=dependency,
+                task_id=task_id,
+                parent=parent,
+                compact=True,
+            )
+            self.chains.attach_current_task(run.state.task_id)
+            with run:
+                return await self._aattempts(run, fn, args, kwargs, wants_attempt)
+        if task_id is not None:
+            self.chains.attach_current_task(task_id)
+        token = _current_run.set(first)
+        try:
+            result = await fn(*args, **kwargs)
+        except BaseException as exc:  # noqa: BLE001 - handed to the full path below
+            error = exc
+        else:
+            first.succeed()
+            return result
+        finally:
+            _current_run.reset(token)
+        run, attempt = first.materialize()
+        if task_id is None:
+            self.chains.attach_current_task(run.state.task_id)
         with run:
-            while True:
-                attempt = run.begin()
-                token = _current_run.set(run)
-                try:
-                    result = await fn(*args, **({**kwargs, "attempt": attempt} if wants_attempt else kwargs))
-                except (Exception, asyncio.CancelledError) as exc:  # noqa: BLE001
-                    if isinstance(exc, asyncio.CancelledError) and not self.chains.is_cancelled(run.state.task_id):
-                        raise
-                    await run.await_backoff(run.fail(attempt, exc))
-                    continue
-                finally:
-                    _current_run.reset(token)
-                run.succeed(attempt, result)
-                return result
+            if not isinstance(error, Exception) and not self._chain_cancelled(run, error):
+                raise error
+            await run.await_backoff(run.fail(attempt, error))
+            return await self._aattempts(run, fn, args, kwargs, wants_attempt)
 
-    def governed(self, *, agent: str | AgentRef = "agent", phase: str = "execution",
-                 dependency: str = "") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    async def _aattempts(
+        self,
+        run: TaskRun,
+        fn: Callable[..., Awaitable[T]],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        wants_attempt: bool,
+    ) -> T:
+        while True:
+            attempt = run.begin()
+            token = _current_run.set(run)
+            try:
+                result = await fn(
+                    *args, **({**kwargs, "attempt": attempt} if wants_attempt else kwargs)
+                )
+            except (Exception, asyncio.CancelledError) as exc:  # noqa: BLE001
+                if isinstance(exc, asyncio.CancelledError) and not self._chain_cancelled(run, exc):
+                    raise
+                await run.await_backoff(run.fail(attempt, exc))
+                continue
+            finally:
+                _current_run.reset(token)
+            run.succeed(attempt, result)
+            return result
+
+    def _chain_cancelled(self, run: TaskRun, error: BaseException) -> bool:
+        """Whether ``error`` is the asyncio cancellation that ``cancel_chain`` caused."""
+        return isinstance(error, asyncio.CancelledError) and self.chains.is_cancelled(
+            run.state.task_id
+        )
+
+    def governed(
+        self, *, agent: str | AgentRef = "agent", phase: str = "execution", dependency: str = ""
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Decorator form of :meth:`call` / :meth:`acall` (picks by ``async def``)."""
 
         def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
             import functools
 
             if inspect.iscoroutinefunction(fn):
+
                 @functools.wraps(fn)
                 async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-                    return await self.acall(fn, *args, agent=agent, phase=phase, dependency=dependency, **kwargs)
+                    return await self.acall(
+                        fn, *args, agent=agent, phase=phase, dependency=dependency, **kwargs
+                    )
 
                 return async_wrapper
 
             @functools.wraps(fn)
             def wrapper(*args: Any, **kwargs: Any) -> Any:
-                return self.call(fn, *args, agent=agent, phase=phase, dependency=dependency, **kwargs)
+                return self.call(
+                    fn, *args, agent=agent, phase=phase, dependency=dependency, **kwargs
+                )
 
             return wrapper
 
@@ -258,8 +482,9 @@ class Governor:
         """Cancel ``task_id`` and every sub-agent of its chain (threads and asyncio)."""
         return self.chains.cancel(task_id)
 
-    def side_effect(self, tool: str, *, step: str | None = None,
-                    rollback: Callable[..., object] | None = None) -> Callable[[Callable[..., T]], Callable[..., T]]:
+    def side_effect(
+        self, tool: str, *, step: str | None = None, rollback: Callable[..., object] | None = None
+    ) -> Callable[[Callable[..., T]], Callable[..., T]]:
         """Decorator for a side-effecting tool used inside a governed call (see side_effects)."""
         import functools
 
@@ -269,330 +494,13 @@ class Governor:
                 run = current_run()
                 if run is None:
                     raise RuntimeError(f"{tool}: side effects must run inside a governed call")
-                return run.side_effect(tool, fn, *args, step=step or tool, rollback=rollback, **kwargs)
+                return run.side_effect(
+                    tool, fn, *args, step=step or tool, rollback=rollback, **kwargs
+                )
 
             return wrapper
 
         return decorate
-
-
-class TaskRun:
-    """One governed task: begin / fail / succeed attempts, then finish (or use ``with``)."""
-
-    def __init__(self, governor: Governor, state: TaskState, *, root: str) -> None:
-        self.g = governor
-        self.state = state
-        self.root = root
-        self.outcome: TaskOutcome | None = None
-        self.last_attempt: Attempt | None = None
-        self.verdicts: list[Verdict] = []
-        self._debts: list[tuple[str, str, Callable[[], object]]] = []
-        self._logged_full = False
-        self._observed: set[str] = set()
-
-    def __repr__(self) -> str:
-        return f"<TaskRun {self.state!r} outcome={self.outcome}>"
-
-    # -- attempts ------------------------------------------------------------------------
-    def begin(self, *, phase: str | None = None, dependency: str | None = None) -> Attempt:
-        """Start the next attempt: pays failure debt, checks cancellation, builds the context."""
-        s = self.state
-        if self.g.chains.is_cancelled(s.task_id):
-            verdict = Verdict(Decision.CANCEL_CHAIN, "the task chain was cancelled before the attempt")
-            self._stop(verdict, None)
-        self._pay_debts()
-        if phase is not None:
-            s.phase = phase
-        if dependency is not None:
-            s.dependency = s.substitutions.get(dependency, dependency)
-        if s.dependency:
-            s.dependency = self.route(s.dependency)
-        self._observed = set()
-        s.attempt += 1
-        s.ledger.charge(attempts=1)
-        messages = s.next_messages()
-        s.record_given(messages)
-        attempt = Attempt(
-            number=s.attempt, phase=s.phase, dependency=s.dependency, correlation_id=hex_id(self.g.rng, 64),
-            span_id=hex_id(self.g.rng, 64), started_at=self.g.clock(), messages=messages, scope=s.scope,
-            relaxed=s.relaxed, patch=s.patch, degraded=s.degraded,
-        )
-        self.last_attempt = attempt
-        self._event(EventKind.ATTEMPT_STARTED, attempt=attempt)
-        return attempt
-
-    def succeed(self, attempt: Attempt, output: Any = None, *, tokens_in: int = 0, tokens_out: int = 0,
-                cost_usd: float = 0.0, latency_ms: int | None = None) -> None:
-        s = self.state
-        self._spend(tokens_in + tokens_out, cost_usd)
-        if attempt.dependency and attempt.dependency not in self._observed:
-            self.observe(attempt.dependency, True)
-        s.consecutive_failures = 0
-        s.last_validation = "ok"
-        self._event(EventKind.ATTEMPT_SUCCEEDED, attempt=attempt, tokens_in=tokens_in, tokens_out=tokens_out,
-                    cost_usd=cost_usd, latency_ms=self._latency(attempt, latency_ms),
-                    context_snapshot=self._snapshot(attempt, on_failure=False) if attempt.number > 1 else None)
-        self.outcome = TaskOutcome.SUCCEEDED
-
-    def route(self, dependency: str) -> str:
-        """The dependency to call now: its fallback if degraded to it or if its breaker is open."""
-        s = self.state
-        dependency = s.substitutions.get(dependency, dependency)
-        fallback = s.policy.fallbacks.get(dependency)
-        if fallback and not self.g.breakers[dependency].allow():
-            s.substitutions[dependency] = fallback
-            s.degraded = True
-            return fallback
-        return dependency
-
-    def observe(self, dependency: str, success: bool) -> None:
-        """Feed one call's outcome to the dependency's breaker and retry throttle."""
-        self._observed.add(dependency)
-        self.g.breakers[dependency].record(success)
-        self.g.throttles[dependency].record(success)
-
-    def fail(self, attempt: Attempt, error: BaseException, *, tokens_in: int = 0, tokens_out: int = 0,
-             cost_usd: float = 0.0, latency_ms: int | None = None, phase: str | None = None,
-             dependency: str | None = None) -> Verdict:
-        """Record a failed attempt and decide. Returns a retrying verdict or raises TaskStopped.
-
-        ``phase``/``dependency`` say where the attempt failed when it moved on from where it began.
-        """
-        self.record_failure(attempt, error, tokens_in=tokens_in, tokens_out=tokens_out,
-                                      cost_usd=cost_usd, latency_ms=latency_ms, phase=phase, dependency=dependency)
-        s = self.state
-        verdict = self.g.rules(s) or Verdict(Decision.GIVE_UP, "no rule allows another attempt")
-        shadow = self._shadow(verdict)
-        propensity = None
-        epsilon = s.policy.shadow.exploration
-        if epsilon > 0:
-            explored = explore(verdict, s, epsilon, self.g.rng)
-            verdict, propensity = explored.verdict, explored.propensity
-        if verdict.retrying:
-            apply_verdict(s, verdict)
-        self.record_decision(attempt, verdict, shadow=shadow, propensity=propensity)
-        if not verdict.retrying:
-            self._stop(verdict, error)
-        return verdict
-
-    def record_failure(self, attempt: Attempt, error: BaseException, *, tokens_in: int = 0, tokens_out: int = 0,
-                       cost_usd: float = 0.0, latency_ms: int | None = None, phase: str | None = None,
-                       dependency: str | None = None) -> Failure:
-        """Classify and record a failure (event, breaker, budget) without deciding (adapters use this)."""
-        s = self.state
-        if phase is not None:
-            s.phase = attempt.phase = phase
-        if dependency is not None:
-            s.dependency = attempt.dependency = s.substitutions.get(dependency, dependency)
-        if isinstance(error, asyncio.CancelledError) or self.g.chains.is_cancelled(s.task_id):
-            failure = Failure("cancelled", "cancelled by cancel_chain", retryable=False)
-        else:
-            failure = classify(error)
-        s.last_failure = failure
-        s.last_validation = failure.error_type.value
-        self._spend(tokens_in + tokens_out, cost_usd)
-        if attempt.dependency and failure.error_type.value in _DEPENDENCY_FAULTS:
-            self.observe(attempt.dependency, False)
-        record_failure(s, failure.safe_message())
-        self._event(EventKind.ATTEMPT_FAILED, attempt=attempt, error_type=failure.error_type,
-                    retryable=bool(failure.retryable) and failure.error_type in s.policy.retryable,
-                    error_detail=failure.detail(), tokens_in=tokens_in, tokens_out=tokens_out, cost_usd=cost_usd,
-                    latency_ms=self._latency(attempt, latency_ms),
-                    context_snapshot=self._snapshot(attempt, on_failure=True))
-        return failure
-
-    def record_decision(self, attempt: Attempt, verdict: Verdict, *, shadow: Decision | None = None,
-                        propensity: float | None = None) -> None:
-        """Emit the decision event for ``verdict`` (decided here or by an adapted library)."""
-        s = self.state
-        s.decisions.append(verdict.decision)
-        self.verdicts.append(verdict)
-        self._event(EventKind.DECISION, attempt=attempt, decision=verdict.decision, decision_reason=verdict.reason,
-                    backoff_ms=verdict.backoff_ms,
-                    error_type=s.last_failure.error_type if s.last_failure else None,
-                    shadow=shadow is not None, shadow_decision=shadow, propensity=propensity, degraded=s.degraded)
-
-    def decide(self) -> Verdict:
-        """What the live rules would decide now (read-only; adapters use it to veto retries)."""
-        return self.g.rules(self.state) or Verdict(Decision.GIVE_UP, "no rule allows another attempt")
-
-    def wait(self, verdict: Verdict) -> None:
-        if verdict.backoff_ms:
-            self.g.sleep(verdict.backoff_ms / 1000)
-
-    async def await_backoff(self, verdict: Verdict) -> None:
-        if verdict.backoff_ms:
-            await self.g.asleep(verdict.backoff_ms / 1000)
-
-    # -- task layer ----------------------------------------------------------------------
-    def complete_step(self, name: str, output: Any = None, *, fact: str | None = None) -> None:
-        """Record a verified sub-step; later attempts skip it and carry ``fact``."""
-        self.state.completed_steps[name] = output
-        if fact:
-            self.state.context.add_fact(fact)
-
-    def step_done(self, name: str) -> bool:
-        return name in self.state.completed_steps
-
-    def check_cancelled(self) -> None:
-        """For cooperative sync code: raise :class:`ChainCancelled` if the chain was cancelled."""
-        if self.g.chains.is_cancelled(self.state.task_id):
-            self._stop(Verdict(Decision.CANCEL_CHAIN, "the task chain was cancelled"), None)
-
-    def side_effect(self, tool: str, fn: Callable[..., T], /, *args: Any, step: str | None = None,
-                    rollback: Callable[..., object] | None = None, key: str | None = None, **kwargs: Any) -> T:
-        """Run a side-effecting call at most once per key (see :mod:`side_effects`)."""
-        s = self.state
-        key = key or idempotency_key(s.task_id, step or tool, {"args": args, "kwargs": kwargs})
-        store = self.g.key_store
-        record = store.get(key)
-        if record is not None and record.status is SideEffectStatus.COMMITTED:
-            self._side_effect_event(tool, key, SideEffectStatus.SKIPPED_DUPLICATE)
-            return record.result  # type: ignore[no-any-return]
-        store.put(KeyRecord(key, s.task_id, tool, SideEffectStatus.INTENDED))
-        call_kwargs = {**kwargs, "idempotency_key": key} if _accepts(fn, "idempotency_key") else kwargs
-        try:
-            result = fn(*args, **call_kwargs)
-        except BaseException:
-            store.put(KeyRecord(key, s.task_id, tool, SideEffectStatus.FAILED))
-            self._side_effect_event(tool, key, SideEffectStatus.FAILED, rollback=_name(rollback))
-            if rollback is not None:
-                self._debts.append((tool, key, lambda: rollback(*args, **kwargs)))
-            raise
-        store.put(KeyRecord(key, s.task_id, tool, SideEffectStatus.COMMITTED, result))
-        self._side_effect_event(tool, key, SideEffectStatus.COMMITTED)
-        return result
-
-    def finish(self, outcome: TaskOutcome | None = None) -> None:
-        """Emit ``task_finished`` once; failed/handed-off tasks feed the fingerprint history."""
-        if getattr(self, "_finished", False):
-            return
-        self._finished = True
-        s = self.state
-        outcome = outcome or self.outcome or TaskOutcome.FAILED
-        self.outcome = outcome
-        self.g.history.record(s.fingerprint, failed=outcome in (TaskOutcome.FAILED, TaskOutcome.HANDED_OFF))
-        self._event(EventKind.TASK_FINISHED, span_id=s.root_span_id, outcome=outcome,
-                    tokens_in=0, tokens_out=0, cost_usd=round(s.cost_usd, 6), degraded=s.degraded,
-                    decision_reason=f"{s.attempt} attempts, {s.tokens} tokens")
-        self.g.chains.leave(s.task_id)
-
-    def __enter__(self) -> TaskRun:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
-        if exc is None:
-            self.finish()
-        elif isinstance(exc, TaskStopped):
-            self.finish(self.outcome)
-        else:
-            self.finish(TaskOutcome.CANCELLED if isinstance(exc, asyncio.CancelledError) else TaskOutcome.FAILED)
-
-    # -- internals -----------------------------------------------------------------------
-    def _stop(self, verdict: Verdict, error: BaseException | None) -> None:
-        s = self.state
-        if verdict.decision is Decision.HANDOFF_HUMAN:
-            self.outcome = TaskOutcome.HANDED_OFF
-            self._handoff(verdict)
-            raise HandedOff(s.task_id, verdict, error)
-        if verdict.decision is Decision.CANCEL_CHAIN:
-            self.outcome = TaskOutcome.CANCELLED
-            self.g.cancel_chain(s.task_id)
-            raise ChainCancelled(s.task_id, verdict, error)
-        self.outcome = TaskOutcome.FAILED
-        raise GaveUp(s.task_id, verdict, error)
-
-    def _handoff(self, verdict: Verdict) -> None:
-        s = self.state
-        reason = verdict.reason
-        package = HandoffPackage(
-            project=s.project, agent=s.agent.name, task_id=s.task_id, reason=verdict.reason, inputs=s.goal,
-            context=self.last_attempt.messages if self.last_attempt else [], outputs=dict(s.completed_steps),
-            errors=[{"attempt": f.attempt, "phase": f.phase, "error_type": f.error_type.value, "summary": f.summary}
-                    for f in s.failures],
-            attempts=s.attempt, policy=f"{s.policy.id}@{s.policy.version}",
-        )
-        if self.g.handoff_channel is not None:
-            try:
-                self.g.handoff_channel.send(package)
-            except HandoffError as exc:
-                reason = f"{reason} (channel failed: {exc})"
-        self._event(EventKind.HANDOFF, decision=Decision.HANDOFF_HUMAN, decision_reason=reason[:512])
-
-    def _shadow(self, live: Verdict) -> Decision | None:
-        candidate = self.state.policy.candidate() if self.state.policy.shadow.candidate else None
-        if candidate is None:
-            return None
-        verdict = shadow_verdict(candidate, self.state, self.g.rules)
-        return verdict.decision if verdict else Decision.GIVE_UP
-
-    def _pay_debts(self) -> None:
-        while self._debts:
-            tool, key, undo = self._debts.pop(0)
-            try:
-                undo()
-            except Exception:  # noqa: BLE001
-                log.exception("rollback of %s (%s) failed", tool, key)
-                self._side_effect_event(tool, key, SideEffectStatus.FAILED, rollback="failed")
-                continue
-            self.g.key_store.put(KeyRecord(key, self.state.task_id, tool, SideEffectStatus.ROLLED_BACK))
-            self._side_effect_event(tool, key, SideEffectStatus.ROLLED_BACK, rollback="done")
-
-    def _spend(self, tokens: int, cost: float) -> None:
-        self.state.tokens += tokens
-        self.state.cost_usd += cost
-        self.state.ledger.charge(tokens=tokens, cost_usd=cost)
-
-    def _latency(self, attempt: Attempt, latency_ms: int | None) -> int:
-        if latency_ms is not None:
-            return max(0, int(latency_ms))
-        return max(0, int((self.g.clock() - attempt.started_at) * 1000))
-
-    def _snapshot(self, attempt: Attempt, *, on_failure: bool) -> Any:
-        """Log-noise rule: the task's first failure carries the full snapshot, later ones deltas."""
-        given = self.state.given
-        previous = given[-2] if len(given) >= 2 else None
-        if on_failure and not self._logged_full:
-            self._logged_full = True
-            return snapshot(attempt.messages)
-        if previous is None:
-            return snapshot(attempt.messages, last=0)
-        return snapshot(attempt.messages, previous=previous)
-
-    def _side_effect_event(self, tool: str, key: str, status: SideEffectStatus, rollback: str | None = None) -> None:
-        self._event(EventKind.SIDE_EFFECT, attempt=self.last_attempt,
-                    side_effects=[SideEffect(tool=tool[:128], idempotency_key=key, status=status, rollback=rollback)])
-
-    def _event(self, kind: EventKind, *, attempt: Attempt | None = None, span_id: str | None = None,
-               **fields: Any) -> None:
-        s = self.state
-        if attempt is not None:
-            fields.setdefault("phase", attempt.phase)
-            fields.setdefault("dependency", attempt.dependency)
-            correlation, span = attempt.correlation_id, attempt.span_id
-        else:
-            correlation, span = f"{s.task_id}:{s.attempt}"[:128], span_id or s.root_span_id
-        self.g.emit(self.g.events.make(s, kind, correlation_id=correlation, span_id=span, **fields))
-
-
-@functools.lru_cache(maxsize=1024)
-def _features(goal: str, agent: str, model: str, tools: tuple[str, ...]) -> tuple[str, dict[str, Any]]:
-    """Fingerprint and features of a task input, memoised: agents retry the same inputs a lot."""
-    return input_fingerprint(goal), extract_input_features(goal, agent=agent, model=model, tools=tools)
-
-
-_DEPENDENCY_FAULTS = {"timeout", "rate_limit", "server_error", "network"}
-
-
-def _name(fn: Callable[..., object] | None) -> str | None:
-    return getattr(fn, "__name__", "rollback")[:128] if fn is not None else None
-
-
-def _accepts(fn: Callable[..., object], name: str) -> bool:
-    try:
-        return name in inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return False
 
 
 _ATTEMPT_CACHE: dict[Any, bool] = {}
@@ -603,7 +511,7 @@ def _accepts_attempt(fn: Callable[..., object]) -> bool:
     try:
         return _ATTEMPT_CACHE[key]
     except (KeyError, TypeError):
-        value = _accepts(fn, "attempt")
+        value = accepts(fn, "attempt")
         try:
             _ATTEMPT_CACHE[key] = value
         except TypeError:
@@ -613,7 +521,9 @@ def _accepts_attempt(fn: Callable[..., object]) -> bool:
 
 def _describe_call(fn: Callable[..., object], args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
     name = getattr(fn, "__qualname__", repr(fn))
-    return f"{name}({', '.join([*map(repr, args), *(f'{k}={v!r}' for k, v in kwargs.items())])})"[:4000]
+    return f"{name}({', '.join([*map(repr, args), *(f'{k}={v!r}' for k, v in kwargs.items())])})"[
+        :4000
+    ]
 
 
 class VirtualClock:

@@ -43,7 +43,10 @@ class HandoffPackage:
         data = asdict(self)
         data["inputs"] = redact(self.inputs, limit=8_000)
         data["context"] = [
-            {"role": str(m.get("role", "")), "content": redact(str(m.get("content", "")), limit=2_000)}
+            {
+                "role": str(m.get("role", "")),
+                "content": redact(str(m.get("content", "")), limit=2_000),
+            }
             for m in self.context[-20:]
         ]
         data["outputs"] = json.loads(redact(json.dumps(self.outputs, default=str)))
@@ -90,14 +93,18 @@ class FileChannel:
 class WebhookChannel:
     """POSTs the package as JSON; any non-2xx answer or network error is a failure."""
 
-    def __init__(self, url: str, *, timeout_s: float = 2.0, headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, url: str, *, timeout_s: float = 2.0, headers: dict[str, str] | None = None
+    ) -> None:
         self.url = url
         self.timeout_s = timeout_s
         self.headers = headers or {}
 
     def send(self, package: HandoffPackage) -> None:
         try:
-            response = httpx.post(self.url, json=package.to_dict(), timeout=self.timeout_s, headers=self.headers)
+            response = httpx.post(
+                self.url, json=package.to_dict(), timeout=self.timeout_s, headers=self.headers
+            )
         except httpx.HTTPError as exc:
             raise HandoffError(f"handoff webhook {self.url} unreachable: {exc}") from exc
         if response.status_code >= 300:

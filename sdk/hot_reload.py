@@ -58,7 +58,12 @@ class PolicySource:
             policy = load()
         except PolicyError as exc:
             self.last_error = str(exc)
-            log.error("policy update rejected, keeping %s@%s: %s", self._policy.id, self._policy.version, exc)
+            log.error(
+                "policy update rejected, keeping %s@%s: %s",
+                self._policy.id,
+                self._policy.version,
+                exc,
+            )
             return False
         return self.set(policy)
 
@@ -73,7 +78,9 @@ class PolicySource:
             switch = switch.model_copy(update={"project": True})
         else:
             switch = switch.model_copy(update={"agents": switch.agents | {agent}})
-        self.set(current.model_copy(update={"kill_switch": switch, "version": f"{current.version}+kill"}))
+        self.set(
+            current.model_copy(update={"kill_switch": switch, "version": f"{current.version}+kill"})
+        )
 
 
 class Watcher(Protocol):
@@ -104,8 +111,17 @@ class FileWatcher:
 class ApiPoller:
     """Fetches the agent's policy from the RetryLens API (ETag-aware); errors keep the policy."""
 
-    def __init__(self, source: PolicySource, api_url: str, project: str, agent: str, *,
-                 api_key: str | None = None, timeout_s: float = 1.0, client: httpx.Client | None = None) -> None:
+    def __init__(
+        self,
+        source: PolicySource,
+        api_url: str,
+        project: str,
+        agent: str,
+        *,
+        api_key: str | None = None,
+        timeout_s: float = 1.0,
+        client: httpx.Client | None = None,
+    ) -> None:
         self.source = source
         self.url = f"{api_url.rstrip('/')}/v1/policies/{project}/{agent}"
         self.timeout_s = timeout_s
@@ -122,7 +138,9 @@ class ApiPoller:
         if response.status_code in (304, 404):
             return False
         if response.status_code != 200:
-            self.source.last_error = f"policy API answered {response.status_code}; keeping the running policy"
+            self.source.last_error = (
+                f"policy API answered {response.status_code}; keeping the running policy"
+            )
             return False
         self._etag = response.headers.get("etag")
         try:
@@ -133,7 +151,9 @@ class ApiPoller:
         return self.source.propose(lambda: parse_policy(data, source=self.url))
 
 
-def poll_in_background(watchers: Iterable[Watcher], *, interval_s: float = 5.0) -> Callable[[], None]:
+def poll_in_background(
+    watchers: Iterable[Watcher], *, interval_s: float = 5.0
+) -> Callable[[], None]:
     """Poll ``watchers`` every ``interval_s`` on a daemon thread; returns a stop function."""
     stop = threading.Event()
     items = list(watchers)

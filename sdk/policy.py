@@ -211,7 +211,9 @@ def parse_policy(data: Any, *, source: str = "policy") -> RetryPolicy:
         problems = "; ".join(
             f"{'.'.join(map(str, e['loc'])) or 'policy'}: {e['msg']}" for e in exc.errors()[:5]
         )
-        raise PolicyError(f"invalid policy ({source}): {problems}", field=field, source=source) from exc
+        raise PolicyError(
+            f"invalid policy ({source}): {problems}", field=field, source=source
+        ) from exc
 
 
 def load_policy(path: str | Path) -> RetryPolicy:
@@ -224,7 +226,9 @@ def load_policy(path: str | Path) -> RetryPolicy:
     try:
         data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     except (ValueError, yaml.YAMLError) as exc:
-        raise PolicyError(f"policy file {path} is not valid YAML/JSON: {exc}", source=str(path)) from exc
+        raise PolicyError(
+            f"policy file {path} is not valid YAML/JSON: {exc}", source=str(path)
+        ) from exc
     return parse_policy(data or {}, source=str(path))
 
 

@@ -54,8 +54,14 @@ class PrecheckResponse(BaseModel):
 class Preflight:
     """Client of the risk API; ``adapt(run)`` applies its advice to a starting task."""
 
-    def __init__(self, api_url: str, *, api_key: str | None = None, timeout_s: float = 0.3,
-                 client: httpx.Client | None = None) -> None:
+    def __init__(
+        self,
+        api_url: str,
+        *,
+        api_key: str | None = None,
+        timeout_s: float = 0.3,
+        client: httpx.Client | None = None,
+    ) -> None:
         self.url = f"{api_url.rstrip('/')}/v1/precheck"
         self.client = client or httpx.Client(timeout=timeout_s, headers=auth_headers(api_key))
         self.failures = 0
@@ -73,8 +79,14 @@ class Preflight:
 
     def adapt(self, run: TaskRun) -> PrecheckResponse | None:
         s = run.state
-        advice = self.check(PrecheckRequest(project=s.project, agent=s.agent.name, task_input=s.goal[:64_000],
-                                            features=_plain(s.features)))
+        advice = self.check(
+            PrecheckRequest(
+                project=s.project,
+                agent=s.agent.name,
+                task_input=s.goal[:64_000],
+                features=_plain(s.features),
+            )
+        )
         if advice is None:
             return None
         apply_advice(run, advice)
@@ -87,8 +99,13 @@ def apply_advice(run: TaskRun, advice: PrecheckResponse) -> None:
     rec = advice.recommended
     notes = [f"risk {advice.risk:.2f} ({advice.model_version or 'unknown model'})"]
     if rec.max_attempts is not None and rec.max_attempts < s.policy.budget.max_attempts:
-        s.policy = s.policy.model_copy(update={"budget": TaskBudget(**{
-            **s.policy.budget.model_dump(), "max_attempts": rec.max_attempts})})
+        s.policy = s.policy.model_copy(
+            update={
+                "budget": TaskBudget(
+                    **{**s.policy.budget.model_dump(), "max_attempts": rec.max_attempts}
+                )
+            }
+        )
         notes.append(f"max_attempts {rec.max_attempts}")
     if rec.degrade_first:
         s.relaxed = s.degraded = True

@@ -70,7 +70,11 @@ class FirstOf(Rule):
 
 
 def _stop(state: TaskState, reason: str, rule: str) -> Verdict:
-    handoff = state.policy.rules.handoff_when_stopped and state.env is not None and state.env.can_handoff()
+    handoff = (
+        state.policy.rules.handoff_when_stopped
+        and state.env is not None
+        and state.env.can_handoff()
+    )
     return Verdict(Decision.HANDOFF_HUMAN if handoff else Decision.GIVE_UP, reason, rule=rule)
 
 
@@ -105,7 +109,9 @@ class stop_unless_retryable(Rule):  # noqa: N801
         failure = s.last_failure
         assert failure is not None
         if not failure.retryable or failure.error_type not in s.policy.retryable:
-            return _stop(s, f"{failure.error_type.value} is not in the retryable whitelist", self.name)
+            return _stop(
+                s, f"{failure.error_type.value} is not in the retryable whitelist", self.name
+            )
         return None
 
 
@@ -125,7 +131,11 @@ class stop_on_known_bad_input(Rule):  # noqa: N801
         limit = s.policy.rules.fingerprint_failure_limit
         seen = s.env.fingerprint_failures(s.fingerprint) if s.env is not None else 0
         if seen >= limit and _err(s) not in TRANSIENT_ERROR_TYPES:
-            return _stop(s, f"this input failed {seen} times before (≥ {limit}): a retry will not fix it", self.name)
+            return _stop(
+                s,
+                f"this input failed {seen} times before (≥ {limit}): a retry will not fix it",
+                self.name,
+            )
         return None
 
 
@@ -153,7 +163,12 @@ class stop_at_class_cap(Rule):  # noqa: N801
             return None
         if error is ErrorType.CONTEXT_OVERFLOW and s.degradations < s.policy.rules.max_degradations:
             return None  # shrinking the input is not a retry of the same attempt
-        if s.policy.rules.extra_try_on_type_change and s.type_changed() and not s.extra_try_used and cap > 0:
+        if (
+            s.policy.rules.extra_try_on_type_change
+            and s.type_changed()
+            and not s.extra_try_used
+            and cap > 0
+        ):
             return None
         return _stop(s, f"{error.value} retry cap reached ({failed - 1}/{cap} retries)", self.name)
 
@@ -171,9 +186,11 @@ class break_loops(Rule):  # noqa: N801
         if any(r.error_type in TRANSIENT_ERROR_TYPES for r in recent):
             return None
         if not s.relaxed and s.degradations < s.policy.rules.max_degradations:
-            return Verdict(Decision.DEGRADE_PRECISION,
-                           f"phase {s.phase} failed {limit} times in a row: switching to simplified mode",
-                           rule=self.name)
+            return Verdict(
+                Decision.DEGRADE_PRECISION,
+                f"phase {s.phase} failed {limit} times in a row: switching to simplified mode",
+                rule=self.name,
+            )
         return _stop(s, f"phase {s.phase} keeps failing even in simplified mode (loop)", self.name)
 
 
@@ -193,8 +210,12 @@ class protect_dependency(Rule):  # noqa: N801
         else:
             return None
         if fallback:
-            return Verdict(Decision.DEGRADE_DEPENDENCY, f"{why}: falling back to {fallback}",
-                           fallback=fallback, rule=self.name)
+            return Verdict(
+                Decision.DEGRADE_DEPENDENCY,
+                f"{why}: falling back to {fallback}",
+                fallback=fallback,
+                rule=self.name,
+            )
         return _stop(s, f"{why}: failing fast", self.name)
 
 
@@ -215,14 +236,22 @@ class degrade_after_failures(Rule):  # noqa: N801
         error = _err(s)
         fallback = s.policy.fallbacks.get(s.dependency)
         if error in TRANSIENT_ERROR_TYPES and fallback:
-            return Verdict(Decision.DEGRADE_DEPENDENCY, f"{n} failures in a row on {s.dependency}: using {fallback}",
-                           fallback=fallback, rule=self.name)
+            return Verdict(
+                Decision.DEGRADE_DEPENDENCY,
+                f"{n} failures in a row on {s.dependency}: using {fallback}",
+                fallback=fallback,
+                rule=self.name,
+            )
         decision = _DEGRADE_FOR.get(error)
         if decision is Decision.DEGRADE_PRECISION and s.relaxed:
             decision = Decision.DEGRADE_SCOPE
         if decision is None:
             return None
-        return Verdict(decision, f"{n} failures in a row ({error.value}): degrading before the cap", rule=self.name)
+        return Verdict(
+            decision,
+            f"{n} failures in a row ({error.value}): degrading before the cap",
+            rule=self.name,
+        )
 
 
 class retry_by_class(Rule):  # noqa: N801
@@ -241,13 +270,25 @@ class retry_by_class(Rule):  # noqa: N801
                 why = f"rate limited: honouring Retry-After ({failure.retry_after_ms} ms), waiting {wait} ms"
             return Verdict(Decision.RETRY_BACKOFF, why, backoff_ms=wait, rule=self.name)
         if error is ErrorType.SCHEMA_MISMATCH:
-            what = f"field '{failure.missing_field}'" if failure.missing_field else "the expected schema"
-            return Verdict(Decision.PATCH_PROMPT, f"output did not match the schema: prompt now names {what}",
-                           rule=self.name)
+            what = (
+                f"field '{failure.missing_field}'"
+                if failure.missing_field
+                else "the expected schema"
+            )
+            return Verdict(
+                Decision.PATCH_PROMPT,
+                f"output did not match the schema: prompt now names {what}",
+                rule=self.name,
+            )
         if error is ErrorType.CONTEXT_OVERFLOW:
-            return Verdict(Decision.DEGRADE_SCOPE, "context overflow: shrinking the batch", rule=self.name)
-        return Verdict(Decision.REBUILD_CONTEXT,
-                       f"{error.value}: retry from a clean context with a one-line failure summary", rule=self.name)
+            return Verdict(
+                Decision.DEGRADE_SCOPE, "context overflow: shrinking the batch", rule=self.name
+            )
+        return Verdict(
+            Decision.REBUILD_CONTEXT,
+            f"{error.value}: retry from a clean context with a one-line failure summary",
+            rule=self.name,
+        )
 
 
 @dataclass
@@ -290,8 +331,15 @@ DEGRADE_SCOPE_FACTOR = 0.2  # shrink a batch 5× per degradation (the brief says
 def record_failure(state: TaskState, failure_summary: str) -> None:
     """Add the last failure to the execution layer (before rules run)."""
     assert state.last_failure is not None
-    state.failures.append(FailureRecord(state.attempt, state.phase, state.dependency,
-                                        state.last_failure.error_type, failure_summary))
+    state.failures.append(
+        FailureRecord(
+            state.attempt,
+            state.phase,
+            state.dependency,
+            state.last_failure.error_type,
+            failure_summary,
+        )
+    )
     state.consecutive_failures += 1
 
 
@@ -310,8 +358,11 @@ def apply_verdict(state: TaskState, verdict: Verdict) -> None:
         state.failure_summary = summary
     elif d is Decision.PATCH_PROMPT:
         missing = state.last_failure.missing_field if state.last_failure else None
-        state.patch = (f"Your answer must be valid JSON and include the field '{missing}'." if missing
-                       else "Your answer must be valid JSON matching the requested schema.")
+        state.patch = (
+            f"Your answer must be valid JSON and include the field '{missing}'."
+            if missing
+            else "Your answer must be valid JSON matching the requested schema."
+        )
     elif d is Decision.DEGRADE_SCOPE:
         state.scope *= DEGRADE_SCOPE_FACTOR
         state.degradations += 1

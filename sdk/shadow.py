@@ -23,7 +23,9 @@ from .rules import Rule, Verdict, default_rules
 from .state import TaskState
 
 
-def shadow_verdict(candidate: RetryPolicy, state: TaskState, rules: Rule | None = None) -> Verdict | None:
+def shadow_verdict(
+    candidate: RetryPolicy, state: TaskState, rules: Rule | None = None
+) -> Verdict | None:
     """What ``candidate`` would decide for ``state`` (read-only)."""
     view = copy.copy(state)
     view.policy = candidate.for_role(state.agent.role)
@@ -64,11 +66,22 @@ def explore(verdict: Verdict, state: TaskState, epsilon: float, rng: random.Rand
     if rng.random() >= epsilon:
         return Explored(verdict, round(1 - epsilon + epsilon / k, 6))
     choice = options[rng.randrange(k)]
-    propensity = round((1 - epsilon + epsilon / k) if choice is verdict.decision else epsilon / k, 6)
+    propensity = round(
+        (1 - epsilon + epsilon / k) if choice is verdict.decision else epsilon / k, 6
+    )
     if choice is verdict.decision:
         return Explored(verdict, propensity)
-    fallback = state.policy.fallbacks.get(state.dependency) if choice is Decision.DEGRADE_DEPENDENCY else None
+    fallback = (
+        state.policy.fallbacks.get(state.dependency)
+        if choice is Decision.DEGRADE_DEPENDENCY
+        else None
+    )
     backoff = verdict.backoff_ms if choice is Decision.RETRY_BACKOFF else 0
-    taken = Verdict(choice, f"exploration (ε={epsilon:g}) instead of {verdict.decision.value}: {verdict.reason}",
-                    backoff_ms=backoff, fallback=fallback, rule="explore")
+    taken = Verdict(
+        choice,
+        f"exploration (ε={epsilon:g}) instead of {verdict.decision.value}: {verdict.reason}",
+        backoff_ms=backoff,
+        fallback=fallback,
+        rule="explore",
+    )
     return Explored(taken, propensity)

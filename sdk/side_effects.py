@@ -86,20 +86,33 @@ class SqliteKeyStore:
         return conn
 
     def get(self, key: str) -> KeyRecord | None:
-        row = self._conn().execute(
-            "SELECT key, task_id, tool, status, result FROM idempotency_keys WHERE key = ?", (key,)
-        ).fetchone()
+        row = (
+            self._conn()
+            .execute(
+                "SELECT key, task_id, tool, status, result FROM idempotency_keys WHERE key = ?",
+                (key,),
+            )
+            .fetchone()
+        )
         if row is None:
             return None
-        return KeyRecord(row[0], row[1], row[2], SideEffectStatus(row[3]), json.loads(row[4]) if row[4] else None)
+        return KeyRecord(
+            row[0], row[1], row[2], SideEffectStatus(row[3]), json.loads(row[4]) if row[4] else None
+        )
 
     def put(self, record: KeyRecord) -> None:
         self._conn().execute(
             "INSERT INTO idempotency_keys (key, task_id, tool, status, result, updated_at) VALUES (?,?,?,?,?,?) "
             "ON CONFLICT(key) DO UPDATE SET status=excluded.status, result=excluded.result, "
             "updated_at=excluded.updated_at",
-            (record.key, record.task_id, record.tool, record.status.value,
-             json.dumps(record.result, default=str), time.time()),
+            (
+                record.key,
+                record.task_id,
+                record.tool,
+                record.status.value,
+                json.dumps(record.result, default=str),
+                time.time(),
+            ),
         )
 
     def close(self) -> None:
@@ -137,13 +150,23 @@ class ClickHouseKeyStore:
         if not rows:
             return None
         k, task_id, tool, status, result = rows[0]
-        return KeyRecord(k, task_id, tool, SideEffectStatus(status), json.loads(result) if result else None)
+        return KeyRecord(
+            k, task_id, tool, SideEffectStatus(status), json.loads(result) if result else None
+        )
 
     def put(self, record: KeyRecord) -> None:
         self.client.insert(
             self.table,
-            [[record.key, record.task_id, record.tool, record.status.value,
-              json.dumps(record.result, default=str), time.time_ns()]],
+            [
+                [
+                    record.key,
+                    record.task_id,
+                    record.tool,
+                    record.status.value,
+                    json.dumps(record.result, default=str),
+                    time.time_ns(),
+                ]
+            ],
             column_names=["key", "task_id", "tool", "status", "result", "version"],
         )
 

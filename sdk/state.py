@@ -58,10 +58,19 @@ class Attempt:
     degraded: bool = False
 
     def __repr__(self) -> str:
-        flags = [f for f, on in (("relaxed", self.relaxed), ("patched", bool(self.patch)),
-                                 ("degraded", self.degraded)) if on]
-        return (f"<Attempt #{self.number} {self.phase}@{self.dependency or '-'} scope={self.scope:g} "
-                f"msgs={len(self.messages)}{' ' + ','.join(flags) if flags else ''}>")
+        flags = [
+            f
+            for f, on in (
+                ("relaxed", self.relaxed),
+                ("patched", bool(self.patch)),
+                ("degraded", self.degraded),
+            )
+            if on
+        ]
+        return (
+            f"<Attempt #{self.number} {self.phase}@{self.dependency or '-'} scope={self.scope:g} "
+            f"msgs={len(self.messages)}{' ' + ','.join(flags) if flags else ''}>"
+        )
 
 
 @dataclass(repr=False)
@@ -139,10 +148,15 @@ class TaskState:
         return streak
 
     def type_changed(self) -> bool:
-        return len(self.failures) >= 2 and self.failures[-1].error_type is not self.failures[-2].error_type
+        return (
+            len(self.failures) >= 2
+            and self.failures[-1].error_type is not self.failures[-2].error_type
+        )
 
     def next_messages(self) -> list[Message]:
-        return self.context.build(failure_summary=self.failure_summary, patch=self.patch, relaxed=self.relaxed)
+        return self.context.build(
+            failure_summary=self.failure_summary, patch=self.patch, relaxed=self.relaxed
+        )
 
     def record_given(self, messages: list[Message]) -> None:
         self.given.append([digest(m) for m in messages])

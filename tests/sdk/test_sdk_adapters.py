@@ -20,12 +20,21 @@ from retrylens.testing import capture_events
 
 def test_tenacity_hooks_turn_tenacity_retries_into_events() -> None:
     with capture_events() as captured:
-        hooks = TenacityHooks(Governor(emit=captured.emit, rng=random.Random(1)), goal="sync erp", agent="billing",
-                              dependency="erp")
+        hooks = TenacityHooks(
+            Governor(emit=captured.emit, rng=random.Random(1)),
+            goal="sync erp",
+            agent="billing",
+            dependency="erp",
+        )
         calls = []
 
-        @tenacity.retry(**hooks.kwargs(stop=tenacity.stop_after_attempt(4), wait=tenacity.wait_fixed(0.001),
-                                       retry=tenacity.retry_if_exception_type(IOError)))
+        @tenacity.retry(
+            **hooks.kwargs(
+                stop=tenacity.stop_after_attempt(4),
+                wait=tenacity.wait_fixed(0.001),
+                retry=tenacity.retry_if_exception_type(IOError),
+            )
+        )
         def sync() -> str:
             calls.append(1)
             if len(calls) < 3:
@@ -36,7 +45,9 @@ def test_tenacity_hooks_turn_tenacity_retries_into_events() -> None:
         kinds = captured.kinds()
         decisions = captured.of_kind(EventKind.DECISION)
     assert kinds.count("attempt_started") == 3 and kinds.count("attempt_failed") == 2
-    assert [d.decision for d in decisions] == [Decision.RETRY_BACKOFF] * 2 and decisions[0].backoff_ms == 1
+    assert [d.decision for d in decisions] == [Decision.RETRY_BACKOFF] * 2 and decisions[
+        0
+    ].backoff_ms == 1
     assert captured.of_kind(EventKind.TASK_FINISHED)[0].outcome is TaskOutcome.SUCCEEDED
 
 
@@ -44,7 +55,9 @@ def test_tenacity_stop_and_governor_veto_are_recorded() -> None:
     source = PolicySource()
     with capture_events() as captured:
         hooks = TenacityHooks(Governor(source, emit=captured.emit), goal="g", agent="billing")
-        retrying = tenacity.Retrying(**hooks.kwargs(stop=tenacity.stop_after_attempt(2), reraise=True))
+        retrying = tenacity.Retrying(
+            **hooks.kwargs(stop=tenacity.stop_after_attempt(2), reraise=True)
+        )
         with pytest.raises(TimeoutError):
             retrying(lambda: (_ for _ in ()).throw(TimeoutError("slow")))
         source.kill(agent="billing")
@@ -55,18 +68,24 @@ def test_tenacity_stop_and_governor_veto_are_recorded() -> None:
             raise TimeoutError("slow")
 
         with pytest.raises(TimeoutError):
-            tenacity.Retrying(**hooks.kwargs(stop=tenacity.stop_after_attempt(5), reraise=True))(once)
+            tenacity.Retrying(**hooks.kwargs(stop=tenacity.stop_after_attempt(5), reraise=True))(
+                once
+            )
         reasons = [d.decision_reason for d in captured.of_kind(EventKind.DECISION)]
     assert any("stop condition" in r for r in reasons) and any("kill switch" in r for r in reasons)
     assert len(calls) == 1
 
 
 def test_governed_runnable_patches_the_prompt_after_malformed_model_output() -> None:
-    model = FakeListChatModel(responses=['Sure, the total is twelve euros.', '{"total": 12, "currency": "EUR"}'])
+    model = FakeListChatModel(
+        responses=["Sure, the total is twelve euros.", '{"total": 12, "currency": "EUR"}']
+    )
     chain = model | JsonOutputParser()
     with capture_events() as captured:
         governor = Governor(emit=captured.emit, rng=random.Random(2), sleep=lambda s: None)
-        result = governed_runnable(chain, governor, agent="extractor", dependency="fake").invoke("total of invoice 7")
+        result = governed_runnable(chain, governor, agent="extractor", dependency="fake").invoke(
+            "total of invoice 7"
+        )
         decisions = captured.decisions()
         failed = captured.of_kind(EventKind.ATTEMPT_FAILED)
     assert result == {"total": 12, "currency": "EUR"}
@@ -74,9 +93,13 @@ def test_governed_runnable_patches_the_prompt_after_malformed_model_output() -> 
 
 
 def test_callback_handler_records_model_calls_and_errors() -> None:
-    model = GenericFakeChatModel(messages=iter([AIMessage(content="hello"), AIMessage(content="again")]))
+    model = GenericFakeChatModel(
+        messages=iter([AIMessage(content="hello"), AIMessage(content="again")])
+    )
     with capture_events() as captured:
-        handler = RetryLensCallbackHandler(Governor(emit=captured.emit, rng=random.Random(4)), agent="chat")
+        handler = RetryLensCallbackHandler(
+            Governor(emit=captured.emit, rng=random.Random(4)), agent="chat"
+        )
         model.invoke("hi", config={"callbacks": [handler]})
         chain = model | JsonOutputParser()
         with pytest.raises(OutputParserException):

@@ -34,11 +34,15 @@ def seen_keys() -> tuple[str, list[str | None]]:
 def test_policy_poller_and_preflight_send_the_given_key(seen_keys) -> None:
     url, keys = seen_keys
     ApiPoller(PolicySource(), url, "shop", "planner", api_key="k-shop").poll()
-    Preflight(url, api_key="k-shop").check(PrecheckRequest(project="shop", agent="planner", task_input="x"))
+    Preflight(url, api_key="k-shop").check(
+        PrecheckRequest(project="shop", agent="planner", task_input="x")
+    )
     assert keys == ["k-shop", "k-shop"]
 
 
-def test_key_comes_from_the_environment_when_not_given(seen_keys, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_key_comes_from_the_environment_when_not_given(
+    seen_keys, monkeypatch: pytest.MonkeyPatch
+) -> None:
     url, keys = seen_keys
     monkeypatch.setenv("RETRYLENS_AGENT_API_KEY", "k-env")
     ApiPoller(PolicySource(), url, "shop", "planner").poll()

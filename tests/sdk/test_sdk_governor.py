@@ -43,17 +43,36 @@ def failing(*errors: BaseException, result: object = "ok"):  # noqa: ANN201
 def test_transient_failure_is_retried_with_backoff_and_every_event_validates() -> None:
     with capture_events() as captured:
         governor = make_governor(emit=captured.emit)
-        assert governor.call(failing(TimeoutError("slow")), goal="sum the invoice", agent="a", dependency="m") == "ok"
+        assert (
+            governor.call(
+                failing(TimeoutError("slow")), goal="sum the invoice", agent="a", dependency="m"
+            )
+            == "ok"
+        )
         events = captured.events
     assert [e.kind for e in events] == [
-        EventKind.TASK_STARTED, EventKind.ATTEMPT_STARTED, EventKind.ATTEMPT_FAILED, EventKind.DECISION,
-        EventKind.ATTEMPT_STARTED, EventKind.ATTEMPT_SUCCEEDED, EventKind.TASK_FINISHED,
+        EventKind.TASK_STARTED,
+        EventKind.ATTEMPT_STARTED,
+        EventKind.ATTEMPT_FAILED,
+        EventKind.DECISION,
+        EventKind.ATTEMPT_STARTED,
+        EventKind.ATTEMPT_SUCCEEDED,
+        EventKind.TASK_FINISHED,
     ]
     decision = events[3]
     assert decision.decision is Decision.RETRY_BACKOFF and 350 <= decision.backoff_ms <= 650
     assert decision.policy_id == "default" and decision.decision_reason
     assert events[-1].outcome is TaskOutcome.SUCCEEDED
-    assert len({e.correlation_id for e in events if e.attempt == 1 and e.kind != EventKind.TASK_STARTED}) == 1
+    assert (
+        len(
+            {
+                e.correlation_id
+                for e in events
+                if e.attempt == 1 and e.kind != EventKind.TASK_STARTED
+            }
+        )
+        == 1
+    )
     for event in events:
         RetryEvent.model_validate(event.model_dump())
 
@@ -86,7 +105,9 @@ def test_logic_error_gets_one_rebuilt_retry_then_stops() -> None:
 
 
 def test_task_budget_bounds_attempts() -> None:
-    policy = parse_policy({"budget": {"max_attempts": 3}, "caps": {"timeout": 10}, "degrade_after": 10})
+    policy = parse_policy(
+        {"budget": {"max_attempts": 3}, "caps": {"timeout": 10}, "degrade_after": 10}
+    )
     governor = make_governor(policy)
     calls = []
 
@@ -117,7 +138,9 @@ def test_kill_switch_turns_retries_off_without_a_restart() -> None:
 
 
 def test_circuit_breaker_opens_and_falls_back_to_the_other_model() -> None:
-    policy = parse_policy({"fallbacks": {"big": "small"}, "breaker": {"window": 4, "min_calls": 4, "open_s": 60}})
+    policy = parse_policy(
+        {"fallbacks": {"big": "small"}, "breaker": {"window": 4, "min_calls": 4, "open_s": 60}}
+    )
     governor = make_governor(policy)
     for _ in range(4):
         governor.breakers["big"].record(False)
@@ -162,7 +185,12 @@ def test_same_input_failing_three_times_is_handed_off_immediately() -> None:
 def test_failure_type_change_counts_as_progress() -> None:
     policy = parse_policy({"caps": {"validation": 1, "timeout": 1}, "degrade_after": 5})
     governor = make_governor(policy)
-    assert governor.call(failing(ValueError("bad"), TimeoutError("t"), ValueError("bad")), goal="g", agent="a") == "ok"
+    assert (
+        governor.call(
+            failing(ValueError("bad"), TimeoutError("t"), ValueError("bad")), goal="g", agent="a"
+        )
+        == "ok"
+    )
 
 
 def test_role_override_changes_caps() -> None:
@@ -171,13 +199,22 @@ def test_role_override_changes_caps() -> None:
     from retrylens.schemas import AgentRef
 
     with pytest.raises(GaveUp):
-        governor.call(failing(TimeoutError("t")), goal="g", agent=AgentRef(name="p", role="critical"))
-    assert governor.call(failing(TimeoutError("t")), goal="g", agent=AgentRef(name="p", role="other")) == "ok"
+        governor.call(
+            failing(TimeoutError("t")), goal="g", agent=AgentRef(name="p", role="critical")
+        )
+    assert (
+        governor.call(failing(TimeoutError("t")), goal="g", agent=AgentRef(name="p", role="other"))
+        == "ok"
+    )
 
 
 def test_shadow_candidate_and_exploration_are_logged_with_propensities() -> None:
-    policy = parse_policy({"shadow": {"candidate": {"caps": {"timeout": 0}}, "exploration": 0.5},
-                           "breaker": {"enabled": False}})
+    policy = parse_policy(
+        {
+            "shadow": {"candidate": {"caps": {"timeout": 0}}, "exploration": 0.5},
+            "breaker": {"enabled": False},
+        }
+    )
     with capture_events() as captured:
         governor = make_governor(policy, emit=captured.emit, rng=random.Random(3))
         for i in range(30):
@@ -201,3 +238,23 @@ def test_error_type_of_events_uses_the_taxonomy() -> None:
         governor.call(failing(ConnectionResetError("reset")), goal="g", agent="a")
         failed = captured.of_kind(EventKind.ATTEMPT_FAILED)[0]
     assert failed.error_type is ErrorType.NETWORK and failed.retryable is True
+
+
+def test_stack_digest_names_where_the_error_was_raised_as_stored_digests_do() -> None:
+    import hashlib
+    import traceback
+
+    from retrylens.sdk.sanitizer import stack_digest
+
+    def deep(n: int) -> None:
+        if n:
+            deep(n - 1)
+        {}["missing"]
+
+    try:
+        deep(7)
+    except KeyError as exc:
+        error = exc
+    frames = traceback.extract_tb(error.__traceback__)[-5:]  # the formula digests were stored with
+    where = "|".join(f"{f.filename.rsplit('/', 1)[-1]}:{f.name}:{f.lineno}" for f in frames)
+    assert stack_digest(error) == hashlib.sha256(f"KeyError|{where}".encode()).hexdigest()[:16]

@@ -90,7 +90,9 @@ def always_failing() -> None:
 
 
 # -- hot reload ----------------------------------------------------------------------------
-def test_policy_file_change_is_picked_up_and_an_invalid_file_keeps_the_running_policy(tmp_path: Path) -> None:
+def test_policy_file_change_is_picked_up_and_an_invalid_file_keeps_the_running_policy(
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "policy.yaml"
     path.write_text("id: p\nversion: '1'\ncaps: {timeout: 1}\n")
     source = PolicySource()
@@ -110,9 +112,26 @@ def test_policy_version_in_force_is_on_every_event_after_a_reload(tmp_path: Path
     source = PolicySource(RetryPolicy(id="p", version="1"))
     g = gov(policy=source, emit=events.append)
     g.call(lambda: "ok", goal="a", agent="x")
+    g.call(failing_once(), goal="a", agent="x")
+    first = len(events)
     source.set(RetryPolicy(id="p", version="2"))
     g.call(lambda: "ok", goal="b", agent="x")
-    assert {e.policy_version for e in events[:4]} == {"1"} and {e.policy_version for e in events[4:]} == {"2"}
+    g.call(failing_once(), goal="b", agent="x")
+    assert {e.policy_version for e in events[:first]} == {"1"} and {
+        e.policy_version for e in events[first:]
+    } == {"2"}
+
+
+def failing_once():  # noqa: ANN201
+    calls = []
+
+    def fn() -> str:
+        calls.append(1)
+        if len(calls) == 1:
+            raise TimeoutError("slow")
+        return "ok"
+
+    return fn
 
 
 def test_api_poller_reloads_from_the_policy_endpoint_and_survives_errors(stub) -> None:  # noqa: ANN001
@@ -121,9 +140,17 @@ def test_api_poller_reloads_from_the_policy_endpoint_and_survives_errors(stub) -
     poller = ApiPoller(source, url, "shop", "checkout")
     handler.routes[("GET", "/v1/policies/shop/checkout")] = (200, {"id": "api", "version": "7"})
     assert poller.poll() and source.current.version == "7"
-    handler.routes[("GET", "/v1/policies/shop/checkout")] = (200, {"id": "api", "caps": {"nonsense": 1}})
-    assert not poller.poll() and source.current.version == "7" and "caps" in (source.last_error or "")
-    assert not ApiPoller(source, closed_port(), "shop", "checkout").poll() and source.current.version == "7"
+    handler.routes[("GET", "/v1/policies/shop/checkout")] = (
+        200,
+        {"id": "api", "caps": {"nonsense": 1}},
+    )
+    assert (
+        not poller.poll() and source.current.version == "7" and "caps" in (source.last_error or "")
+    )
+    assert (
+        not ApiPoller(source, closed_port(), "shop", "checkout").poll()
+        and source.current.version == "7"
+    )
 
 
 # -- hand-off channels ---------------------------------------------------------------------
@@ -167,10 +194,16 @@ def test_preflight_fails_open_against_a_closed_port() -> None:
 
 def test_preflight_advice_lowers_the_cap_and_requires_review(stub) -> None:  # noqa: ANN001
     url, handler = stub
-    handler.routes[("POST", "/v1/precheck")] = (200, {
-        "risk": 0.93, "model_version": "m-3", "top_features": ["kw:chargeback"], "known_bad_fingerprint": False,
-        "recommended": {"max_attempts": 2, "degrade_first": True, "human_review": True},
-    })
+    handler.routes[("POST", "/v1/precheck")] = (
+        200,
+        {
+            "risk": 0.93,
+            "model_version": "m-3",
+            "top_features": ["kw:chargeback"],
+            "known_bad_fingerprint": False,
+            "recommended": {"max_attempts": 2, "degrade_first": True, "human_review": True},
+        },
+    )
     packages: list = []
     from retrylens.sdk import CallbackChannel
 
@@ -252,11 +285,17 @@ def test_cancel_chain_cancels_asyncio_sub_agents() -> None:
 # -- key stores ----------------------------------------------------------------------------
 def test_sqlite_key_store_survives_reopening(tmp_path: Path) -> None:
     store = SqliteKeyStore(tmp_path / "k.sqlite")
-    store.put(KeyRecord("charge:abc", "t1", "payments", SideEffectStatus.COMMITTED, {"receipt": "ch_1"}))
+    store.put(
+        KeyRecord("charge:abc", "t1", "payments", SideEffectStatus.COMMITTED, {"receipt": "ch_1"})
+    )
     store.close()
     again = SqliteKeyStore(tmp_path / "k.sqlite")
     record = again.get("charge:abc")
-    assert record is not None and record.status is SideEffectStatus.COMMITTED and record.result == {"receipt": "ch_1"}
+    assert (
+        record is not None
+        and record.status is SideEffectStatus.COMMITTED
+        and record.result == {"receipt": "ch_1"}
+    )
 
 
 @pytest.mark.clickhouse
@@ -265,5 +304,9 @@ def test_clickhouse_key_store_shares_keys_through_the_store(store) -> None:  # n
     first.put(KeyRecord("charge:k1", "t1", "payments", SideEffectStatus.INTENDED))
     first.put(KeyRecord("charge:k1", "t1", "payments", SideEffectStatus.COMMITTED, "ch_9"))
     record = second.get("charge:k1")
-    assert record is not None and record.status is SideEffectStatus.COMMITTED and record.result == "ch_9"
+    assert (
+        record is not None
+        and record.status is SideEffectStatus.COMMITTED
+        and record.result == "ch_9"
+    )
     assert second.get("charge:missing") is None

@@ -106,7 +106,9 @@ def test_failure_debt_rollback_runs_before_the_retry() -> None:
     assert log == ["rollback with 3 rows"] and attempts == [[], []]
 
 
-def test_duplicate_consumption_a_redelivered_message_resumes_the_task_instead_of_redoing_it() -> None:
+def test_duplicate_consumption_a_redelivered_message_resumes_the_task_instead_of_redoing_it() -> (
+    None
+):
     queue = [{"id": "msg-1", "order": 7}]
     acked: list[str] = []
     stock = {"sku": 10}
@@ -116,10 +118,16 @@ def test_duplicate_consumption_a_redelivered_message_resumes_the_task_instead_of
 
     def consume_once() -> None:
         message = queue[0]
-        run = gov.start(f"fulfil order {message['order']}", agent="fulfilment", task_id=f"task-{message['id']}")
+        run = gov.start(
+            f"fulfil order {message['order']}", agent="fulfilment", task_id=f"task-{message['id']}"
+        )
         with run:
             attempt = run.begin()
-            run.side_effect("inventory.decrement", lambda: stock.__setitem__("sku", stock["sku"] - 1), step="decrement")
+            run.side_effect(
+                "inventory.decrement",
+                lambda: stock.__setitem__("sku", stock["sku"] - 1),
+                step="decrement",
+            )
             if crash["after_decrement"]:
                 crash["after_decrement"] = False
                 run.fail(attempt, ConnectionResetError("worker lost its connection"))
@@ -162,7 +170,9 @@ def test_infinite_loop_planning_stops_at_the_cap_and_hands_off_within_budget() -
             raise Failure("validation", "plan did not converge")
 
         with pytest.raises(HandedOff, match="phase planning failed 2 times"):
-            gov.call(plan, goal="compare every approach since 1990", agent="researcher", phase="planning")
+            gov.call(
+                plan, goal="compare every approach since 1990", agent="researcher", phase="planning"
+            )
         decisions = captured.decisions()
     assert calls == ["planning", "planning"]
     assert decisions[-1] is Decision.HANDOFF_HUMAN and len(calls) <= gov.policy.budget.max_attempts
@@ -206,15 +216,27 @@ def test_log_noise_full_snapshot_on_first_failure_then_deltas() -> None:
     assert len(failed) >= 2
     first, later = failed[0].context_snapshot, failed[1].context_snapshot
     assert first is not None and not first.is_delta and first.last_messages
-    assert later is not None and later.is_delta and len(later.message_digests) < later.message_count + 1
+    assert (
+        later is not None
+        and later.is_delta
+        and len(later.message_digests) < later.message_count + 1
+    )
 
 
 def test_sanitizer_redacts_secrets_and_personal_data() -> None:
-    text = ("call failed: Authorization: Bearer abcdefghijklmnop123 key=sk-ABCDEFGHIJKLMNOPQRSTUV "
-            "url=postgres://admin:hunter2@db:5432/x mail ana@example.com card 4111 1111 1111 1111 "
-            "order 12345678")
+    text = (
+        "call failed: Authorization: Bearer abcdefghijklmnop123 key=sk-ABCDEFGHIJKLMNOPQRSTUV "
+        "url=postgres://admin:hunter2@db:5432/x mail ana@example.com card 4111 1111 1111 1111 "
+        "order 12345678"
+    )
     out = redact(text)
-    for secret in ("abcdefghijklmnop123", "sk-ABCDEF", "hunter2", "ana@example.com", "4111 1111 1111 1111"):
+    for secret in (
+        "abcdefghijklmnop123",
+        "sk-ABCDEF",
+        "hunter2",
+        "ana@example.com",
+        "4111 1111 1111 1111",
+    ):
         assert secret not in out
     assert "order 12345678" in out
 
@@ -222,12 +244,22 @@ def test_sanitizer_redacts_secrets_and_personal_data() -> None:
 def test_secrets_never_reach_events() -> None:
     with capture_events() as captured:
         gov = governor(emit=captured.emit)
-        gov.call(lambda attempt: "ok" if attempt.number > 1 else (_ for _ in ()).throw(
-            ValueError("login failed for password=hunter2 at https://bob:pw123@api.x")),
-            goal="sync with token=abc123secret", agent="a")
+        gov.call(
+            lambda attempt: (
+                "ok"
+                if attempt.number > 1
+                else (_ for _ in ()).throw(
+                    ValueError("login failed for password=hunter2 at https://bob:pw123@api.x")
+                )
+            ),
+            goal="sync with token=abc123secret",
+            agent="a",
+        )
         blob = b"".join(v for _, v in captured.sink.records)
     assert b"hunter2" not in blob and b"pw123" not in blob
 
 
 def test_message_digest_is_stable_across_whitespace_and_case() -> None:
-    assert digest({"role": "user", "content": "Hello  World"}) == digest({"role": "user", "content": "hello world"})
+    assert digest({"role": "user", "content": "Hello  World"}) == digest(
+        {"role": "user", "content": "hello world"}
+    )

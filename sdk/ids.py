@@ -1,0 +1,82 @@
+"""Random ids for events, traces, spans and tasks: reproducible when seeded, unique when not.
+
+A governor given a seeded ``random.Random`` (tests, the simulated fleet) draws every id
+from it, so a seeded run replays exactly. Otherwise ids come from ``os.urandom``, fetched
+in bulk (one system call per ~250 events) into a per-thread buffer that a forked child
+throws away — a pseudo-random generator copied into forked workers would hand every
+worker the same "random" ids, and the store would collapse their events as duplicates.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import uuid
+from typing import Protocol
+
+_UUID_VERSION_MASK = ~((0xF000 << 64) | (0xC000 << 48))
+_UUID_V4_BITS = (0x4000 << 64) | (0x8000 << 48)
+_SAFE_UNKNOWN = uuid.SafeUUID.unknown
+
+
+class IdSource(Protocol):
+    """Where a governor's ids come from."""
+
+    def hex(self, chars: int) -> str:
+        """``chars`` random lowercase hex digits."""
+
+    def uuid4(self) -> uuid.UUID:
+        """A random version-4 UUID."""
+
+
+def uuid4_from_int(value: int) -> uuid.UUID:
+    """A version-4 UUID from 128 random bits, without ``UUID.__init__``'s argument checks."""
+    made = object.__new__(uuid.UUID)
+    object.__setattr__(made, "int", (value & _UUID_VERSION_MASK) | _UUID_V4_BITS)
+    object.__setattr__(made, "is_safe", _SAFE_UNKNOWN)
+    return made
+
+
+class SeededIds:
+    """Ids drawn from ``rng`` (same sequence as before: a seeded run replays exactly)."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+
+    def hex(self, chars: int) -> str:
+        return f"{self.rng.getrandbits(chars * 4):0{chars}x}"
+
+    def uuid4(self) -> uuid.UUID:
+        return uuid4_from_int(self.rng.getrandbits(128))  # == uuid.UUID(int=…, version=4)
+
+
+class SystemIds:
+    """Ids from ``os.urandom`` in bulk; thread-safe and fork-safe."""
+
+    CHUNK_BYTES = 4096
+
+    def hex(self, chars: int) -> str:
+        local = _local
+        buffer: str = getattr(local, "buffer", "")
+        position: int = getattr(local, "position", 0)
+        end = position + chars
+        if end > len(buffer):
+            buffer = local.buffer = os.urandom(max(self.CHUNK_BYTES, chars)).hex()
+            position, end = 0, chars
+        local.position = end
+        return buffer[position:end]
+
+    def uuid4(self) -> uuid.UUID:
+        return uuid4_from_int(int(self.hex(32), 16))
+
+
+_local = threading.local()
+
+
+def _forget_in_child() -> None:
+    global _local
+    _local = threading.local()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)

@@ -1,0 +1,113 @@
+"""The emitter's orjson serializer writes what the consumer reads exactly as pydantic's bytes."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime
+
+import pytest
+
+from retrylens.ingest.processor import SourceRef, ValidEvent, process
+from retrylens.ingest.serializer import event_bytes
+from retrylens.schemas import EventKind, RetryEvent, SideEffectStatus
+from retrylens.sdk import CallbackChannel, Governor, HandedOff, parse_policy
+from retrylens.store.event_table import EVENT_COLUMN_NAMES
+
+START = datetime(2024, 5, 1, 12, 30, 15, 250_000, tzinfo=UTC)
+SOURCE = SourceRef("events", 0, 1)
+INGESTED_AT = EVENT_COLUMN_NAMES.index("ingested_at")
+
+
+def governed_events() -> list[RetryEvent]:
+    """A governor's output with every event kind, side-effect status and optional part."""
+    events: list[RetryEvent] = []
+    policy = parse_policy(
+        {
+            "shadow": {"candidate": {"caps": {"timeout": 0}}, "exploration": 0.05},
+            "caps": {"timeout": 3, "network": 3, "logic": 0},
+        }
+    )
+    governor = Governor.with_virtual_time(
+        policy,
+        start=START,
+        emit=events.append,
+        rng=random.Random(11),
+        validate_events=False,
+        handoff=CallbackChannel(lambda package: None),
+    )
+    governor.call(
+        lambda: "ok",
+        goal="Refund order A-17 for ana@example.com?",
+        agent="support",
+        dependency="gpt",
+    )
+    undo: list[object] = []
+    inserted: list[int] = []
+
+    def insert(n: int) -> int:
+        inserted.append(n)
+        if len(inserted) == 1:
+            raise ConnectionResetError("insert aborted half-way")
+        return n
+
+    rows = governor.side_effect("crm.insert", rollback=lambda *a: undo.append(a))(insert)
+    charge = governor.side_effect("payments.charge")(lambda amount: f"ch-{amount}")
+    calls: list[int] = []
+
+    def work() -> str:
+        calls.append(1)
+        charge(12)  # committed once, then skipped as a duplicate
+        rows(len(calls))  # fails in attempt 1, and is rolled back before attempt 2
+        if len(calls) == 2:
+            raise TimeoutError("gateway timed out after 10 s")
+        return "done"
+
+    governor.call(work, goal="charge cart c-1 and record it", agent="checkout", dependency="psp")
+    with pytest.raises(HandedOff):
+        governor.call(lambda: {}["missing"], goal="cancel order 9", agent="support")
+    return events
+
+
+def _payload_checks(event: RetryEvent) -> tuple[ValidEvent, ValidEvent]:
+    """The consumer's verdict on our bytes and on pydantic's (its row is what gets stored)."""
+    ours = process(event_bytes(event), SOURCE)
+    theirs = process(event.to_json_bytes(), SOURCE)
+    assert isinstance(ours, ValidEvent), ours
+    assert isinstance(theirs, ValidEvent), theirs
+    return ours, theirs
+
+
+def test_every_event_the_governor_emits_is_valid_and_reads_back_as_pydantics_bytes_do() -> None:
+    events = governed_events()
+    kinds = {e.kind for e in events}
+    assert kinds == set(EventKind), f"missing kinds: {set(EventKind) - kinds}"
+    statuses = {s.status for e in events for s in e.side_effects}
+    assert statuses >= {
+        SideEffectStatus.COMMITTED,
+        SideEffectStatus.SKIPPED_DUPLICATE,
+        SideEffectStatus.ROLLED_BACK,
+    }
+    assert any(e.context_snapshot and e.context_snapshot.last_messages for e in events)
+    assert any(e.error_detail and e.error_detail.stack_digest for e in events)
+    assert any(e.shadow and e.propensity for e in events)
+    for event in events:
+        ours, theirs = _payload_checks(event)
+        parsed = RetryEvent.from_json_bytes(event_bytes(event))
+        assert (
+            parsed
+            == RetryEvent.from_json_bytes(event.to_json_bytes())
+            == RetryEvent.model_validate(event.model_dump())
+        )
+        strip = [i for i in range(len(ours.row)) if i != INGESTED_AT]
+        assert [ours.row[i] for i in strip] == [theirs.row[i] for i in strip]
+
+
+def test_the_bytes_are_pydantics_bytes() -> None:
+    for event in governed_events():
+        assert event_bytes(event) == event.to_json_bytes()
+
+
+def test_what_orjson_cannot_write_falls_back_to_pydantic() -> None:
+    event = governed_events()[0]
+    huge = event.model_copy(update={"tokens_in": 2**70})
+    assert event_bytes(huge) == huge.to_json_bytes()
