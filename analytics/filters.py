@@ -18,7 +18,8 @@ DIMENSIONS: tuple[str, ...] = ("project", "agent_name", "phase", "error_type", "
 
 
 class Bucket(StrEnum):
-    """Time-bucket sizes for trends. Rollups keep 5-minute buckets, so every size is exact."""
+    """Time-bucket sizes for trends. The rollups' finest level is 5 minutes, so every size is
+    exact (p95s within 1 %, see :mod:`.histogram`); hourly and daily levels serve the larger ones."""
 
     FIVE_MINUTES = "5m"
     HOUR = "1h"

@@ -1,224 +1,328 @@
-"""The rollup read path: sealed counters (closed buckets) plus set states (open buckets).
+"""The rollup read path: the sealed levels (one table) plus the open set of unsealed buckets.
 
-Cost is O(sealed rows in range) + O(unsealed set states), independent of how many raw
-events the sealed buckets hold. A bucket is read from ``metrics_sealed`` (its newest
-generation) once it appears in ``metrics_seal_log``, and from ``metrics_5m`` until then.
-Distinct counts add the sealed *local* counts to one ``uniqExact`` over the spanning keys
-of sealed buckets (``metrics_sealed_open``) and the open buckets' hashes together, so a key
-spanning both is counted once.
-Hours the query covers whole are read from the hourly level (migration 0006) when the
-grouping never splits an hour; the 5-minute rows then serve only the edges.
-Quantiles and means come from the exact histograms, computed in ClickHouse: each part's
-(value, count) arrays are concatenated and sorted once per group (no map merge, which cost
-more than the rest of a query), then interpolated like ``quantileExactInclusive``; only the
-results leave the server. Callers that need only counts skip the histograms and costs.
+Cost is O(sealed rows of the coarsest usable level) + O(open-set rows), independent of how
+many raw events the sealed buckets hold. A query's range is split by :func:`cover` into
+ranges, each read from the coarsest sealed level (day, hour, 5 minutes; migration 0008) that
+holds it whole and that the query's grouping never splits — a daily row serves a summary or
+a daily trend, never an hourly trend. Every level is sealed up to the end of its newest bucket
+published by the last sealing pass (``metrics_rollup_state``), and what lies past the 5-minute
+level's end is read from the open set ``metrics_open``. A bucket that receives its
+first event after a pass sealed past it is therefore counted from the next pass on.
+
+Why it looks the way it does: with chDB, planning a query with many aggregate states cost more
+than reading the few rows a first screen needs. So a query is one look-up of the sealed
+extent (:func:`sealed_state`) and one statement of two ``UNION ALL`` parts without an outer
+aggregation: the sealed rows of the coarsest grain that answers it (``project`` rows unless an
+agent, phase or policy version is filtered or grouped; per error type only when error types
+are) together with the ``keys`` rows, and the open set. Each part returns per group its local
+counts (arrays in ``COUNT_MEASURES`` order), its distinct ``(key hash, measure bits)`` pairs,
+histograms and sums; :class:`_Group` adds them up here and counts each key once, so a key
+spanning sealed and open buckets is counted once. Only sealed rows of published generations
+are read, without the superseded ones a running or interrupted pass has not deleted yet.
+Histograms have log-spaced keys (a few hundred per group at most), so each part concatenates
+its rows' (key, count) arrays and ships them; the p95s of all groups (≤ 1 % relative error,
+:mod:`.histogram`) are computed at once here, the mean exactly from the sum of latencies.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from retrylens.store import EventStore
 from retrylens.store.migrations.m0005_sealed_rollups import COUNT_MEASURES
+from retrylens.store.migrations.m0008_rollup_levels import (
+    DAY,
+    FIVE_MINUTES,
+    HOUR,
+    OPEN,
+    ROLLUP,
+    STATE,
+    nano_usd_sql,
+)
 from retrylens.store.sql import query_rows
 
+from .filters import Slice
+from .histogram import quantiles
+
 P95 = 0.95
+#: The sealed levels a query may read, coarsest first (tests narrow this to compare levels).
+LEVELS: tuple[int, ...] = (DAY, HOUR, FIVE_MINUTES)
+SLICE_COLUMNS = ("agent_name", "phase", "policy_version")
+#: (level, start or unbounded, end) of a range read from one sealed level.
+Range = tuple[int, datetime | None, datetime]
+_COUNTS = "[" + ", ".join(f"`{n}`" for n in COUNT_MEASURES) + "]"
 
 
 def nano_usd(value: str) -> str:
     """``value`` (USD, Float64) as whole nano-dollars: integer sums add up the same in any order,
     so the rollup levels and a raw scan give bit-identical costs."""
-    return f"toInt64(round({value} * 1e9))"
+    return nano_usd_sql(value)
 
 
-_NO_HISTOGRAM = "CAST([], 'Array(UInt32)') AS {0}_v, CAST([], 'Array(UInt64)') AS {0}_c"
+def _utc(moment: datetime) -> datetime:
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def _floor(moment: datetime, size: int) -> datetime:
+    return datetime.fromtimestamp(int(moment.timestamp()) // size * size, tz=UTC)
+
+
+def _ceil(moment: datetime, size: int) -> datetime:
+    return datetime.fromtimestamp(-(-int(moment.timestamp()) // size) * size, tz=UTC)
 
 
 @dataclass(frozen=True)
-class HourSpan:
-    """Hour-aligned ``[lo, hi)`` inside a query's range (``None``: unbounded) read from hourly rows."""
+class SealedState:
+    """What readers may read of ``metrics_rollup`` (published by the last sealing pass): the newest
+    published generation, the end of each level's sealed buckets, and (level, bucket, generation)
+    of superseded rows possibly not deleted yet; ``sealed_at``: when that pass started;
+    ``revision``: the state row's (each new row's is higher)."""
 
-    lo: datetime | None = None
-    hi: datetime | None = None
-
-    def clause(self) -> tuple[str, dict[str, Any]]:
-        parts, params = [], {}
-        if self.lo is not None:
-            parts.append("bucket >= {h_lo:DateTime('UTC')}")
-            params["h_lo"] = self.lo
-        if self.hi is not None:
-            parts.append("bucket < {h_hi:DateTime('UTC')}")
-            params["h_hi"] = self.hi
-        return " AND ".join(parts) or "1", params
+    extent: dict[int, datetime]
+    published: int = 0
+    superseded: tuple[tuple[int, datetime, int], ...] = ()
+    sealed_at: datetime | None = None
+    revision: int = 0
 
 
-def _current(log: str, span: str) -> str:
-    """Rows of each bucket's newest generation; the log is read only over the query's range."""
-    return f"(bucket, generation) IN (SELECT bucket, max(generation) FROM [[db]].{log} WHERE {span} GROUP BY bucket)"
-
-
-def _levels(clause: str, span: str, cover: tuple[str, str] | None) -> list[tuple[str, str, str]]:
-    """(counter table, set-state table, row condition) of each sealed level the query reads.
-
-    ``cover``: conditions on ``bucket`` for the hours read from the hourly level and for the
-    rest, read from the 5-minute level.
-    """
-    if cover is None:
-        return [("metrics_sealed", "metrics_sealed_open", f"({clause}) AND {_current('metrics_seal_log', span)}")]
-    inside, outside = cover
-    return [
-        ("metrics_sealed_1h", "metrics_sealed_open_1h",
-         f"({clause}) AND ({inside}) AND {_current('metrics_seal_log_1h', f'({span}) AND ({inside})')}"),
-        ("metrics_sealed", "metrics_sealed_open",
-         f"({clause}) AND ({outside}) AND {_current('metrics_seal_log', f'({span}) AND ({outside})')}"),
-    ]
-
-
-def _hourly_cover(store: EventStore, hours: HourSpan, params: dict[str, Any]) -> tuple[str, str] | None:
-    """Bucket conditions splitting the query between the levels, from the hours sealed in ``hours``.
-
-    Sealed hours are contiguous but for the minutes of a running pass, so the split is two
-    ranges the primary key prunes with; with a gap, the hourly level is read for the exact set.
-    """
-    within, hour_params = hours.clause()
-    params.update(hour_params)
+def sealed_state(store: EventStore) -> SealedState:
+    """The newest row of ``metrics_rollup_state`` (one row once merged): a look-up whose cost does
+    not grow with the history."""
     sql = store.sql(
-        "SELECT min(bucket) AS lo, max(bucket) AS hi, uniqExact(bucket) AS n"
-        f" FROM [[db]].metrics_seal_log_1h WHERE {within}"
+        f"SELECT revision, generation, sealed_to, superseded, sealed_at FROM [[db]].{STATE}"
+        " ORDER BY revision DESC LIMIT 1"
     )
-    [row] = query_rows(store.client, sql, hour_params)
-    n = int(row["n"])
-    if not n:
-        return None
-    if int((row["hi"].timestamp() - row["lo"].timestamp()) // 3600) + 1 == n:
-        params.update({"c_lo": row["lo"], "c_hi": row["hi"] + timedelta(hours=1)})
-        inside = "bucket >= {c_lo:DateTime('UTC')} AND bucket < {c_hi:DateTime('UTC')}"
-        return inside, "(bucket < {c_lo:DateTime('UTC')} OR bucket >= {c_hi:DateTime('UTC')})"
-    sealed = f"({within}) AND toStartOfHour(bucket) IN (SELECT bucket FROM [[db]].metrics_seal_log_1h WHERE {within})"
-    return sealed, f"NOT ({sealed})"
-
-
-def _sealed(table: str, rows: str, group: str, by_error: bool, names: Sequence[str], values: bool) -> str:
-    counts = ", ".join(f"sum(`{n}`) AS c_{n}" for n in names)
-    states = ", ".join(f"uniqExactStateIf(toUInt64(0), false) AS s_{n}" for n in names)  # empty
-    kind = "NOT any_error" if by_error else "any_error"
-    measured = (
-        " groupArrayArray(retry_latency_values) AS lat_v, groupArrayArray(retry_latency_counts) AS lat_c,"
-        " groupArrayArray(backoff_values) AS bo_v, groupArrayArray(backoff_counts) AS bo_c,"
-        f" sum({nano_usd('failed_cost')}) AS fc, sum(failed_tokens) AS ft, sum({nano_usd('retry_cost')}) AS rc,"
-        " sum(retry_tokens) AS rt,"
-    ) if values else ""
-    return (
-        f"SELECT {group} AS g, {counts}, {measured} {states}"
-        f" FROM [[db]].{table} WHERE {rows} AND {kind} GROUP BY g"
+    rows = query_rows(store.client, sql)
+    if not rows:
+        return SealedState(extent={})
+    row = rows[0]
+    return SealedState(
+        extent={int(level): _utc(end) for level, end in row["sealed_to"]},
+        published=int(row["generation"]),
+        superseded=tuple(
+            (int(level), _utc(bucket), int(g)) for level, bucket, g in row["superseded"]
+        ),
+        sealed_at=_utc(row["sealed_at"]),
+        revision=int(row["revision"]),
     )
 
 
-def _open(table: str, rows: str, group: str, names: Sequence[str], values: bool) -> str:
-    """Keys of sealed buckets that span buckets or slices, as set states (few rows)."""
-    zeros = ", ".join(f"toUInt64(0) AS c_{n}" for n in names)
-    states = ", ".join(f"uniqExactMergeState(`{n}`) AS s_{n}" for n in names)
+def cover(
+    start: datetime | None, end: datetime | None, extent: dict[int, datetime], levels: Sequence[int]
+) -> list[Range]:
+    """Disjoint ranges partitioning ``[start, end)`` ∩ the sealed extent, each on the coarsest of
+    ``levels`` (coarsest first) whose buckets it holds whole; ``None`` is unbounded. Whatever lies
+    past a level's extent falls to finer levels, whatever lies past the finest level's extent
+    to the open set."""
+    if not levels:
+        return []
+    level, finer = levels[0], levels[1:]
+    top = extent.get(level)
+    if top is None:
+        return cover(start, end, extent, finer)
+    lo = None if start is None else _ceil(start, level)
+    hi = top if end is None else min(_floor(end, level), top)
+    if lo is not None and lo >= hi:
+        return cover(start, end, extent, finer)
+    ranges: list[Range] = [(level, lo, hi)]
+    if start is not None and lo is not None and start < lo:
+        ranges += cover(start, lo, extent, finer)
+    if end is None or hi < end:
+        ranges += cover(hi, end, extent, finer)
+    return ranges
+
+
+def _cover_clause(ranges: Sequence[Range]) -> tuple[str, dict[str, Any]]:
+    """The rows of ``ranges``: a plain AND of the levels and the overall span, which the primary key
+    prunes with cheaply, then each level's ranges in a ``multiIf`` (an OR of per-level ranges made
+    the key analysis cost more than reading the rows it saved)."""
+    params: dict[str, Any] = {"c_hi": max(hi for _l, _lo, hi in ranges)}
+    terms = [f"level IN ({', '.join(str(level) for level in sorted({r[0] for r in ranges}))})"]
+    terms.append("bucket < {c_hi:DateTime('UTC')}")
+    if all(lo is not None for _l, lo, _hi in ranges):
+        params["c_lo"] = min(lo for _l, lo, _hi in ranges if lo is not None)
+        terms.append("bucket >= {c_lo:DateTime('UTC')}")
+    arms: dict[int, list[str]] = {}
+    for i, (level, lo, hi) in enumerate(ranges):
+        params[f"r{i}_hi"] = hi
+        bounds = f"bucket < {{r{i}_hi:DateTime('UTC')}}"
+        if lo is not None:
+            params[f"r{i}_lo"] = lo
+            bounds += f" AND bucket >= {{r{i}_lo:DateTime('UTC')}}"
+        arms.setdefault(level, []).append(f"({bounds})")
+    cases = ", ".join(f"level = {level}, {' OR '.join(bounds)}" for level, bounds in arms.items())
+    return " AND ".join([*terms, f"multiIf({cases}, false)"]), params
+
+
+def _grain(where: Slice, group: str) -> str:
+    """The sealed rows that answer the query: per slice only if a slice column is filtered or grouped."""
+    sliced = group in SLICE_COLUMNS or any(
+        v is not None for v in (where.agent, where.phase, where.policy_version)
+    )
+    by_error = group == "error_type" or where.error_type is not None
+    return ("slice" if sliced else "project") + ("_error" if by_error else "")
+
+
+def _sealed(
+    dims: str, ranges: str, state: SealedState, grain: str, group: str, values: bool
+) -> tuple[str, dict[str, Any]]:
+    params: dict[str, Any] = {"published": state.published}
+    dead = ""
+    if state.superseded:
+        dead = " AND (level, bucket, generation) NOT IN {dead:Array(Tuple(UInt32, DateTime('UTC'), UInt64))}"
+        params["dead"] = list(state.superseded)
     measured = (
-        f" {_NO_HISTOGRAM.format('lat')}, {_NO_HISTOGRAM.format('bo')},"
-        " toInt64(0) AS fc, toUInt64(0) AS ft, toInt64(0) AS rc, toUInt64(0) AS rt,"
-    ) if values else ""
-    return f"SELECT {group} AS g, {zeros}, {measured} {states} FROM [[db]].{table} WHERE {rows} GROUP BY g"
+        (
+            ", groupArrayArray(retry_latency_keys) AS lat_k, groupArrayArray(retry_latency_counts) AS lat_c,"
+            " groupArrayArray(backoff_keys) AS bo_k, groupArrayArray(backoff_counts) AS bo_c,"
+            " sumForEach([toInt64(retry_latency_sum), failed_nano_usd, toInt64(failed_tokens), retry_nano_usd,"
+            " toInt64(retry_tokens)]) AS sums"
+        )
+        if values
+        else ""
+    )
+    sql = (
+        f"SELECT {group} AS g, sumForEach({_COUNTS}) AS c,"
+        f" groupUniqArrayIf((key_hash, key_measures), grain = 'keys') AS kp{measured} FROM [[db]].{ROLLUP}"
+        f" WHERE ({dims}) AND grain IN ('keys', '{grain}') AND ({ranges})"
+        f" AND generation <= {{published:UInt64}}{dead} GROUP BY g"
+    )
+    return sql, params
 
 
-def _unsealed(clause: str, span: str, group: str, names: Sequence[str], values: bool) -> str:
-    states = ", ".join(f"uniqExactMergeState(`{n}`) AS s_{n}" for n in names)
-    zeros = ", ".join(f"toUInt64(0) AS c_{n}" for n in names)
-    passed = ", ".join(f"s_{n}" for n in names)
+def _open(clause: str, group: str, values: bool) -> str:
+    """The open set past the sealed extent (the open minutes): its key pairs, histograms and sums."""
     merged = (
-        ", groupUniqArrayMerge(retry_latency) AS lat_p,"
-        " groupUniqArrayMerge(backoff) AS bo_p, groupUniqArrayMerge(attempt_costs) AS cost_p"
-    ) if values else ""
-    measured = (
-        " arrayMap(x -> x.2, lat_p) AS lat_v, arrayMap(x -> toUInt64(1), lat_p) AS lat_c,"
-        " arrayMap(x -> x.2, bo_p) AS bo_v, arrayMap(x -> toUInt64(1), bo_p) AS bo_c,"
-        f" arraySum(x -> if(x.4, {nano_usd('x.2')}, 0), cost_p) AS fc, arraySum(x -> if(x.4, x.3, 0), cost_p) AS ft,"
-        f" arraySum(x -> if(x.5, {nano_usd('x.2')}, 0), cost_p) AS rc, arraySum(x -> if(x.5, x.3, 0), cost_p) AS rt,"
-    ) if values else ""
-    inner = (
-        f"SELECT {group} AS g, {states}{merged}"
-        f" FROM [[db]].metrics_5m WHERE ({clause})"
-        f" AND bucket NOT IN (SELECT bucket FROM [[db]].metrics_seal_log WHERE {span}) GROUP BY g"
+        (
+            ", groupUniqArrayMerge(retry_latency) AS lp, groupUniqArrayMerge(backoff) AS bp,"
+            " groupUniqArrayMerge(attempt_costs) AS cp"
+        )
+        if values
+        else ""
     )
-    return f"SELECT g, {zeros}, {measured} {passed} FROM ({inner})"
+    measured = (
+        (
+            ", lp.2 AS lat_k, arrayWithConstant(length(lp), toUInt64(1)) AS lat_c,"
+            " bp.2 AS bo_k, arrayWithConstant(length(bp), toUInt64(1)) AS bo_c,"
+            " [toInt64(arraySum(lp.3)), arraySum(cp.2), toInt64(arraySum(cp.3)), arraySum(cp.4), toInt64(arraySum(cp.5))] AS sums"
+        )
+        if values
+        else ""
+    )
+    inner = f"SELECT {group} AS g, groupUniqArrayArrayMerge(`keys`) AS kp{merged} FROM [[db]].{OPEN} WHERE {clause} GROUP BY g"
+    return f"SELECT g, arrayWithConstant({len(COUNT_MEASURES)}, toUInt64(0)) AS c, kp{measured} FROM ({inner})"
+
+
+class _Group:
+    """One group's parts merged: local counts and sums added, key pairs united, histograms
+    concatenated (their p95s are computed for all groups at once)."""
+
+    def __init__(self) -> None:
+        self.counts = [0] * len(COUNT_MEASURES)
+        self.keys: dict[int, int] = {}
+        self.latency: tuple[list[int], list[int]] = ([], [])
+        self.backoff: tuple[list[int], list[int]] = ([], [])
+        self.sums = [0] * 5
+
+    def add(self, row: dict[str, Any]) -> None:
+        self.counts = [a + int(b) for a, b in zip(self.counts, row["c"], strict=True)]
+        for key, bits in row["kp"]:
+            self.keys[key] = self.keys.get(key, 0) | int(bits)
+        if "sums" in row:
+            self.latency[0].extend(row["lat_k"])
+            self.latency[1].extend(row["lat_c"])
+            self.backoff[0].extend(row["bo_k"])
+            self.backoff[1].extend(row["bo_c"])
+            self.sums = [a + int(b) for a, b in zip(self.sums, row["sums"], strict=True)]
+
+    def totals(self) -> list[int]:
+        """Per measure: local counts plus the distinct keys whose bit is set."""
+        totals = list(self.counts)
+        for bits in self.keys.values():
+            for i in range(len(totals)):
+                totals[i] += (bits >> i) & 1
+        return totals
+
+    def row(self, g: Any, names: Sequence[str]) -> dict[str, Any]:
+        totals = dict(zip(COUNT_MEASURES, self.totals(), strict=True))
+        return {"g": g, **{name: totals[name] for name in names}}
+
+    def values(self, p95_retry: float | None, p95_backoff: float | None) -> dict[str, Any]:
+        lat_sum, failed_nano, failed_tokens, retry_nano, retry_tokens = self.sums
+        retries = sum(self.latency[1])
+        return {
+            "mean_retry_ms": lat_sum / retries if retries else None,
+            "p95_retry_ms": p95_retry,
+            "p95_backoff_ms": p95_backoff,
+            "failed_cost": failed_nano / 1e9,
+            "failed_tokens": failed_tokens,
+            "retry_cost": retry_nano / 1e9,
+            "retry_tokens": retry_tokens,
+        }
+
+
+def _sorted(rows: list[dict[str, Any]], order: str) -> list[dict[str, Any]]:
+    """``rows`` sorted by an ``ORDER BY`` list of names, each optionally ``DESC``."""
+    for term in reversed([t.split() for t in order.split(",")]):
+        rows.sort(
+            key=lambda row, name=term[0]: row[name],
+            reverse=len(term) > 1 and term[1].upper() == "DESC",
+        )
+    return rows
 
 
 def rollup_rows(
     store: EventStore,
-    clause: str,
-    params: dict[str, Any],
+    where: Slice,
     group: str,
     order: str,
     *,
-    by_error: bool,
-    span: str = "1",
-    hours: HourSpan | None = None,
+    group_seconds: int | None = None,
     measures: Sequence[str] = COUNT_MEASURES,
     values: bool = True,
 ) -> list[dict[str, Any]]:
-    """Rows of counts and derived measures per ``group``; ``clause`` filters ``bucket`` and slices.
+    """Rows of counts and derived measures per ``group`` (an expression of ``bucket`` and the slice
+    columns), sorted by ``order`` (names among ``g`` and the counts, each optionally ``DESC``).
 
-    ``by_error``: the query filters or groups by error type, so counts come from the
-    per-error-type rows rather than the ``any_error`` ones. ``span``: the time part of
-    ``clause`` alone (it bounds the seal logs read). ``hours``: read the hourly level over
-    this hour-aligned span — only when ``group`` never splits an hour. ``measures``: the
-    counts to compute (all by default); ``values``: also the latency, backoff, cost and token
-    measures (histogram merges are most of a query's work, so callers that need only counts
-    skip them).
+    ``where`` must be aligned to 5-minute buckets. ``group_seconds``: the size of the time
+    buckets ``group`` makes (``None``: no time grouping), so that only sealed levels it never
+    splits are read. ``measures``: the counts wanted; ``values``: also the latency, backoff,
+    cost and token measures (callers that need only counts skip the histograms).
     """
-    names = [n for n in COUNT_MEASURES if n in set(measures)]
-    params = dict(params)
-    cover = _hourly_cover(store, hours, params) if hours is not None else None
+    state = sealed_state(store)
+    levels = [level for level in LEVELS if group_seconds is None or group_seconds % level == 0]
+    ranges = cover(where.start, where.end, state.extent, levels)
+    open_from = state.extent.get(FIVE_MINUTES)
+    if open_from is not None and (where.start is None or where.start < open_from):
+        where_open = where.with_(start=open_from)
+    else:
+        where_open = where
+    clause, params = where_open.where(time_column="bucket")
     parts = []
-    for sealed, opened, rows in _levels(clause, span, cover):
-        parts += [_sealed(sealed, rows, group, by_error, names, values), _open(opened, rows, group, names, values)]
-    parts.append(_unsealed(clause, span, group, names, values))
-    counts = ", ".join(f"sum(c_{n}) + uniqExactMerge(s_{n}) AS {n}" for n in names)
-    measured = (
-        ", groupArrayArray(lat_v) AS lat_v, groupArrayArray(lat_c) AS lat_c, groupArrayArray(bo_v) AS bo_v,"
-        " groupArrayArray(bo_c) AS bo_c, sum(fc) / 1e9 AS failed_cost,"
-        " sum(ft) AS failed_tokens, sum(rc) / 1e9 AS retry_cost, sum(rt) AS retry_tokens"
-    ) if values else ""
-    derived = (
-        f", {_histogram_mean('lat')} AS mean_retry_ms, {_histogram_quantile('lat')} AS p95_retry_ms,"
-        f" {_histogram_quantile('bo')} AS p95_backoff_ms"
-    ) if values else ""
-    out = ", ".join(["g", *names] + (
-        ["mean_retry_ms", "p95_retry_ms", "p95_backoff_ms", "failed_cost", "failed_tokens", "retry_cost", "retry_tokens"]
-        if values else []
-    ))
-    sql = store.sql(
-        f"SELECT {out} FROM (SELECT *{derived} FROM ("
-        f"SELECT g, {counts}{measured}"
-        f" FROM ({' UNION ALL '.join(parts)})"
-        f" GROUP BY g)) ORDER BY {order}"
-    )
-    return query_rows(store.client, sql, params)
-
-
-def _histogram_mean(name: str) -> str:
-    """Mean of the multiset ``{name}_v`` × ``{name}_c`` (unsorted, values may repeat), NULL if empty."""
-    total = f"arraySum({name}_c)"
-    return f"if({total} = 0, NULL, arraySum((v, c) -> toUInt64(v) * c, {name}_v, {name}_c) / {total})"
-
-
-def _histogram_quantile(name: str, level: float = P95) -> str:
-    """``quantileExactInclusive(level)`` of the multiset ``{name}_v`` × ``{name}_c`` (unsorted, values
-    may repeat across parts), computed in ClickHouse like :func:`_quantile`: sort once, no map merge."""
-    values, counts = f"arraySort({name}_v)", f"arrayCumSum(arraySort((c, v) -> v, {name}_c, {name}_v))"
-    total = f"arraySum({name}_c)"
-    position = f"((toFloat64({total}) - 1) * {level!r})"
-    low = f"floor({position})"
-    at = f"{values}[arrayFirstIndex(x -> x > {low}, {counts})]"
-    above = f"{values}[arrayFirstIndex(x -> x > least({low} + 1, toFloat64({total}) - 1), {counts})]"
-    return (
-        f"if({total} = 0, NULL,"
-        f" toFloat64({at}) + ({position} - {low}) * (toFloat64({above}) - toFloat64({at})))"
-    )
+    if ranges:
+        dims, _ = where.with_(start=None, end=None).where(time_column="bucket")
+        condition, range_params = _cover_clause(ranges)
+        sealed, sealed_params = _sealed(dims, condition, state, _grain(where, group), group, values)
+        parts.append(sealed)
+        params.update(range_params | sealed_params)
+    if where.end is None or open_from is None or where.end > open_from:
+        parts.append(_open(clause, group, values))
+    groups: dict[Any, _Group] = {}
+    if not parts:
+        return []
+    for row in query_rows(store.client, store.sql(" UNION ALL ".join(parts)), params):
+        groups.setdefault(row["g"], _Group()).add(row)
+    names = [n for n in COUNT_MEASURES if n in set(measures)]
+    rows = [merged.row(g, names) for g, merged in groups.items()]
+    if values:
+        merged_groups = list(groups.values())
+        latency = quantiles([m.latency for m in merged_groups], P95)
+        backoff = quantiles([m.backoff for m in merged_groups], P95)
+        for row, merged, p95_retry, p95_backoff in zip(
+            rows, merged_groups, latency, backoff, strict=True
+        ):
+            row.update(merged.values(p95_retry, p95_backoff))
+    return _sorted(rows, order)

@@ -8,8 +8,9 @@ the hourly trend of the last 7 days and the failure-type distribution, for one p
 Each is timed ``--repeat`` times (median), first from the rollups and then from raw
 events with the same definitions. Before timing, one sealing pass (``seal_rollups``, the
 job ``retrylens rollups seal`` and the server's sealer run) turns every bucket older than
-the grace period into plain counters, as a running deployment keeps them; only the last
-minutes stay set states. ``seal_s`` is that first pass over the whole history.
+the grace period into plain counters at the 5-minute, hourly and daily levels, as a running
+deployment keeps them; only the last minutes stay in the open set. ``seal_s`` is that first
+pass over the whole history; ``sealed_rows`` counts the sealed table's rows per level.
 
     python bench/queries.py --events 1000000 --json
 """
@@ -30,6 +31,7 @@ from retrylens.analytics.metrics import failure_type_distribution, metrics_summa
 from retrylens.analytics.sealing import seal_rollups
 from retrylens.config import load_settings
 from retrylens.store import open_store
+from retrylens.store.sql import query_rows
 
 GENERATE = """
 INSERT INTO [[db]].events (event_id, schema_version, ts, project, agent_name, agent_role, task_id,
@@ -70,12 +72,28 @@ def _median_ms(fn, repeat: int) -> float:
     return statistics.median(times)
 
 
-def first_screen(store, source: str) -> None:
+def screen_queries(store, source: str) -> dict[str, object]:
+    """The first screen's three queries for one project, by name."""
     now = datetime.now(UTC)
     where = Slice(project="shop")
-    metrics_summary(store, where, source=source)
-    metrics_trend(store, where.with_(start=now - timedelta(days=7), end=now), bucket="1h", source=source)
-    failure_type_distribution(store, where, source=source)
+    week = where.with_(start=now - timedelta(days=7), end=now)
+    return {
+        "summary": lambda: metrics_summary(store, where, source=source),
+        "trend": lambda: metrics_trend(store, week, bucket="1h", source=source),
+        "failure_types": lambda: failure_type_distribution(store, where, source=source),
+    }
+
+
+def first_screen(store, source: str) -> None:
+    for query in screen_queries(store, source).values():
+        query()
+
+
+def _rows_per_level(store) -> dict[str, int]:
+    sql = store.sql(
+        "SELECT level, count() AS n FROM [[db]].metrics_rollup GROUP BY level ORDER BY level"
+    )
+    return {f"{int(r['level'])}s": int(r["n"]) for r in query_rows(store.client, sql)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -85,24 +103,43 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="retrylens-bench-") as tmp:
-        settings = load_settings(data_dir=Path(tmp), clickhouse_database="bench", kafka_bootstrap_servers="")
+        settings = load_settings(
+            data_dir=Path(tmp), clickhouse_database="bench", kafka_bootstrap_servers=""
+        )
         store = open_store(settings)
         started = time.perf_counter()
-        store.client.command(store.sql(GENERATE), parameters={"n": args.events},
-                             settings={"max_insert_block_size": 1_000_000})
+        store.client.command(
+            store.sql(GENERATE),
+            parameters={"n": args.events},
+            settings={"max_insert_block_size": 1_000_000},
+        )
         generate_s = time.perf_counter() - started
         started = time.perf_counter()
         seal_rollups(store)
         seal_s = time.perf_counter() - started
         rollup = _median_ms(lambda: first_screen(store, "rollup"), args.repeat)
         raw = _median_ms(lambda: first_screen(store, "raw"), args.repeat)
+        parts = {
+            source: {
+                name: round(_median_ms(query, args.repeat), 1)
+                for name, query in screen_queries(store, source).items()
+            }
+            for source in ("rollup", "raw")
+        }
         stored = store.count_rows()
-        sealed_rows = int(store.client.command(store.sql("SELECT count() FROM [[db]].metrics_sealed")))
-        open_rows = int(store.client.command(store.sql("SELECT count() FROM [[db]].metrics_5m")))
+        sealed_rows = _rows_per_level(store)
+        open_rows = int(store.client.command(store.sql("SELECT count() FROM [[db]].metrics_open")))
     result = {
-        "events": stored, "rollup_ms": round(rollup, 1), "raw_ms": round(raw, 1),
-        "ratio": round(rollup / raw, 4), "sealed_rows": sealed_rows, "open_set_rows": open_rows,
-        "generate_s": round(generate_s, 1), "seal_s": round(seal_s, 1),
+        "events": stored,
+        "rollup_ms": round(rollup, 1),
+        "raw_ms": round(raw, 1),
+        "ratio": round(rollup / raw, 4),
+        "rollup_parts_ms": parts["rollup"],
+        "raw_parts_ms": parts["raw"],
+        "sealed_rows": sealed_rows,
+        "open_set_rows": open_rows,
+        "generate_s": round(generate_s, 1),
+        "seal_s": round(seal_s, 1),
     }
     if args.json:
         print(json.dumps(result))

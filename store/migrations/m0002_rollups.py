@@ -54,17 +54,37 @@ class Measure:
 MEASURES: tuple[Measure, ...] = (
     Measure("calls", "uniqExact", ATTEMPT_KEY, "UInt64", f"kind IN {ATTEMPT_KINDS}"),
     Measure("failures", "uniqExact", ATTEMPT_KEY, "UInt64", "kind = 'attempt_failed'"),
-    Measure("retries", "uniqExact", ATTEMPT_KEY, "UInt64", f"kind IN {ATTEMPT_KINDS} AND {IS_RETRY}"),
     Measure(
-        "retry_successes", "uniqExact", ATTEMPT_KEY, "UInt64", f"kind = 'attempt_succeeded' AND {IS_RETRY}"
+        "retries", "uniqExact", ATTEMPT_KEY, "UInt64", f"kind IN {ATTEMPT_KINDS} AND {IS_RETRY}"
     ),
-    Measure("degrades", "uniqExact", ATTEMPT_KEY, "UInt64", f"kind = 'decision' AND decision IN {DEGRADING}"),
-    Measure("handoffs", "uniqExact", ATTEMPT_KEY, "UInt64", IS_HANDOFF),
-    Measure("budget_exhaustions", "uniqExact", ATTEMPT_KEY, "UInt64", "error_type = 'budget_exhausted'"),
-    Measure("tasks", "uniqExact", TASK_KEY, "UInt64", "1"),
-    Measure("tasks_retried", "uniqExact", TASK_KEY, "UInt64", f"kind IN {ATTEMPT_KINDS} AND {IS_RETRY}"),
     Measure(
-        "tasks_recovered", "uniqExact", TASK_KEY, "UInt64", f"kind = 'attempt_succeeded' AND {IS_RETRY}"
+        "retry_successes",
+        "uniqExact",
+        ATTEMPT_KEY,
+        "UInt64",
+        f"kind = 'attempt_succeeded' AND {IS_RETRY}",
+    ),
+    Measure(
+        "degrades",
+        "uniqExact",
+        ATTEMPT_KEY,
+        "UInt64",
+        f"kind = 'decision' AND decision IN {DEGRADING}",
+    ),
+    Measure("handoffs", "uniqExact", ATTEMPT_KEY, "UInt64", IS_HANDOFF),
+    Measure(
+        "budget_exhaustions", "uniqExact", ATTEMPT_KEY, "UInt64", "error_type = 'budget_exhausted'"
+    ),
+    Measure("tasks", "uniqExact", TASK_KEY, "UInt64", "1"),
+    Measure(
+        "tasks_retried", "uniqExact", TASK_KEY, "UInt64", f"kind IN {ATTEMPT_KINDS} AND {IS_RETRY}"
+    ),
+    Measure(
+        "tasks_recovered",
+        "uniqExact",
+        TASK_KEY,
+        "UInt64",
+        f"kind = 'attempt_succeeded' AND {IS_RETRY}",
     ),
     Measure("tasks_handed_off", "uniqExact", TASK_KEY, "UInt64", IS_HANDOFF),
     Measure(
@@ -106,9 +126,12 @@ _NORMALISERS: tuple[tuple[str, str], ...] = (
     (r"[\w.+-]+@[\w-]+\.[\w.-]+", "<email>"),
     (r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "<id>"),
     (r"'[^']*'", "'<v>'"),
-    (r"\"[^\"]*\"", "\"<v>\""),
+    (r"\"[^\"]*\"", '"<v>"'),
     (r"(/[\w.\-]+){2,}/?", "<path>"),
-    (r"\b[0-9a-f_\-]*[0-9][0-9a-f_\-]*[a-f][0-9a-f_\-]*\b|\b[0-9a-f_\-]*[a-f][0-9a-f_\-]*[0-9][0-9a-f_\-]*\b", "<hex>"),
+    (
+        r"\b[0-9a-f_\-]*[0-9][0-9a-f_\-]*[a-f][0-9a-f_\-]*\b|\b[0-9a-f_\-]*[a-f][0-9a-f_\-]*[0-9][0-9a-f_\-]*\b",
+        "<hex>",
+    ),
     (r"\b\d+([.,]\d+)*[a-z]{0,3}\b", "<n>"),
     (r"\s+", " "),
 )
@@ -117,7 +140,9 @@ _NORMALISERS: tuple[tuple[str, str], ...] = (
 def normalised_message_sql(column: str = "error_message") -> str:
     expression = f"lower({column})"
     for pattern, replacement in _NORMALISERS:
-        expression = f"replaceRegexpAll({expression}, {_sql_string(pattern)}, {_sql_string(replacement)})"
+        expression = (
+            f"replaceRegexpAll({expression}, {_sql_string(pattern)}, {_sql_string(replacement)})"
+        )
     return f"left(trimBoth({expression}), 200)"
 
 
@@ -128,7 +153,9 @@ NOISE_SQL = (
 
 
 def _metrics_select(ctx: MigrationContext, source: str) -> str:
-    states = ",\n    ".join(f"{m.function}IfState({m.value}, {m.condition}) AS {m.name}" for m in MEASURES)
+    states = ",\n    ".join(
+        f"{m.function}IfState({m.value}, {m.condition}) AS {m.name}" for m in MEASURES
+    )
     dims = ", ".join(METRIC_DIMENSIONS)
     return (
         f"SELECT {dims}, toStartOfInterval(ts, INTERVAL {BUCKET_SECONDS} SECOND) AS bucket,\n    {states}\n"
@@ -251,8 +278,12 @@ def _select(kind: str, ctx: MigrationContext, source: str) -> str:
     return _groups_select(source)
 
 
-def backfill_statements(ctx: MigrationContext, where: str = "1") -> list[str]:
-    """``INSERT … SELECT`` statements that (re)fill every rollup from stored events.
+def backfill_statements(
+    ctx: MigrationContext,
+    where: str = "1",
+    kinds: tuple[str, ...] = ("metrics", "fingerprints", "groups"),
+) -> list[str]:
+    """``INSERT … SELECT`` statements that (re)fill the rollups of ``kinds`` (default: all) from stored events.
 
     Safe to run any number of times and over ranges the views already cover: every state
     is a set, so re-inserted events are absorbed. ``where`` is a trusted SQL condition on
@@ -261,14 +292,19 @@ def backfill_statements(ctx: MigrationContext, where: str = "1") -> list[str]:
     events = ctx.table("events")
     statements = []
     for _view, table, kind in _VIEWS:
+        if kind not in kinds:
+            continue
         source = f"(SELECT * FROM {events} WHERE {where})"
         statements.append(f"INSERT INTO {ctx.table(table)}\n{_select(kind, ctx, source)}")
     return statements
 
 
-def forwards(ctx: MigrationContext) -> list[str]:
+def _create_statements(ctx: MigrationContext, only: str | None = None) -> list[str]:
+    """CREATE statements of every table and view (``only``: of that table and its view)."""
     statements: list[str] = []
     for table, columns, engine_spec, sharding in _tables(ctx):
+        if only is not None and table != only:
+            continue
         family, *clauses = engine_spec.split("|")
         version_column = clauses[-1] if family == "ReplacingMergeTree" else ""
         keys = clauses[0]
@@ -280,11 +316,23 @@ def forwards(ctx: MigrationContext) -> list[str]:
         statements.extend(ctx.distributed(table, sharding))
     events_storage = ctx.table(ctx.storage_name("events"))
     for view, table, kind in _VIEWS:
+        if only is not None and table != only:
+            continue
         statements.append(
             f"CREATE MATERIALIZED VIEW IF NOT EXISTS {ctx.table(view)}{ctx.on_cluster} "
             f"TO {ctx.table(ctx.storage_name(table))}\nAS {_select(kind, ctx, events_storage)}"
         )
-    return statements + backfill_statements(ctx)
+    return statements
+
+
+def metrics_5m_statements(ctx: MigrationContext) -> list[str]:
+    """``metrics_5m`` and its view, refilled from events: migration 0008 replaces them by
+    ``metrics_open`` and brings them back when rolled back."""
+    return _create_statements(ctx, only="metrics_5m") + backfill_statements(ctx, kinds=("metrics",))
+
+
+def forwards(ctx: MigrationContext) -> list[str]:
+    return _create_statements(ctx) + backfill_statements(ctx)
 
 
 def backwards(ctx: MigrationContext) -> list[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from analytics_eventset import EXPECTED_ALPHA, T0, T1, load
+from analytics_eventset import T0, T1, assert_metrics, load
 
 from retrylens.analytics.filters import Slice
 from retrylens.analytics.metrics import (
@@ -22,24 +22,18 @@ pytestmark = pytest.mark.clickhouse
 ALPHA = Slice(project="alpha")
 
 
-def _assert_expected(metrics, expected=EXPECTED_ALPHA):
-    for name, value in expected.items():
-        got = getattr(metrics, name)
-        assert got == pytest.approx(value), name
-
-
 @pytest.mark.parametrize("source", ["rollup", "raw"])
 def test_summary_matches_hand_computed_values_despite_duplicates(store, source):
     load(store, duplicates=True)
     assert store.count_rows() > store.count_distinct_events()
-    _assert_expected(metrics_summary(store, ALPHA, source=source))
+    assert_metrics(metrics_summary(store, ALPHA, source=source), source=source)
 
 
 def test_backfill_twice_changes_nothing(store):
     load(store, duplicates=True)
     backfill_rollups(store)
     backfill_rollups(store)
-    _assert_expected(metrics_summary(store, ALPHA))
+    assert_metrics(metrics_summary(store, ALPHA))
 
 
 @pytest.mark.parametrize("source", ["rollup", "raw"])
@@ -72,9 +66,13 @@ def test_hourly_trend(store, source):
 @pytest.mark.parametrize("source", ["rollup", "raw"])
 def test_time_range(store, source):
     load(store)
-    second_hour = metrics_summary(store, ALPHA.with_(start=T1, end=T1 + timedelta(hours=1)), source=source)
+    second_hour = metrics_summary(
+        store, ALPHA.with_(start=T1, end=T1 + timedelta(hours=1)), source=source
+    )
     assert second_hour.calls == 5
-    none = metrics_summary(store, ALPHA.with_(start=T0 - timedelta(days=2), end=T0 - timedelta(days=1)), source=source)
+    none = metrics_summary(
+        store, ALPHA.with_(start=T0 - timedelta(days=2), end=T0 - timedelta(days=1)), source=source
+    )
     assert none.calls == 0 and none.retry_rate is None
 
 
@@ -83,7 +81,11 @@ def test_failure_type_distribution(store):
     dist = failure_type_distribution(store, ALPHA)
     assert dist[0].error_type == "logic" and dist[0].failures == 2
     assert {d.error_type: d.failures for d in dist} == {
-        "logic": 2, "timeout": 1, "rate_limit": 1, "server_error": 1, "budget_exhausted": 1
+        "logic": 2,
+        "timeout": 1,
+        "rate_limit": 1,
+        "server_error": 1,
+        "budget_exhausted": 1,
     }
     assert sum(d.share for d in dist) == pytest.approx(1.0)
 

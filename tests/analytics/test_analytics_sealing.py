@@ -13,9 +13,20 @@ import uuid
 from datetime import timedelta
 
 import pytest
-from analytics_eventset import EXPECTED_ALPHA, T0, T1, _Task, build_events, load, rows_of
+from analytics_eventset import (
+    EXPECTED_ALPHA,
+    T0,
+    T1,
+    _Task,
+    approx_rollup,
+    assert_metrics,
+    build_events,
+    load,
+    rows_of,
+)
 from typer.testing import CliRunner
 
+from retrylens.analytics import sealing
 from retrylens.analytics.filters import Slice
 from retrylens.analytics.metrics import (
     failure_type_distribution,
@@ -23,6 +34,7 @@ from retrylens.analytics.metrics import (
     metrics_summary,
     metrics_trend,
 )
+from retrylens.analytics.rollup_query import sealed_state
 from retrylens.analytics.rollups import backfill_rollups, seal_rollups, start_sealer
 from retrylens.cli.main import app
 from retrylens.schemas import RetryEvent
@@ -34,12 +46,13 @@ ALL = T1 + timedelta(hours=2)
 
 
 def _assert_expected(metrics, expected=EXPECTED_ALPHA):
-    for name, value in expected.items():
-        assert getattr(metrics, name) == pytest.approx(value), name
+    assert_metrics(metrics, expected)
 
 
 def _sealed_buckets(store) -> list:
-    sql = store.sql("SELECT DISTINCT bucket FROM [[db]].metrics_seal_log ORDER BY bucket")
+    sql = store.sql(
+        "SELECT DISTINCT bucket FROM [[db]].metrics_rollup_log WHERE level = 300 ORDER BY bucket"
+    )
     return [row[0] for row in store.client.query(sql).result_rows]
 
 
@@ -49,9 +62,18 @@ def _insert(store, events, offset: int) -> None:
 
 def _late(task_id: str, correlation_id: str, attempt: int, kind: str, at, **fields) -> RetryEvent:
     return RetryEvent(
-        event_id=uuid.uuid4(), ts=at, project="alpha", agent={"name": "planner", "role": "worker"},
-        task_id=task_id, correlation_id=correlation_id, attempt=attempt, phase="planning", kind=kind,
-        policy_id="default", policy_version="v1", **fields,
+        event_id=uuid.uuid4(),
+        ts=at,
+        project="alpha",
+        agent={"name": "planner", "role": "worker"},
+        task_id=task_id,
+        correlation_id=correlation_id,
+        attempt=attempt,
+        phase="planning",
+        kind=kind,
+        policy_id="default",
+        policy_version="v1",
+        **fields,
     )
 
 
@@ -61,9 +83,16 @@ def test_partly_sealed_metrics_match_hand_computed_values(store):
     assert report.sealed == 4 and len(_sealed_buckets(store)) == 4
     _assert_expected(metrics_summary(store, ALPHA))
     trend = metrics_trend(store, ALPHA, bucket="1h")
-    assert [(p.metrics.calls, p.metrics.retries, p.metrics.tasks) for p in trend] == [(4, 2, 2), (5, 2, 3)]
+    assert [(p.metrics.calls, p.metrics.retries, p.metrics.tasks) for p in trend] == [
+        (4, 2, 2),
+        (5, 2, 3),
+    ]
     assert {d.error_type: d.failures for d in failure_type_distribution(store, ALPHA)} == {
-        "logic": 2, "timeout": 1, "rate_limit": 1, "server_error": 1, "budget_exhausted": 1
+        "logic": 2,
+        "timeout": 1,
+        "rate_limit": 1,
+        "server_error": 1,
+        "budget_exhausted": 1,
     }
 
 
@@ -72,18 +101,24 @@ def test_partly_sealed_metrics_match_hand_computed_values(store):
 def test_sealed_rollups_equal_raw_for_every_slicing(store, now, dimension):
     load(store, duplicates=True)
     seal_rollups(store, now=now)
-    assert metrics_by(store, dimension) == metrics_by(store, dimension, source="raw")
+    assert metrics_by(store, dimension) == approx_rollup(metrics_by(store, dimension, source="raw"))
 
 
 @pytest.mark.parametrize(
     "where",
-    [ALPHA.with_(error_type="logic"), ALPHA.with_(phase="execution", policy_version="v2"),
-     ALPHA.with_(start=T1, end=T1 + timedelta(minutes=15)), ALPHA.with_(agent="coder", error_type="")],
+    [
+        ALPHA.with_(error_type="logic"),
+        ALPHA.with_(phase="execution", policy_version="v2"),
+        ALPHA.with_(start=T1, end=T1 + timedelta(minutes=15)),
+        ALPHA.with_(agent="coder", error_type=""),
+    ],
 )
 def test_sealed_rollups_equal_raw_for_filters(store, where):
     load(store, duplicates=True)
     seal_rollups(store, now=PARTLY)
-    assert metrics_summary(store, where) == metrics_summary(store, where, source="raw")
+    assert metrics_summary(store, where) == approx_rollup(
+        metrics_summary(store, where, source="raw")
+    )
 
 
 def test_duplicates_after_sealing_change_nothing(store):
@@ -103,15 +138,36 @@ def test_late_event_into_sealed_bucket_is_counted_after_reseal(store):
     task = [
         _late("task-F", "task-F-task", 0, "task_started", at),
         _late("task-F", "task-F-a1", 1, "attempt_started", at + timedelta(seconds=1)),
-        _late("task-F", "task-F-a1", 1, "attempt_succeeded", at + timedelta(seconds=2),
-              latency_ms=700, cost_usd=0.004, tokens_in=30, tokens_out=10),
-        _late("task-F", "task-F-task", 1, "task_finished", at + timedelta(seconds=3), outcome="succeeded"),
+        _late(
+            "task-F",
+            "task-F-a1",
+            1,
+            "attempt_succeeded",
+            at + timedelta(seconds=2),
+            latency_ms=700,
+            cost_usd=0.004,
+            tokens_in=30,
+            tokens_out=10,
+        ),
+        _late(
+            "task-F",
+            "task-F-task",
+            1,
+            "task_finished",
+            at + timedelta(seconds=3),
+            outcome="succeeded",
+        ),
     ]
     _insert(store, task, offset=6000)
     assert metrics_summary(store, ALPHA).calls == 9  # its bucket is sealed: not seen yet
     seal_rollups(store, now=PARTLY)
-    _assert_expected(metrics_summary(store, ALPHA), {**EXPECTED_ALPHA, "calls": 10, "tasks": 6, "retry_rate": 0.4})
-    assert metrics_summary(store, ALPHA) == metrics_summary(store, ALPHA, source="raw")
+    _assert_expected(
+        metrics_summary(store, ALPHA),
+        {**EXPECTED_ALPHA, "calls": 10, "tasks": 6, "retry_rate": 0.4},
+    )
+    assert metrics_summary(store, ALPHA) == approx_rollup(
+        metrics_summary(store, ALPHA, source="raw")
+    )
 
 
 def test_late_event_spreading_a_sealed_task_over_two_buckets_counts_it_once(store):
@@ -122,37 +178,143 @@ def test_late_event_spreading_a_sealed_task_over_two_buckets_counts_it_once(stor
     seal_rollups(store, now=PARTLY)
     _assert_expected(metrics_summary(store, ALPHA))
     trend = metrics_trend(store, ALPHA, bucket="5m")
-    assert trend == metrics_trend(store, ALPHA, bucket="5m", source="raw")
-    assert [p.metrics.tasks for p in trend if p.bucket.hour == 10] == [1, 1, 1]  # A at 10:00 and 10:30, B at 10:10
+    assert trend == approx_rollup(metrics_trend(store, ALPHA, bucket="5m", source="raw"))
+    assert [p.metrics.tasks for p in trend if p.bucket.hour == 10] == [
+        1,
+        1,
+        1,
+    ]  # A at 10:00 and 10:30, B at 10:10
 
 
 def test_task_spanning_sealed_and_open_buckets_counts_once(store):
-    g = _Task("gamma", "task-G", "planner", "planning", "v1", T1 + timedelta(minutes=14, seconds=57), "text")
+    g = _Task(
+        "gamma",
+        "task-G",
+        "planner",
+        "planning",
+        "v1",
+        T1 + timedelta(minutes=14, seconds=57),
+        "text",
+    )
     g.start()
-    g.attempt(1, False, latency=100, cost=0.001, tokens=(1, 1), error="timeout")  # started 11:14:59, failed 11:15:00
+    g.attempt(
+        1, False, latency=100, cost=0.001, tokens=(1, 1), error="timeout"
+    )  # started 11:14:59, failed 11:15:00
     g.attempt(2, True, latency=200, cost=0.002, tokens=(2, 2))
     g.finish("succeeded", 2)
     _insert(store, g.events, offset=0)
     seal_rollups(store, now=PARTLY)  # 11:10 sealed, 11:15 open
     gamma = Slice(project="gamma")
     summary = metrics_summary(store, gamma)
-    assert (summary.calls, summary.failures, summary.retries, summary.tasks, summary.tasks_recovered) == (2, 1, 1, 1, 1)
-    assert summary == metrics_summary(store, gamma, source="raw")
+    assert (
+        summary.calls,
+        summary.failures,
+        summary.retries,
+        summary.tasks,
+        summary.tasks_recovered,
+    ) == (2, 1, 1, 1, 1)
+    assert summary == approx_rollup(metrics_summary(store, gamma, source="raw"))
     seal_rollups(store, now=ALL)
     assert metrics_summary(store, gamma) == summary
+
+
+def _late_task_f(store) -> None:
+    at = T0 + timedelta(minutes=12)  # the sealed 10:10 bucket (task B)
+    store.insert_rows(
+        rows_of(
+            [
+                _late("task-F", "task-F-a1", 1, "attempt_started", at),
+                _late(
+                    "task-F",
+                    "task-F-a1",
+                    1,
+                    "attempt_succeeded",
+                    at + timedelta(seconds=1),
+                    latency_ms=700,
+                ),
+            ],
+            first_offset=8000,
+        )
+    )
+
+
+def _rows_above(store, generation: int) -> int:
+    sql = store.sql("SELECT count() FROM [[db]].metrics_rollup WHERE generation > {g:UInt64}")
+    return int(store.client.command(sql, parameters={"g": generation}))
+
+
+def test_a_pass_interrupted_before_publishing_is_invisible_and_repaired(store, monkeypatch):
+    load(store, duplicates=True)
+    seal_rollups(store, now=PARTLY)
+    before = metrics_summary(store, ALPHA)
+    _late_task_f(store)
+
+    def power_cut(*args, **kwargs):
+        raise RuntimeError("power cut")
+
+    monkeypatch.setattr(sealing, "publish", power_cut)
+    with pytest.raises(RuntimeError):
+        seal_rollups(store, now=PARTLY)
+    published = sealed_state(store).published
+    assert _rows_above(store, published) > 0  # written, never published …
+    assert metrics_summary(store, ALPHA) == before  # … so readers do not see them
+    monkeypatch.undo()
+    seal_rollups(store, now=PARTLY)
+    assert _rows_above(store, sealed_state(store).published) == 0
+    _assert_expected(
+        metrics_summary(store, ALPHA),
+        {**EXPECTED_ALPHA, "calls": 10, "tasks": 6, "retry_rate": 0.4},
+    )
+    assert metrics_summary(store, ALPHA) == approx_rollup(
+        metrics_summary(store, ALPHA, source="raw")
+    )
+
+
+def test_superseded_rows_are_skipped_until_deleted(store, monkeypatch):
+    events = load(store, duplicates=True)
+    seal_rollups(store, now=PARTLY)
+    _insert(
+        store, [e for e in events if e.task_id in {"task-A", "task-C"}], offset=5000
+    )  # re-sent: re-sealed
+    monkeypatch.setattr(
+        sealing, "drop_superseded", lambda store, state: state
+    )  # the pass stops before deleting
+    seal_rollups(store, now=PARTLY)
+    dead = sealed_state(store).superseded
+    in_dead = store.sql(
+        "SELECT count() FROM [[db]].metrics_rollup"
+        " WHERE (level, bucket, generation) IN {dead:Array(Tuple(UInt32, DateTime('UTC'), UInt64))}"
+    )
+    assert dead and int(store.client.command(in_dead, parameters={"dead": list(dead)})) > 0
+    _assert_expected(metrics_summary(store, ALPHA))  # two generations of those buckets, one counted
+    monkeypatch.undo()
+    seal_rollups(store, now=PARTLY)
+    assert not sealed_state(store).superseded
+    assert int(store.client.command(in_dead, parameters={"dead": list(dead)})) == 0
+    _assert_expected(metrics_summary(store, ALPHA))
 
 
 def test_sealing_twice_is_idempotent(store):
     load(store, duplicates=True)
     seal_rollups(store, now=PARTLY)
-    snapshot = (metrics_summary(store, ALPHA), metrics_by(store, "error_type"), metrics_trend(store, bucket="5m"))
-    columns = "project, bucket, agent_name, phase, policy_version, error_type, any_error, calls, tasks, failed_cost"
-    rows_sql = store.sql(f"SELECT {columns} FROM [[db]].metrics_sealed ORDER BY ALL")
+    snapshot = (
+        metrics_summary(store, ALPHA),
+        metrics_by(store, "error_type"),
+        metrics_trend(store, bucket="5m"),
+    )
+    columns = "level, project, bucket, grain, agent_name, phase, policy_version, error_type, key_hash, calls, tasks"
+    rows_sql = store.sql(
+        f"SELECT {columns}, failed_nano_usd, retry_latency_keys FROM [[db]].metrics_rollup ORDER BY ALL"
+    )
     rows = store.client.query(rows_sql).result_rows
     second = seal_rollups(store, now=PARTLY)
     assert second.sealed == 0
     assert store.client.query(rows_sql).result_rows == rows  # older generations are deleted
-    assert (metrics_summary(store, ALPHA), metrics_by(store, "error_type"), metrics_trend(store, bucket="5m")) == snapshot
+    assert (
+        metrics_summary(store, ALPHA),
+        metrics_by(store, "error_type"),
+        metrics_trend(store, bucket="5m"),
+    ) == snapshot
 
 
 def test_backfill_after_sealing_changes_nothing(store):
@@ -162,10 +324,12 @@ def test_backfill_after_sealing_changes_nothing(store):
     _assert_expected(metrics_summary(store, ALPHA))
 
 
-def test_sealed_buckets_leave_the_set_states(store):
+def test_sealed_buckets_leave_the_open_set(store):
     load(store, duplicates=True)
     seal_rollups(store, now=PARTLY)
-    sql = store.sql("SELECT DISTINCT bucket FROM [[db]].metrics_5m WHERE project = 'alpha' ORDER BY bucket")
+    sql = store.sql(
+        "SELECT DISTINCT bucket FROM [[db]].metrics_open WHERE project = 'alpha' ORDER BY bucket"
+    )
     assert [row[0].strftime("%H:%M") for row in store.client.query(sql).result_rows] == ["11:20"]
 
 
