@@ -41,6 +41,8 @@ from retrylens.ingest.kafka_clients import ensure_topics, make_consumer, make_pr
 from retrylens.ingest.processor import SourceRef, ValidEvent, process  # noqa: E402
 from retrylens.schemas import RetryEvent  # noqa: E402
 from retrylens.store import open_store  # noqa: E402
+from retrylens.store.event_table import event_row  # noqa: E402
+from retrylens.store.native_block import encode_native  # noqa: E402
 
 
 def payloads(n: int, kind: str = "fleet") -> list[tuple[bytes, bytes]]:
@@ -135,18 +137,58 @@ def _prefilled_topic(settings: Settings, n: int, label: str, kind: str) -> tuple
     return settings, n / (time.perf_counter() - started)
 
 
-def consume_only(settings: Settings, n: int) -> float:
-    """Poll every message with the ingest consumer's client settings; nothing else."""
+def consume_only(settings: Settings, n: int) -> tuple[float, float]:
+    """Poll every message with the ingest consumer's client settings; nothing else.
+
+    Returns the rate and the Kafka client's CPU time per message (µs).
+    """
     consumer = make_consumer(settings, group_id=settings.kafka_group)
     consumer.subscribe([settings.kafka_topic])
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     seen = 0
     while seen < n:
         for messages in consumer.poll(timeout_ms=500).values():
             seen += len(messages)
-    elapsed = time.perf_counter() - started
+    elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu_started
     consumer.close()
-    return n / elapsed
+    return n / elapsed, cpu / n * 1e6
+
+
+def stage_cpu_us(settings: Settings, kind: str, n: int = 10_000) -> dict[str, float]:
+    """CPU µs per event of each stage, measured alone on the same payloads (best of 3).
+
+    With ingest workers the consumer's core does fetch + insert and a worker does
+    process + encode, so e2e / consume-only cannot exceed
+    fetch / max(fetch + insert, process + encode) on an otherwise idle machine.
+    """
+    values = [value for _, value in payloads(n, kind)]
+    sources = [SourceRef("stage", 0, offset) for offset in range(n)]
+
+    def best(fn) -> float:
+        times = []
+        for _ in range(3):
+            started = time.process_time()
+            fn()
+            times.append(time.process_time() - started)
+        return min(times) / n * 1e6
+
+    rows = [process(value, source).row for value, source in zip(values, sources, strict=True)]
+    store = open_store(settings.model_copy(update={"clickhouse_database": "bench_stages"}))
+    block = encode_native(rows)
+    tokens = iter(range(10**6))
+    return {
+        "process_us": round(best(lambda: [process(v, s) for v, s in zip(values, sources, strict=True)]), 2),
+        "pydantic_process_us": round(
+            best(
+                lambda: [
+                    event_row(RetryEvent.model_validate_json(v), topic="t", partition=0, offset=0) for v in values
+                ]
+            ),
+            2,
+        ),
+        "encode_us": round(best(lambda: encode_native(rows)), 2),
+        "insert_us": round(best(lambda: store.insert_native([block], dedup_token=f"stage-{next(tokens)}")), 2),
+    }
 
 
 def end_to_end(settings: Settings, n: int, workers: int) -> float:
@@ -199,11 +241,12 @@ def main() -> None:
     consume_topic, produce_eps = _prefilled_topic(settings, args.events, "co", args.payload)
     e2e_topic, _ = _prefilled_topic(settings, args.events, "e2e", args.payload)
     inline_topic, _ = _prefilled_topic(settings, args.events, "inl", args.payload)
+    consume_rate, fetch_cpu_us = consume_only(consume_topic, args.events)
     results = {
         "events": args.events,
         "payload": args.payload,
         "produce_eps": round(produce_eps),
-        "consume_only_eps": round(consume_only(consume_topic, args.events)),
+        "consume_only_eps": round(consume_rate),
         "e2e_eps": round(end_to_end(e2e_topic, args.events, workers=args.workers)),
         "e2e_inline_eps": round(
             end_to_end(inline_topic.model_copy(update={"clickhouse_database": "bench_inline"}), args.events, 0)
@@ -214,6 +257,11 @@ def main() -> None:
     results["e2e_vs_consume_only"] = round(results["e2e_eps"] / results["consume_only_eps"], 3)
     results["inline_vs_consume_only"] = round(results["e2e_inline_eps"] / results["consume_only_eps"], 3)
     results["e2e_vs_naive"] = round(results["e2e_eps"] / results["naive_eps"], 1)
+    stages = {"fetch_us": round(fetch_cpu_us, 2), **stage_cpu_us(settings, args.payload)}
+    results["cpu_us_per_event"] = stages
+    consumer_core = stages["fetch_us"] + stages["insert_us"]
+    worker_core = stages["process_us"] + stages["encode_us"]
+    results["bound_e2e_vs_consume_only_1_worker"] = round(stages["fetch_us"] / max(consumer_core, worker_core), 3)
     if args.json:
         print(json.dumps(results))
     else:

@@ -33,6 +33,10 @@ class EncodePool:
         self._executor = ProcessPoolExecutor(max_workers=workers, mp_context=context)
         self._inflight: deque[Submitted] = deque()
         self._max_inflight = max_inflight
+        # Start the workers (a spawn imports RetryLens: about a second) while the consumer
+        # is still joining its group, not when the first poll returns.
+        for _ in range(workers):
+            self._executor.submit(encode_chunk, "warm-up", 0, [], [])
 
     def submit(self, messages: list[ConsumerRecord]) -> None:
         """Queue one partition's consecutive messages from a poll."""

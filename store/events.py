@@ -40,7 +40,11 @@ class EventStore:
         body = b"".join(blocks)
         if not body:
             return
-        settings: dict[str, Any] = {"insert_deduplication_token": dedup_token} if dedup_token else {}
+        # Collapsing re-sent events is left to merges and FINAL reads, which do it anyway;
+        # doing it again while inserting only costs the consumer's core.
+        settings: dict[str, Any] = {"optimize_on_insert": 0}
+        if dedup_token:
+            settings["insert_deduplication_token"] = dedup_token
         if self.ctx.cluster:
             settings["insert_distributed_sync"] = 1
         self.client.raw_insert(
