@@ -177,7 +177,7 @@ GraceOption = typer.Option(
 def _seal(store: Any, grace_minutes: float) -> dict[str, Any]:
     report = seal_rollups(store, grace=timedelta(minutes=grace_minutes))
     return {"sealed": report.sealed, "resealed": report.resealed, "hours": report.hours,
-            "boundary": report.boundary.isoformat()}
+            "days": report.days, "boundary": report.boundary.isoformat()}
 
 
 @handle_errors
