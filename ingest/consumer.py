@@ -34,9 +34,8 @@ from .batch import Batch
 from .breaker import InvalidBurstBreaker
 from .dlq import DeadLetterPublisher
 from .encode_pool import EncodePool
-from .encoder import EncodedChunk
+from .encoder import EncodedChunk, encode_messages
 from .kafka_clients import ensure_topics, make_consumer, make_producer
-from .processor import SourceRef, ValidEvent, process
 from .writer import BatchWriter
 
 log = logging.getLogger(__name__)
@@ -124,7 +123,8 @@ class IngestConsumer:
                 records = self._consumer.poll(timeout_ms=self._poll_timeout_ms())
                 for messages in records.values():
                     if self._pool is None:
-                        self._handle_chunk(messages)
+                        # Inline: the workers' own function, run here (one path for both modes).
+                        self._add_encoded(messages, encode_messages(messages))
                         continue
                     self._pool.submit(messages)
                     if self._pool.must_drain():
@@ -175,33 +175,6 @@ class IngestConsumer:
         else:
             self._breaker.record_valid(len(messages))
         batch.add_block(chunk.block, chunk.rows)
-        batch.cover(topic, partition, messages[0].offset, messages[-1].offset)
-
-    def _handle_chunk(self, messages: list[ConsumerRecord]) -> None:
-        """Process one partition's messages from a poll (in offset order) into the batch."""
-        topic, partition = messages[0].topic, messages[0].partition
-        batch, breaker = self._batch, self._breaker
-        valid = invalid = 0
-        try:
-            for message in messages:
-                outcome = process(message.value, SourceRef(topic, partition, message.offset))
-                ok = isinstance(outcome, ValidEvent)
-                if ok:
-                    valid += 1
-                else:
-                    invalid += 1
-                trip = breaker.record(ok)
-                if trip is not None:
-                    metrics.BREAKER_TRIPS.inc()
-                    raise InvalidBurstError(
-                        trip, topic=topic, partition=partition, offset=message.offset
-                    )
-                batch.add(outcome, key=message.key, value=message.value, span=False)
-        finally:
-            # Counted per chunk: a Prometheus label lookup per message costs as much as a row.
-            self.stats.messages += valid + invalid
-            self._valid_messages.inc(valid)
-            self._invalid_messages.inc(invalid)
         batch.cover(topic, partition, messages[0].offset, messages[-1].offset)
 
     def _flush(self) -> None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from kafka.consumer.fetcher import ConsumerRecord
 
-from .encoder import EncodedChunk, encode_chunk
+from .encoder import EncodedChunk, chunk_args, encode_chunk
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,14 +40,7 @@ class EncodePool:
 
     def submit(self, messages: list[ConsumerRecord]) -> None:
         """Queue one partition's consecutive messages from a poll."""
-        first = messages[0]
-        future = self._executor.submit(
-            encode_chunk,
-            first.topic,
-            first.partition,
-            [message.offset for message in messages],
-            [message.value for message in messages],
-        )
+        future = self._executor.submit(encode_chunk, *chunk_args(messages))
         self._inflight.append(Submitted(messages, future))
 
     def must_drain(self) -> bool:

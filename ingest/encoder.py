@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from kafka.consumer.fetcher import ConsumerRecord
+
 from retrylens.store.native_block import encode_native
 
 from .processor import InvalidMessage, SourceRef, ValidEvent, process
@@ -37,3 +39,15 @@ def encode_chunk(topic: str, partition: int, offsets: Sequence[int], values: Seq
         else:
             invalid.append((index, outcome))
     return EncodedChunk(len(rows), encode_native(rows), invalid)
+
+
+
+def chunk_args(messages: Sequence[ConsumerRecord]) -> tuple[str, int, list[int], list[bytes | None]]:
+    """:func:`encode_chunk`'s arguments for one partition's consecutive records from a poll:
+    only offsets and values, which is all a worker process needs to be sent."""
+    first = messages[0]
+    return first.topic, first.partition, [m.offset for m in messages], [m.value for m in messages]
+
+
+def encode_messages(messages: Sequence[ConsumerRecord]) -> EncodedChunk:
+    return encode_chunk(*chunk_args(messages))
