@@ -1,15 +1,22 @@
-.PHONY: demo test lint bench
+.PHONY: demo test lint bench lock
 
-# Install and run the main job on embedded defaults (simulated fleet → events → store → metrics).
+DEPS ?= locked
+PYTEST_ARGS ?=
+
+# Install (exactly the locked, hashed requirements, into .venv) and run the main job embedded.
 demo:
-	python3 -m pip install -e . && retrylens demo --tasks 2000 --seed 7
+	python3 -m venv .venv && .venv/bin/pip install -q -r requirements/server.txt && .venv/bin/pip install -q --no-deps -e . && .venv/bin/retrylens demo --tasks 2000 --seed 7
 
-# Install, start a local Kafka broker, run every test (see infra/test.sh).
+# Fresh venv (DEPS=locked|lowest|newest), local Kafka broker, every test (infra/test.sh).
 test:
-	bash infra/test.sh
+	DEPS=$(DEPS) PYTEST_ARGS='$(PYTEST_ARGS)' bash infra/test.sh
 
 lint:
-	ruff check .
+	.venv/bin/ruff check .
 
 bench:
-	python3 bench/ingest.py
+	.venv/bin/python bench/ingest.py
+
+# Refresh uv.lock to the newest versions the registry serves (commit the result).
+lock:
+	uv lock --upgrade

@@ -85,7 +85,7 @@ def failure_groups(
     sql = store.sql(
         "SELECT project, group_id, any(error_type) AS etype, any(pattern) AS pat, max(is_noise) AS noise,"
         " anyMerge(example_message) AS example, uniqExactMerge(failures) AS n_failures,"
-        " uniqExactMerge(tasks) AS n_tasks, groupUniqArrayMerge(5)(example_tasks) AS examples,"
+        " uniqExactMerge(tasks) AS n_tasks,"
         " min(first_seen) AS first, max(last_seen) AS last,"
         " uniqExactMergeIf(failures, day >= {recent:Date}) AS recent_n,"
         " uniqExactMergeIf(failures, day >= {previous:Date} AND day < {recent:Date}) AS previous_n"
@@ -96,7 +96,9 @@ def failure_groups(
         " ORDER BY n_failures DESC, group_id LIMIT {limit:UInt32} OFFSET {offset:UInt32}"
     )
     rows = query_rows(store.client, sql, params)
-    daily = _daily(store, project, [int(row["group_id"]) for row in rows], params["since"])
+    ids = [int(row["group_id"]) for row in rows]
+    daily = _daily(store, project, ids, params["since"])
+    examples = _example_tasks(store, project, ids, params["since"])
     groups = []
     for row in rows:
         groups.append(
@@ -111,13 +113,36 @@ def failure_groups(
                 tasks=int(row["n_tasks"]),
                 first_seen=row["first"],
                 last_seen=row["last"],
-                example_tasks=sorted(row["examples"]),
+                example_tasks=examples.get(int(row["group_id"]), []),
                 recent_failures=int(row["recent_n"]),
                 previous_failures=int(row["previous_n"]),
                 daily=daily.get(int(row["group_id"]), []),
             )
         )
     return groups
+
+
+def _example_tasks(store: EventStore, project: str, group_ids: list[int], since: date) -> dict[int, list[str]]:
+    """Up to five tasks per group, the most recently failing first (ties by task id).
+
+    Read from the events themselves, in a defined order: the rollup's sampled examples
+    (``groupUniqArray``) depend on how parts were merged, so two reads could differ.
+    """
+    if not group_ids:
+        return {}
+    sql = store.sql(
+        "SELECT group_id, task_id FROM ("
+        f" SELECT cityHash64(toString(error_type), {normalised_message_sql()}) AS group_id,"
+        "  task_id, max(ts) AS last_failed"
+        " FROM [[db]].events"
+        " WHERE project = {project:String} AND kind = 'attempt_failed' AND toDate(ts) >= {since:Date}"
+        " GROUP BY group_id, task_id HAVING group_id IN {ids:Array(UInt64)})"
+        " ORDER BY group_id, last_failed DESC, task_id LIMIT 5 BY group_id"
+    )
+    out: dict[int, list[str]] = {}
+    for row in query_rows(store.client, sql, {"project": project, "ids": group_ids, "since": since}):
+        out.setdefault(int(row["group_id"]), []).append(row["task_id"])
+    return out
 
 
 def _daily(store: EventStore, project: str, group_ids: list[int], since: date) -> dict[int, list[tuple[date, int]]]:

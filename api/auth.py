@@ -19,6 +19,7 @@ import os
 import secrets
 from dataclasses import dataclass
 from pathlib import Path as FilePath
+from typing import TYPE_CHECKING
 
 from fastapi import Depends, HTTPException, Path, Request, Security
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
@@ -41,9 +42,20 @@ class Principal:
     def can_read(self, project: str) -> bool:
         return self.projects is None or project in self.projects
 
+if TYPE_CHECKING:
+    from retrylens.sdk.client import RetryLensClient
+
 
 def local_token_path(settings: Settings) -> FilePath:
     return settings.data_dir / LOCAL_TOKEN_FILE
+
+
+def local_client(settings: Settings, *, timeout: float = 10.0) -> RetryLensClient:
+    """A client of this machine's server: the local token if present, else the project keys."""
+    from retrylens.sdk.client import RetryLensClient
+
+    token = local_token(settings, create=False)
+    return RetryLensClient(settings.effective_api_url, token or settings.api_keys, timeout)
 
 
 def local_token(settings: Settings, *, create: bool = True) -> str | None:

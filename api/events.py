@@ -23,8 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from retrylens.config import Settings
 from retrylens.ingest import InvalidMessage, SourceRef, process
-from retrylens.ingest.pipeline import open_spool
-from retrylens.ingest.spool import Spool
+from retrylens.sdk.transport.build import open_spool
+from retrylens.sdk.transport.spool import Spool
 
 from .auth import Principal, principal
 

@@ -20,7 +20,7 @@ from fastapi import APIRouter, Body, Depends, Path, Request, Response
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ConfigDict, Field
 
-from retrylens.sdk.errors import PolicyError
+from retrylens.errors import PolicyError
 
 from .auth import PROJECT_PATTERN, project_access
 from .params import Limit

@@ -26,9 +26,9 @@ from dataclasses import dataclass
 
 import tenacity
 
-from retrylens.ingest.emitter import Emitter
 from retrylens.sdk import Governor, RetryPolicy
 from retrylens.sdk.policy import BackoffPolicy
+from retrylens.sdk.transport.emitter import Emitter
 from retrylens.testing import MemorySink
 
 TARGET_RATIO = 1.3

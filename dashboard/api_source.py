@@ -1,7 +1,7 @@
 """The dashboard's road through the HTTP API of ``retrylens serve`` (embedded store).
 
 An embedded chDB store can be opened by one process only, the server; the dashboard reads
-it through :class:`~retrylens.api.client.RetryLensClient` with the server's local token.
+it through :class:`~retrylens.sdk.client.RetryLensClient` with the server's local token.
 This module turns the client's JSON back into the analytics layer's types, so the pages
 cannot tell this road from :class:`~retrylens.dashboard.source.StoreSource`.
 
@@ -21,8 +21,8 @@ from retrylens.analytics.failure_groups import FailureGroup
 from retrylens.analytics.filters import Bucket, Slice
 from retrylens.analytics.fingerprints import FingerprintStats
 from retrylens.analytics.metrics import ErrorTypeShare, Metrics, TaskCost, TrendPoint
-from retrylens.api.client import RetryLensClient
 from retrylens.config import Settings
+from retrylens.sdk.client import RetryLensClient
 
 from .source import ModelInfo, Report, default_reports_dir, read_reports
 
@@ -62,7 +62,9 @@ class ApiSource:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ApiSource:
-        return cls(RetryLensClient.from_settings(settings), settings=settings)
+        from retrylens.api.auth import local_client
+
+        return cls(local_client(settings), settings=settings)
 
     @staticmethod
     def _filters(where: Slice) -> tuple[str, dict[str, Any]]:

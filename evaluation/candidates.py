@@ -17,18 +17,8 @@ from typing import Any
 
 import yaml
 
-from retrylens.errors import ConfigError
-from retrylens.sdk.errors import PolicyError
+from retrylens.errors import CandidateError, PolicyError
 from retrylens.sdk.policy import RetryPolicy, parse_policy
-
-
-class CandidateError(ConfigError):
-    """A candidate policy file cannot be used; the message names the file and the field."""
-
-    def __init__(self, message: str, *, path: str, field: str | None = None) -> None:
-        super().__init__(message)
-        self.path = path
-        self.field = field
 
 
 @dataclass(frozen=True)

@@ -1,15 +1,67 @@
 #!/usr/bin/env bash
-# The whole test run on a fresh machine: install RetryLens with its test extras, start the
-# real services the tests use (a local Kafka 4.x broker; ClickHouse is embedded via chDB),
-# run pytest, stop the services. Exits non-zero on any failure, including "no tests ran".
+# The whole test run on a fresh machine, in a fresh virtual environment:
+#   1. get uv (into a tools venv of its own; pip from PyPI),
+#   2. build a NEW venv (never the system interpreter's site-packages) with the
+#      dependencies chosen by DEPS:
+#        locked  (default) exactly uv.lock, the versions a new user gets today
+#        lowest  the lowest versions pyproject.toml allows for every direct dependency
+#                (uv --resolution lowest-direct): proves the declared lower bounds
+#        newest  whatever the registry serves now, ignoring the lock
+#   3. start the real services the tests use (a local Kafka 4.x broker; ClickHouse is
+#      embedded via chDB), run pytest inside the venv, stop the services.
+# Exits non-zero on any failure, including "no tests ran" (pytest exit 5).
+#
+# Environment: DEPS (above); PYTEST_ARGS (extra pytest arguments, e.g. -m "not browser");
+# RETRYLENS_TEST_VENV (where the venv goes; default .venv-test-$DEPS, recreated each run);
+# PYTHON (interpreter the venv is built from; default python3); KAFKA_PORT (default 9092).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
+DEPS="${DEPS:-locked}"
 PYTHON="${PYTHON:-python3}"
-"$PYTHON" -m pip install --quiet --disable-pip-version-check -e ".[test]"
+VENV="${RETRYLENS_TEST_VENV:-$PWD/.venv-test-$DEPS}"
+TOOLS="${RETRYLENS_TOOLS_VENV:-$PWD/.venv-tools}"
+
+log() { printf '[test.sh] %s\n' "$*" >&2; }
+
+if [[ ! -x "$TOOLS/bin/uv" ]]; then
+  log "installing uv into $TOOLS"
+  "$PYTHON" -m venv "$TOOLS"
+  "$TOOLS/bin/python" -m pip install --quiet --disable-pip-version-check "uv>=0.5"
+fi
+UV="$TOOLS/bin/uv"
+
+log "fresh venv $VENV (DEPS=$DEPS)"
+rm -rf "$VENV"
+"$UV" venv --quiet --python "$PYTHON" "$VENV"
+case "$DEPS" in
+  locked)
+    UV_PROJECT_ENVIRONMENT="$VENV" "$UV" sync --quiet --frozen --extra test --python "$VENV/bin/python"
+    ;;
+  lowest)
+    "$UV" pip install --quiet --python "$VENV/bin/python" --resolution lowest-direct -e ".[test]"
+    ;;
+  newest)
+    "$UV" pip install --quiet --python "$VENV/bin/python" --upgrade -e ".[test]"
+    ;;
+  *)
+    log "unknown DEPS=$DEPS (locked, lowest or newest)"; exit 2
+    ;;
+esac
+VPY="$VENV/bin/python"
+# The suite must see the venv's packages and nothing else.
+"$VPY" - <<'EOF'
+import sys, sysconfig
+assert sys.prefix != sys.base_prefix, "tests must run inside a virtual environment"
+import pydantic, retrylens
+print(f"[test.sh] python {sys.version.split()[0]} in {sys.prefix}; pydantic {pydantic.VERSION}; "
+      f"retrylens from {retrylens.__file__}", file=sys.stderr)
+EOF
+"$UV" pip freeze --python "$VPY" > "$VENV/freeze.txt"
+log "versions: $(grep -E '^(pydantic|fastapi|pandas|chdb|streamlit|langchain-core|kafka-python)==' "$VENV/freeze.txt" | tr '\n' ' ')"
 
 if [[ -x infra/browser.sh ]]; then
-  bash infra/browser.sh
+  PYTHON="$VPY" bash infra/browser.sh
 fi
 
 export KAFKA_PORT="${KAFKA_PORT:-9092}"
@@ -17,11 +69,16 @@ export RETRYLENS_TEST_KAFKA="127.0.0.1:${KAFKA_PORT}"
 bash infra/kafka/kafka.sh start
 trap 'bash infra/kafka/kafka.sh stop >/dev/null 2>&1 || true' EXIT
 
+# Tests start the CLI as `python -m retrylens`, never through PATH.
+export PATH="/usr/local/bin:/usr/bin:/bin"
+extra=()
+if [[ -n "${PYTEST_ARGS:-}" ]]; then eval "extra=(${PYTEST_ARGS})"; fi
 set +e
-"$PYTHON" -m pytest "$@"
+"$VPY" -m pytest "${extra[@]}" "$@"
 status=$?
 set -e
 if [[ $status -eq 5 ]]; then
   echo "pytest collected no tests: failing the run" >&2
+  exit 1
 fi
 exit $status

@@ -1,16 +1,8 @@
-"""How events travel: emitter and spool (agent side), Kafka consumer and spool ingestor."""
+"""How events arrive at the store (server side): Kafka consumer, spool ingestor, processor.
 
-from .emitter import Emitter, Sink
-from .pipeline import build_emitter
+The agent side of the road (emitter, spool, Kafka sink) is :mod:`retrylens.sdk.transport`.
+"""
+
 from .processor import InvalidMessage, InvalidReason, SourceRef, ValidEvent, process
 
-__all__ = [
-    "Emitter",
-    "InvalidMessage",
-    "InvalidReason",
-    "Sink",
-    "SourceRef",
-    "ValidEvent",
-    "build_emitter",
-    "process",
-]
+__all__ = ["InvalidMessage", "InvalidReason", "SourceRef", "ValidEvent", "process"]

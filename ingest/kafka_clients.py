@@ -14,22 +14,24 @@ from kafka.admin import NewTopic
 from kafka.errors import TopicAlreadyExistsError
 
 from retrylens.config import Settings
+from retrylens.sdk.transport import kafka as agent_kafka
+from retrylens.sdk.transport.kafka import PRODUCER_DEFAULTS
+from retrylens.sdk.transport.settings import KAFKA_SECURITY_FIELDS
 
-PRODUCER_DEFAULTS: dict[str, Any] = {
-    "acks": "all",
-    "enable_idempotence": True,
-    "compression_type": "lz4",
-    "linger_ms": 20,
-    "batch_size": 256 * 1024,
-    "max_in_flight_requests_per_connection": 5,
-}
+__all__ = ["PRODUCER_DEFAULTS", "ensure_topics", "make_consumer", "make_producer", "security"]
+
+
+def security(settings: Settings) -> dict[str, str]:
+    """kafka-python TLS/SASL options of ``settings`` (the same for every client)."""
+    return agent_kafka.security_options({name: getattr(settings, name) for name in KAFKA_SECURITY_FIELDS})
 
 
 def make_producer(settings: Settings, **overrides: Any) -> KafkaProducer:
-    return KafkaProducer(
-        bootstrap_servers=settings.kafka_bootstrap_servers.split(","),
-        client_id="retrylens-producer",
-        **{**PRODUCER_DEFAULTS, **overrides},
+    """The agent's producer configuration, for the server's own producers (DLQ, replay)."""
+    return agent_kafka.make_producer(
+        settings.kafka_bootstrap_servers,
+        {name: getattr(settings, name) for name in KAFKA_SECURITY_FIELDS},
+        **overrides,
     )
 
 
@@ -46,6 +48,7 @@ def make_consumer(settings: Settings, *, group_id: str, **overrides: Any) -> Kaf
         "client_id": f"retrylens-{group_id}",
         "session_timeout_ms": 10_000,
         "heartbeat_interval_ms": 2_000,
+        **security(settings),
     }
     config.update(overrides)
     return KafkaConsumer(**config)
@@ -53,7 +56,7 @@ def make_consumer(settings: Settings, *, group_id: str, **overrides: Any) -> Kaf
 
 def ensure_topics(settings: Settings) -> None:
     """Create the event and dead-letter topics if they do not exist yet."""
-    admin = KafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap_servers.split(","))
+    admin = KafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap_servers.split(","), **security(settings))
     try:
         wanted = [
             NewTopic(settings.kafka_topic, settings.kafka_topic_partitions, settings.kafka_replication_factor),

@@ -15,5 +15,3 @@ INSERT_SECONDS = Histogram(
 )
 LAG = Gauge("retrylens_ingest_lag_messages", "High watermark minus committed offset", ["partition"])
 BREAKER_TRIPS = Counter("retrylens_ingest_breaker_trips_total", "Invalid-burst breaker trips")
-EMITTED = Counter("retrylens_emit_events_total", "Events handed to the emitter", ["outcome"])
-SPOOLED = Counter("retrylens_spool_records_total", "Records appended to the local spool")

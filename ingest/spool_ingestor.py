@@ -16,18 +16,17 @@ from pathlib import Path
 import orjson
 
 from retrylens.config import Settings
+from retrylens.sdk.transport.build import KAFKA_FALLBACK_PREFIX
+from retrylens.sdk.transport.spool import Spool
 from retrylens.store import EventStore
 
 from . import metrics
 from .batch import Batch
 from .processor import InvalidMessage, SourceRef, ValidEvent, process
-from .spool import Spool
 from .writer import BatchWriter
 
 log = logging.getLogger(__name__)
 DEAD_LETTER_FILE = "dead_letters.jsonl"
-#: Spool folders of Kafka-mode emitters: replayed to Kafka by their own process, never ingested here.
-KAFKA_FALLBACK_PREFIX = "kafka-"
 
 
 class SpoolIngestor:

@@ -17,12 +17,13 @@ from pydantic import AliasChoices, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .errors import ConfigError
+from .sdk.transport.settings import default_data_dir
 
 CONFIG_FILE_ENV = "RETRYLENS_CONFIG"
 
 
 def _default_data_dir() -> Path:
-    return Path(os.environ.get("XDG_DATA_HOME", Path.home() / ".local" / "share")) / "retrylens"
+    return default_data_dir()
 
 
 class Settings(BaseSettings):
@@ -69,6 +70,21 @@ class Settings(BaseSettings):
         default=6, ge=1, description="Partitions when RetryLens creates the topics (consumer scale-out bound)."
     )
     kafka_replication_factor: int = Field(default=1, ge=1, description="Replication factor of created topics.")
+    kafka_security_protocol: str = Field(
+        default="",
+        pattern=r"^(|PLAINTEXT|SSL|SASL_PLAINTEXT|SASL_SSL)$",
+        description="Kafka `security_protocol` of every client (empty = PLAINTEXT).",
+    )
+    kafka_sasl_mechanism: str = Field(
+        default="",
+        pattern=r"^(|PLAIN|SCRAM-SHA-256|SCRAM-SHA-512)$",
+        description="SASL mechanism when the protocol is SASL_*.",
+    )
+    kafka_sasl_username: str = Field(default="", description="SASL user name.")
+    kafka_sasl_password: str = Field(default="", description="SASL password (prefer the environment or a 0600 config file).")
+    kafka_ssl_cafile: str = Field(default="", description="CA bundle that signs the brokers' certificates (TLS).")
+    kafka_ssl_certfile: str = Field(default="", description="Client certificate for mutual TLS.")
+    kafka_ssl_keyfile: str = Field(default="", description="Client key for mutual TLS.")
     batch_max_rows: int = Field(default=5_000, ge=1, le=1_000_000, description="Rows per insert.")
     batch_max_seconds: float = Field(default=1.0, gt=0, le=60, description="Max wait before an insert.")
     ingest_workers: int = Field(

@@ -1,28 +1,141 @@
-"""Every error RetryLens raises on purpose, in one hierarchy.
+"""Every error RetryLens raises on purpose, in one hierarchy, importable by agent and server.
 
 RetryLensError
-├── ConfigError            bad settings, config file or CLI argument
-├── StoreError             the ClickHouse store could not do what was asked
-│   ├── StoreLockedError   an embedded store is owned by another process
-│   └── MigrationError     a schema migration failed
-└── IngestError            the event pipeline had to stop
-    └── InvalidBurstError  too many invalid messages: the consumer stops instead of
-                           draining the topic into the dead-letter queue
+├── ConfigError                 bad settings, config file or CLI argument
+│   ├── CandidateError          a shadow candidate policy file cannot be used
+│   └── TraceFormatError        a trace file is missing or a line is not a trace record
+├── EventTooLargeError          an event serialized past the schema's size limit
+├── GovernorError               something the SDK's governor decided or refused
+│   ├── PolicyError             a policy file/object is invalid (names the field)
+│   ├── TaskStopped             the governor stopped a task; carries the last verdict
+│   │   ├── GaveUp              no further attempt is worth making
+│   │   ├── HandedOff           the task went to a human (package sent to a channel)
+│   │   └── ChainCancelled      cancel_chain() was called for the task or its parent
+│   ├── SideEffectError         a guarded side effect is in an unknown or failed state
+│   └── HandoffError            a hand-off channel could not deliver the package
+├── ApiError                    the RetryLens API answered with an error status
+├── StoreError                  the ClickHouse store could not do what was asked
+│   ├── StoreLockedError        an embedded store is owned by another process
+│   ├── MigrationError          a schema migration failed
+│   └── ModelNotFoundError      no trained risk model exists yet
+└── IngestError                 the event pipeline had to stop
+    ├── SpoolLockedError        another process is writing this spool folder
+    └── InvalidBurstError       too many invalid messages: the consumer stops instead of
+                                draining the topic into the dead-letter queue
 
-Each carries enough context to act on without reading a traceback.
+Each carries enough context to act on without reading a traceback. This module imports
+nothing but the standard library, so the agent SDK can raise and catch every one of them.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from retrylens.sdk.rules import Verdict
 
 
 class RetryLensError(Exception):
     """Base of every deliberate RetryLens error."""
 
 
+# -- configuration ----------------------------------------------------------------------
 class ConfigError(RetryLensError):
     """Settings, a config file or a command-line argument is invalid."""
 
 
+class CandidateError(ConfigError):
+    """A candidate policy file cannot be used; the message names the file and the field."""
+
+    def __init__(self, message: str, *, path: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.field = field
+
+
+class TraceFormatError(ConfigError):
+    """A trace file is missing or a line is not a valid trace record; names file and line."""
+
+
+# -- events -----------------------------------------------------------------------------
+class EventTooLargeError(RetryLensError, ValueError):
+    """An event serialized past the schema's byte limit (``MAX_EVENT_BYTES``)."""
+
+    def __init__(self, size: int, limit: int | None = None) -> None:
+        if limit is None:
+            from retrylens.schemas.limits import MAX_EVENT_BYTES
+
+            limit = MAX_EVENT_BYTES
+        super().__init__(
+            f"event is {size} bytes, over the {limit}-byte limit: "
+            "trim error_detail.message, context_snapshot.last_messages or input_features"
+        )
+        self.size = size
+        self.limit = limit
+
+
+# -- the agent SDK ----------------------------------------------------------------------
+class GovernorError(RetryLensError):
+    """Base of every error the SDK raises into agent code on purpose."""
+
+
+class PolicyError(GovernorError):
+    """A policy failed validation; ``field`` names the first offending field."""
+
+    def __init__(self, message: str, *, field: str = "", source: str = "") -> None:
+        super().__init__(message)
+        self.field = field
+        self.source = source
+
+
+class TaskStopped(GovernorError):
+    """The governor stopped the task instead of retrying."""
+
+    def __init__(
+        self, task_id: str, verdict: Verdict, last_error: BaseException | None = None
+    ) -> None:
+        super().__init__(f"task {task_id}: {verdict.decision.value}: {verdict.reason}")
+        self.task_id = task_id
+        self.verdict = verdict
+        self.last_error = last_error
+
+
+class GaveUp(TaskStopped):
+    """No retry is allowed or worth it."""
+
+
+class HandedOff(TaskStopped):
+    """The task was handed to a human through the configured channel."""
+
+
+class ChainCancelled(TaskStopped):
+    """The task (or the chain it belongs to) was cancelled."""
+
+
+class SideEffectError(GovernorError):
+    """A side-effecting call failed or its state is unknown."""
+
+    def __init__(self, message: str, *, key: str) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+class HandoffError(GovernorError):
+    """A hand-off channel could not deliver the package."""
+
+
+# -- the HTTP API -----------------------------------------------------------------------
+class ApiError(RetryLensError):
+    """The RetryLens API answered with an error status (``status``, ``detail``, ``url``)."""
+
+    def __init__(self, status: int, detail: Any, url: str) -> None:
+        super().__init__(f"RetryLens API {url} answered {status}: {detail}")
+        self.status = status
+        self.detail = detail
+        self.url = url
+
+
+# -- the store --------------------------------------------------------------------------
 class StoreError(RetryLensError):
     """The store could not complete an operation."""
 
@@ -45,8 +158,17 @@ class MigrationError(StoreError):
     """A migration statement failed; the message names the migration."""
 
 
+class ModelNotFoundError(StoreError):
+    """No trained model exists yet; run ``retrylens train``."""
+
+
+# -- ingest -----------------------------------------------------------------------------
 class IngestError(RetryLensError):
     """The ingest pipeline cannot continue."""
+
+
+class SpoolLockedError(IngestError):
+    """Another process is writing this spool folder."""
 
 
 class InvalidBurstError(IngestError):

@@ -18,8 +18,8 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from retrylens.ingest.emitter import Emitter, Record
 from retrylens.schemas import Decision, EventKind, RetryEvent, TaskOutcome
+from retrylens.sdk.transport.emitter import Emitter, Record
 
 
 class MemorySink:

@@ -35,6 +35,8 @@ from pydantic import (
     model_validator,
 )
 
+from retrylens.errors import EventTooLargeError
+
 from . import limits
 from .taxonomy import Decision, ErrorType, EventKind, SideEffectStatus, TaskOutcome
 
@@ -182,17 +184,6 @@ class RetryEvent(_Part):
     def from_json_bytes(cls, payload: bytes | str) -> RetryEvent:
         """Parse and validate one serialized event (no size check: see the processor)."""
         return cls.model_validate_json(payload)
-
-
-class EventTooLargeError(ValueError):
-    """An event serialized past :data:`limits.MAX_EVENT_BYTES`."""
-
-    def __init__(self, size: int) -> None:
-        super().__init__(
-            f"event is {size} bytes, over the {limits.MAX_EVENT_BYTES}-byte limit: "
-            "trim error_detail.message, context_snapshot.last_messages or input_features"
-        )
-        self.size = size
 
 
 def json_schema() -> dict[str, Any]:

@@ -11,9 +11,10 @@ Retry-After, or ``None``) and ``rng`` (a ``random.Random``). Waits combine with 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .policy import BackoffPolicy
+if TYPE_CHECKING:
+    from .policy import BackoffPolicy
 
 
 class Wait:

@@ -10,8 +10,10 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
-from .policy import BreakerPolicy
+if TYPE_CHECKING:
+    from .policy import BreakerPolicy
 
 
 class BreakerState(StrEnum):

@@ -12,9 +12,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
-from .policy import FleetBudgetPolicy, TaskBudget
+if TYPE_CHECKING:
+    from .policy import FleetBudgetPolicy, TaskBudget
 
 
 @dataclass

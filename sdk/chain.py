@@ -7,9 +7,22 @@ and cancels registered asyncio tasks in their own loops, thread-safely.
 
 from __future__ import annotations
 
-import asyncio
+import sys
 import threading
 from collections import defaultdict
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import asyncio
+
+
+def is_async_cancellation(error: BaseException) -> bool:
+    """Whether ``error`` is asyncio's ``CancelledError``, without importing asyncio.
+
+    If asyncio was never imported, no asyncio task can have been cancelled.
+    """
+    asyncio: Any = sys.modules.get("asyncio")
+    return asyncio is not None and isinstance(error, asyncio.CancelledError)
 
 
 class ChainRegistry:
@@ -38,6 +51,8 @@ class ChainRegistry:
 
     def attach_current_task(self, task_id: str) -> None:
         """Register the running asyncio task so that a cancel reaches it."""
+        import asyncio  # called from coroutines only: loaded already
+
         task = asyncio.current_task()
         if task is None:
             return

@@ -17,13 +17,15 @@ import hashlib
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from retrylens.schemas import ContextMessage, ContextSnapshot
 from retrylens.schemas.limits import MAX_LAST_MESSAGES, MAX_MESSAGE_CHARS, MAX_MESSAGE_DIGESTS
 
 from .features import normalise_input
 from .sanitizer import redact
+
+if TYPE_CHECKING:
+    from retrylens.schemas import ContextSnapshot
 
 Message = dict[str, Any]
 
@@ -111,6 +113,8 @@ def snapshot(
     messages: Sequence[Message], *, previous: Sequence[str] | None = None, last: int = 3
 ) -> ContextSnapshot:
     """A bounded, redacted snapshot; with ``previous`` digests, only what changed (a delta)."""
+    from retrylens.schemas.event import ContextMessage, ContextSnapshot
+
     digests = [digest(m) for m in messages]
     shown: Sequence[Message] = messages
     is_delta = previous is not None

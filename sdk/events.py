@@ -12,12 +12,15 @@ import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from retrylens.schemas import EventKind, RetryEvent, TaskOutcome
+from retrylens.schemas.taxonomy import EventKind, TaskOutcome
 
 from .ids import IdSource, SeededIds
 from .state import TaskState
+
+if TYPE_CHECKING:
+    from retrylens.schemas import RetryEvent
 
 _STATIC_DEFAULTS: dict[str, Any] | None = None
 
@@ -30,11 +33,26 @@ def _defaults() -> dict[str, Any]:
     """
     global _STATIC_DEFAULTS
     if _STATIC_DEFAULTS is None:
+        from retrylens.schemas.event import RetryEvent
+
         _STATIC_DEFAULTS = {
             name: None if field.default_factory is not None else field.default
             for name, field in RetryEvent.model_fields.items()
         }
     return {**_STATIC_DEFAULTS, "input_features": {}, "side_effects": []}
+
+
+def _event_class() -> type[RetryEvent]:
+    """The pydantic event model, imported on first use (agents pay for it only when emitting)."""
+    global _EVENT_CLASS
+    if _EVENT_CLASS is None:
+        from retrylens.schemas.event import RetryEvent
+
+        _EVENT_CLASS = RetryEvent
+    return _EVENT_CLASS
+
+
+_EVENT_CLASS: type[RetryEvent] | None = None
 
 
 def _construct(values: dict[str, Any], fields_set: set[str] | None = None) -> RetryEvent:
@@ -43,7 +61,7 @@ def _construct(values: dict[str, Any], fields_set: set[str] | None = None) -> Re
     ``fields_set`` may be shared between events that set the same fields: pydantic never
     mutates a frozen model's fields set (``model_copy`` copies it first).
     """
-    event = RetryEvent.__new__(RetryEvent)
+    event = _event_class().__new__(_event_class())
     object.__setattr__(event, "__dict__", values)
     object.__setattr__(
         event, "__pydantic_fields_set__", fields_set if fields_set is not None else set(values)
@@ -129,11 +147,11 @@ class EventFactory:
         attempt_succeeded and task_finished (see :mod:`retrylens.schemas.event`).
         """
         values = {**success.__dict__, "outcome": TaskOutcome.SUCCEEDED, "input_features": features}
-        return RetryEvent(**values) if self.validate else _construct(values)
+        return _event_class()(**values) if self.validate else _construct(values)
 
     def _finish(self, values: dict[str, Any]) -> RetryEvent:
         if self.validate:
-            return RetryEvent(**values)
+            return _event_class()(**values)
         ts = values["ts"]
         values["ts"] = ts.replace(microsecond=ts.microsecond // 1000 * 1000)
         return _construct({**_defaults(), **values})

@@ -10,19 +10,20 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import re
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable
 
+from .lazy_pattern import LazyPattern
+
 FeatureValue = bool | int | float | str
 
-_WS = re.compile(r"\s+")
-_WORD = re.compile(r"[a-z][a-z0-9_\-]{2,}")
-_NUMBER = re.compile(r"\b\d+(?:[.,]\d+)?\b")
-_URL = re.compile(r"https?://\S+")
-_EMAIL = re.compile(r"\b[\w.+-]+@[\w-]+\.[\w.-]+\b")
-_CAPITALISED = re.compile(r"\b[A-Z][a-z]+(?:\s+[A-Z][a-z]+)*\b")
+_WS = LazyPattern(r"\s+")
+_WORD = LazyPattern(r"[a-z][a-z0-9_\-]{2,}")
+_NUMBER = LazyPattern(r"\b\d+(?:[.,]\d+)?\b")
+_URL = LazyPattern(r"https?://\S+")
+_EMAIL = LazyPattern(r"\b[\w.+-]+@[\w-]+\.[\w.-]+\b")
+_CAPITALISED = LazyPattern(r"\b[A-Z][a-z]+(?:\s+[A-Z][a-z]+)*\b")
 MAX_KEYWORDS = 12
 
 STOPWORDS = frozenset(

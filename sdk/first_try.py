@@ -23,13 +23,15 @@ import functools
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from retrylens.schemas import AgentRef, EventKind, RetryEvent, TaskOutcome
+from retrylens.schemas.taxonomy import EventKind, TaskOutcome
 
 from .events import _construct, _defaults
 from .features import task_features
 from .ids import uuid4_from_int
 
 if TYPE_CHECKING:
+    from retrylens.schemas import AgentRef, RetryEvent
+
     from .governor import Governor
     from .run import TaskRun
     from .state import Attempt
@@ -151,6 +153,8 @@ def compact_template(
     Keyed like the governor's feature cache: agents run the same inputs a lot, and the
     features of a new input are computed once here either way.
     """
+    from retrylens.schemas.event import AgentRef
+
     fingerprint, features = task_features(goal, agent, dependency, ())
     values = _defaults()  # in field order, with placeholders for the per-event fields
     values.update(

@@ -27,7 +27,6 @@ an ``rng``, ids come from ``os.urandom`` (:mod:`~retrylens.sdk.ids`), unique acr
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
 import inspect
 import logging
@@ -35,36 +34,43 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from retrylens.schemas import (
-    AgentRef,
-    EventKind,
-    RetryEvent,
-)
+from retrylens.schemas.taxonomy import EventKind
 
 from .breaker import CircuitBreaker
 from .budget import PerDependency, RetryThrottle, TaskLedger
-from .chain import ChainRegistry
+from .chain import ChainRegistry, is_async_cancellation
 from .context import ContextBuilder, Message
 from .events import EventFactory, utc_now_ms
 from .features import task_features
 from .first_try import FirstTry
 from .handoff import HandoffChannel
 from .history import FailureHistory
-from .hot_reload import PolicySource
 from .ids import IdSource, SeededIds, SystemIds
-from .policy import RetryPolicy
+from .policy_source import PolicySource
 from .rules import Rule, default_rules
 from .run import TaskRun, accepts
 from .side_effects import KeyStore, MemoryKeyStore
 from .state import TaskState
+
+if TYPE_CHECKING:
+    from retrylens.schemas import AgentRef, RetryEvent
+
+    from .policy import RetryPolicy
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 _current_run: contextvars.ContextVar[TaskRun | FirstTry | None] = contextvars.ContextVar(
     "retrylens_run", default=None
 )
+
+
+async def _asyncio_sleep(seconds: float) -> None:
+    """``asyncio.sleep``, imported on first use: agents that never await load no asyncio."""
+    import asyncio
+
+    await asyncio.sleep(seconds)
 
 
 def current_run() -> TaskRun | None:
@@ -91,7 +97,7 @@ class Governor:
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], datetime] | None = None,
         sleep: Callable[[float], object] = time.sleep,
-        asleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+        asleep: Callable[[float], Awaitable[object]] | None = None,
         rng: random.Random | None = None,
         key_store: KeyStore | None = None,
         handoff: HandoffChannel | None = None,
@@ -100,14 +106,18 @@ class Governor:
         rules: Rule | None = None,
         validate_events: bool = True,
     ) -> None:
-        self.source = (
-            policy if isinstance(policy, PolicySource) else PolicySource(policy or RetryPolicy())
-        )
+        if not isinstance(policy, PolicySource):
+            if policy is None:
+                from .policy import RetryPolicy  # pydantic loads with the first policy
+
+                policy = RetryPolicy()
+            policy = PolicySource(policy)
+        self.source = policy
         self.project = project
         self._emit = emit or (lambda event: None)
         self.clock = clock
         self.sleep = sleep
-        self.asleep = asleep
+        self.asleep = asleep or _asyncio_sleep
         self.rng = rng or random.Random()
         self.ids: IdSource = SeededIds(rng) if rng is not None else SystemIds()
         self.key_store: KeyStore = key_store or MemoryKeyStore()
@@ -230,6 +240,8 @@ class Governor:
         ts: datetime | None = None,
     ) -> TaskRun:
         """:meth:`start`, plus ``compact`` (hold events back for the compact form) and ``ts``."""
+        from retrylens.schemas.event import AgentRef
+
         agent_ref = agent if isinstance(agent, AgentRef) else AgentRef(name=agent)
         policy = self.policy.for_role(agent_ref.role)
         fingerprint, feats = task_features(goal, agent_ref.name, dependency, tuple(tools))
@@ -427,6 +439,8 @@ class Governor:
         kwargs: dict[str, Any],
         wants_attempt: bool,
     ) -> T:
+        import asyncio  # loaded already: this coroutine runs on an event loop
+
         while True:
             attempt = run.begin()
             token = _current_run.set(run)
@@ -446,7 +460,7 @@ class Governor:
 
     def _chain_cancelled(self, run: TaskRun, error: BaseException) -> bool:
         """Whether ``error`` is the asyncio cancellation that ``cancel_chain`` caused."""
-        return isinstance(error, asyncio.CancelledError) and self.chains.is_cancelled(
+        return is_async_cancellation(error) and self.chains.is_cancelled(
             run.state.task_id
         )
 
@@ -542,5 +556,7 @@ class VirtualClock:
         self.t = max(self.t, t)
 
     async def aadvance(self, seconds: float) -> None:
+        import asyncio
+
         self.advance(seconds)
         await asyncio.sleep(0)

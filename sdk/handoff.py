@@ -15,14 +15,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-import httpx
+from retrylens.errors import HandoffError
 
-from .errors import GovernorError
 from .sanitizer import redact
-
-
-class HandoffError(GovernorError):
-    """A channel could not deliver the package."""
 
 
 @dataclass
@@ -102,6 +97,8 @@ class WebhookChannel:
 
     def send(self, package: HandoffPackage) -> None:
         try:
+            import httpx  # only a webhook channel needs it
+
             response = httpx.post(
                 self.url, json=package.to_dict(), timeout=self.timeout_s, headers=self.headers
             )

@@ -1,6 +1,6 @@
-"""The policy in force, and how it changes at runtime without restarting the agent.
+"""How the policy in force changes at runtime without restarting the agent.
 
-:class:`PolicySource` holds the current policy. Watchers propose new ones: a
+:class:`~retrylens.sdk.policy_source.PolicySource` holds the current policy. Watchers propose new ones: a
 :class:`FileWatcher` when the file changes, an :class:`ApiPoller` from
 ``GET {api_url}/v1/policies/{project}/{agent}``. An invalid proposal is rejected — the
 running policy stays in force and ``last_error`` says which field was wrong — so a bad
@@ -18,69 +18,15 @@ from typing import Protocol
 
 import httpx
 
-from .api_auth import auth_headers
-from .errors import PolicyError
-from .policy import RetryPolicy, load_policy, parse_policy
+from retrylens.errors import ApiError
+
+from .client import RetryLensClient
+from .policy import load_policy, parse_policy
+from .policy_source import PolicySource
+
+__all__ = ["ApiPoller", "FileWatcher", "PolicySource", "Watcher", "poll_in_background"]
 
 log = logging.getLogger(__name__)
-
-
-class PolicySource:
-    """Thread-safe holder of the policy in force."""
-
-    def __init__(self, policy: RetryPolicy | None = None) -> None:
-        self._policy = policy or RetryPolicy()
-        self._lock = threading.Lock()
-        self.last_error: str | None = None
-        self.reloads = 0
-        self._listeners: list[Callable[[RetryPolicy], object]] = []
-
-    @property
-    def current(self) -> RetryPolicy:
-        return self._policy
-
-    def set(self, policy: RetryPolicy) -> bool:
-        """Put ``policy`` in force; returns False when it is the same id and version."""
-        with self._lock:
-            if policy == self._policy:
-                return False
-            self._policy = policy
-            self.reloads += 1
-            self.last_error = None
-        for listener in self._listeners:
-            listener(policy)
-        log.info("retry policy %s@%s in force", policy.id, policy.version)
-        return True
-
-    def propose(self, load: Callable[[], RetryPolicy]) -> bool:
-        """Try ``load()``; on :class:`PolicyError` keep the running policy and record why."""
-        try:
-            policy = load()
-        except PolicyError as exc:
-            self.last_error = str(exc)
-            log.error(
-                "policy update rejected, keeping %s@%s: %s",
-                self._policy.id,
-                self._policy.version,
-                exc,
-            )
-            return False
-        return self.set(policy)
-
-    def on_change(self, listener: Callable[[RetryPolicy], object]) -> None:
-        self._listeners.append(listener)
-
-    def kill(self, *, agent: str | None = None) -> None:
-        """Operator kill switch from code: no automatic retries for ``agent`` or the project."""
-        current = self.current
-        switch = current.kill_switch
-        if agent is None:
-            switch = switch.model_copy(update={"project": True})
-        else:
-            switch = switch.model_copy(update={"agents": switch.agents | {agent}})
-        self.set(
-            current.model_copy(update={"kill_switch": switch, "version": f"{current.version}+kill"})
-        )
 
 
 class Watcher(Protocol):
@@ -123,31 +69,27 @@ class ApiPoller:
         client: httpx.Client | None = None,
     ) -> None:
         self.source = source
-        self.url = f"{api_url.rstrip('/')}/v1/policies/{project}/{agent}"
-        self.timeout_s = timeout_s
-        self.client = client or httpx.Client(timeout=timeout_s, headers=auth_headers(api_key))
+        self.project = project
+        self.agent = agent
+        self.api = RetryLensClient(api_url, api_key, timeout_s, http=client)
+        self.url = f"{self.api.base_url}/v1/policies/{project}/{agent}"
         self._etag: str | None = None
 
     def poll(self) -> bool:
-        headers = {"If-None-Match": self._etag} if self._etag else {}
         try:
-            response = self.client.get(self.url, headers=headers)
+            _, etag, data = self.api.agent_policy(self.project, self.agent, etag=self._etag)
         except httpx.HTTPError as exc:
             self.source.last_error = f"policy API unreachable ({exc}); keeping the running policy"
             return False
-        if response.status_code in (304, 404):
+        except ApiError as exc:
+            self.source.last_error = f"policy API answered {exc.status}; keeping the running policy"
             return False
-        if response.status_code != 200:
-            self.source.last_error = (
-                f"policy API answered {response.status_code}; keeping the running policy"
-            )
-            return False
-        self._etag = response.headers.get("etag")
-        try:
-            data = response.json()
         except ValueError:
             self.source.last_error = "policy API returned invalid JSON; keeping the running policy"
             return False
+        if data is None:
+            return False
+        self._etag = etag
         return self.source.propose(lambda: parse_policy(data, source=self.url))
 
 

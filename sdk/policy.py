@@ -17,12 +17,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from retrylens.schemas import ErrorType
-
-from .errors import PolicyError
+from retrylens.errors import PolicyError
+from retrylens.schemas.taxonomy import ErrorType
 
 POLICY_ENV = "RETRYLENS_POLICY"
 POLICY_FILE_ENV = "RETRYLENS_POLICY_FILE"
@@ -223,6 +221,8 @@ def load_policy(path: str | Path) -> RetryPolicy:
         text = path.read_text()
     except OSError as exc:
         raise PolicyError(f"cannot read policy file {path}: {exc}", source=str(path)) from exc
+    import yaml  # only policy files need a YAML parser
+
     try:
         data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     except (ValueError, yaml.YAMLError) as exc:

@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING, Any
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .api_auth import auth_headers
+from retrylens.errors import ApiError
+
+from .client import RetryLensClient
 from .policy import TaskBudget
 
 if TYPE_CHECKING:
@@ -62,17 +64,17 @@ class Preflight:
         timeout_s: float = 0.3,
         client: httpx.Client | None = None,
     ) -> None:
-        self.url = f"{api_url.rstrip('/')}/v1/precheck"
-        self.client = client or httpx.Client(timeout=timeout_s, headers=auth_headers(api_key))
+        self.api = RetryLensClient(api_url, api_key, timeout_s, http=client)
         self.failures = 0
 
     def check(self, request: PrecheckRequest) -> PrecheckResponse | None:
         """The API's advice, or ``None`` (fail-open) on any problem."""
         try:
-            response = self.client.post(self.url, json=request.model_dump())
-            response.raise_for_status()
-            return PrecheckResponse.model_validate(response.json())
-        except (httpx.HTTPError, ValidationError, ValueError) as exc:
+            answer = self.api.precheck(
+                request.project, request.agent, request.task_input, request.features
+            )
+            return PrecheckResponse.model_validate(answer)
+        except (httpx.HTTPError, ApiError, ValidationError, ValueError) as exc:
             self.failures += 1
             log.info("pre-flight check unavailable (%s); failing open", exc)
             return None

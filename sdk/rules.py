@@ -13,7 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from retrylens.schemas import RETRYING_DECISIONS, TRANSIENT_ERROR_TYPES, Decision, ErrorType
+from retrylens.schemas.taxonomy import (
+    RETRYING_DECISIONS,
+    TRANSIENT_ERROR_TYPES,
+    Decision,
+    ErrorType,
+)
 
 from .backoff import wait_from_policy
 from .state import FailureRecord, TaskState

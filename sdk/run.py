@@ -14,25 +14,18 @@ succeeded they become ONE compact ``attempt_succeeded`` event (see
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import logging
 from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from retrylens.schemas import (
-    Decision,
-    EventKind,
-    RetryEvent,
-    SideEffect,
-    SideEffectStatus,
-    TaskOutcome,
-)
+from retrylens.errors import ChainCancelled, GaveUp, HandedOff, HandoffError, TaskStopped
+from retrylens.schemas.taxonomy import Decision, EventKind, SideEffectStatus, TaskOutcome
 
+from .chain import is_async_cancellation
 from .context import snapshot
-from .errors import ChainCancelled, GaveUp, HandedOff, TaskStopped
-from .handoff import HandoffError, HandoffPackage
+from .handoff import HandoffPackage
 from .rules import Verdict, apply_verdict, record_failure
 from .sanitizer import Failure, classify
 from .shadow import explore, shadow_verdict
@@ -40,6 +33,8 @@ from .side_effects import KeyRecord, idempotency_key
 from .state import Attempt, TaskState
 
 if TYPE_CHECKING:
+    from retrylens.schemas import RetryEvent
+
     from .governor import Governor
 
 log = logging.getLogger(__name__)
@@ -226,7 +221,7 @@ class TaskRun:
             s.phase = attempt.phase = phase
         if dependency is not None:
             s.dependency = attempt.dependency = s.substitutions.get(dependency, dependency)
-        if isinstance(error, asyncio.CancelledError) or self.g.chains.is_cancelled(s.task_id):
+        if is_async_cancellation(error) or self.g.chains.is_cancelled(s.task_id):
             failure = Failure("cancelled", "cancelled by cancel_chain", retryable=False)
         else:
             failure = classify(error)
@@ -384,7 +379,7 @@ class TaskRun:
         else:
             self.finish(
                 TaskOutcome.CANCELLED
-                if isinstance(exc, asyncio.CancelledError)
+                if is_async_cancellation(exc)
                 else TaskOutcome.FAILED
             )
 
@@ -483,7 +478,7 @@ class TaskRun:
             EventKind.SIDE_EFFECT,
             attempt=self.last_attempt,
             side_effects=[
-                SideEffect(tool=tool[:128], idempotency_key=key, status=status, rollback=rollback)
+                _side_effect(tool=tool[:128], idempotency_key=key, status=status, rollback=rollback)
             ],
         )
 
@@ -531,3 +526,9 @@ def accepts(fn: Callable[..., object], name: str) -> bool:
         return name in inspect.signature(fn).parameters
     except (TypeError, ValueError):
         return False
+
+
+def _side_effect(**fields: Any) -> Any:
+    from retrylens.schemas.event import SideEffect
+
+    return SideEffect(**fields)

@@ -9,32 +9,38 @@ put on an event or shown to a model.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import re
+import sys
 import traceback
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-from retrylens.schemas import ErrorDetail, ErrorType
 from retrylens.schemas.limits import MAX_ERROR_MESSAGE_CHARS
+from retrylens.schemas.taxonomy import ErrorType
 
-_REDACTIONS: list[tuple[re.Pattern[str], str]] = [
-    (re.compile(r"(?i)\b(bearer)\s+[a-z0-9._\-+/=]{8,}"), r"\1 [REDACTED]"),
-    (re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/\s:@]+:[^@\s/]+@"), r"\1[REDACTED]@"),
-    (re.compile(r"\b(sk|pk|rk)-[A-Za-z0-9_\-]{16,}\b"), "[REDACTED_KEY]"),
-    (re.compile(r"\bAKIA[0-9A-Z]{16}\b"), "[REDACTED_KEY]"),
-    (re.compile(r"\b(ghp|gho|ghs|github_pat|xox[abpr])_?[A-Za-z0-9_\-]{16,}\b"), "[REDACTED_KEY]"),
+from .lazy_pattern import LazyPattern
+
+if TYPE_CHECKING:
+    from retrylens.schemas import ErrorDetail
+
+_REDACTIONS: list[tuple[LazyPattern, str]] = [
+    (LazyPattern(r"(?i)\b(bearer)\s+[a-z0-9._\-+/=]{8,}"), r"\1 [REDACTED]"),
+    (LazyPattern(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/\s:@]+:[^@\s/]+@"), r"\1[REDACTED]@"),
+    (LazyPattern(r"\b(sk|pk|rk)-[A-Za-z0-9_\-]{16,}\b"), "[REDACTED_KEY]"),
+    (LazyPattern(r"\bAKIA[0-9A-Z]{16}\b"), "[REDACTED_KEY]"),
+    (LazyPattern(r"\b(ghp|gho|ghs|github_pat|xox[abpr])_?[A-Za-z0-9_\-]{16,}\b"), "[REDACTED_KEY]"),
     (
-        re.compile(
+        LazyPattern(
             r"(?i)\b(api[_\-]?key|secret|token|password|passwd|pwd)([\"']?\s*[:=]\s*[\"']?)[^\s\"',;&]+"
         ),
         r"\1\2[REDACTED]",
     ),
-    (re.compile(r"\b[\w.+\-]+@[\w\-]+\.[\w.\-]+\b"), "[EMAIL]"),
+    (LazyPattern(r"\b[\w.+\-]+@[\w\-]+\.[\w.\-]+\b"), "[EMAIL]"),
 ]
-_PAYLOAD = re.compile(r"[\[{].*$")  # a quoted JSON payload: never echo a failed output to the model
-_CARD = re.compile(r"\b(?:\d[ \-]?){12,18}\d\b")
+_PAYLOAD = LazyPattern(r"[\[{].*$")  # a quoted JSON payload: never echo a failed output to the model
+_CARD = LazyPattern(r"\b(?:\d[ \-]?){12,18}\d\b")
 
 
 def _luhn_ok(digits: str) -> bool:
@@ -106,6 +112,8 @@ class Failure(Exception):  # noqa: N818 - it is raised, but it names a failure, 
         return f"{self.error_type.value}" + (f": {line}" if line else "")
 
     def detail(self) -> ErrorDetail:
+        from retrylens.schemas.event import ErrorDetail
+
         return ErrorDetail(
             message=redact(self.message, limit=MAX_ERROR_MESSAGE_CHARS),
             code=self.code[:128],
@@ -126,7 +134,7 @@ _BY_NAME: dict[str, ErrorType] = {
     "ContextWindowExceededError": ErrorType.CONTEXT_OVERFLOW,
     "ToolException": ErrorType.TOOL_ERROR,
 }
-_OVERFLOW_TEXT = re.compile(
+_OVERFLOW_TEXT = LazyPattern(
     r"(?i)context (length|window)|maximum context|too many tokens|prompt is too long"
 )
 
@@ -182,7 +190,7 @@ def _status_of(exc: BaseException) -> int | None:
 
 
 def _error_type(exc: BaseException, status: int | None) -> ErrorType:
-    if isinstance(exc, asyncio.CancelledError):
+    if _is_async_cancellation(exc):
         return ErrorType.CANCELLED
     names = [cls.__name__ for cls in type(exc).__mro__]
     for name in names:
@@ -225,3 +233,9 @@ def classify(exc: BaseException) -> Failure:
         retry_after_ms=_retry_after_ms(exc),
         stack_digest=stack_digest(exc),
     )
+
+
+def _is_async_cancellation(exc: BaseException) -> bool:
+    """asyncio's CancelledError, without importing asyncio (none exists if it never loaded)."""
+    asyncio: Any = sys.modules.get("asyncio")
+    return asyncio is not None and isinstance(exc, asyncio.CancelledError)

@@ -15,12 +15,15 @@ from __future__ import annotations
 import copy
 import random
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from retrylens.schemas import TRANSIENT_ERROR_TYPES, Decision, ErrorType
+from retrylens.schemas.taxonomy import TRANSIENT_ERROR_TYPES, Decision, ErrorType
 
-from .policy import RetryPolicy
 from .rules import Rule, Verdict, default_rules
 from .state import TaskState
+
+if TYPE_CHECKING:
+    from .policy import RetryPolicy
 
 
 def shadow_verdict(

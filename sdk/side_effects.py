@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from retrylens.schemas import SideEffectStatus
+from retrylens.schemas.taxonomy import SideEffectStatus
 
 
 def idempotency_key(task_id: str, step: str, args: Any = None) -> str:
@@ -79,9 +78,11 @@ class SqliteKeyStore:
                 "tool TEXT, status TEXT, result TEXT, updated_at REAL)"
             )
 
-    def _conn(self) -> sqlite3.Connection:
+    def _conn(self) -> Any:
         conn = getattr(self._local, "conn", None)
         if conn is None:
+            import sqlite3  # only agents that choose this store pay for it
+
             conn = self._local.conn = sqlite3.connect(self.path, timeout=10, isolation_level=None)
         return conn
 
@@ -135,12 +136,10 @@ class ClickHouseKeyStore:
     """
 
     def __init__(self, store: Any) -> None:
-        from retrylens.store.migrations.m0003_idempotency_keys import forwards
-
+        # ``store`` is an open, migrated :class:`retrylens.store.EventStore` (migration 0003
+        # creates the table); the SDK never imports the server to build it.
         self.client = store.client
         self.table = store.sql("[[db]].idempotency_keys")
-        for statement in forwards(store.ctx):
-            self.client.command(statement)
 
     def get(self, key: str) -> KeyRecord | None:
         rows = self.client.query(

@@ -11,14 +11,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from retrylens.schemas import AgentRef, Decision, ErrorType
+from retrylens.schemas.taxonomy import Decision, ErrorType
 
 from .budget import TaskLedger
 from .context import ContextBuilder, Message, digest
-from .policy import RetryPolicy
 from .sanitizer import Failure
 
 if TYPE_CHECKING:
+    from retrylens.schemas import AgentRef
+
+    from .policy import RetryPolicy
     from .rules import Verdict
 
 
@@ -88,7 +90,7 @@ class TaskState:
     completed_steps: dict[str, Any] = field(default_factory=dict)
     success_check: Callable[[Any], bool] | None = None
     # -- execution layer -----------------------------------------------------------------
-    policy: RetryPolicy = field(default_factory=RetryPolicy)
+    policy: RetryPolicy = field(default_factory=lambda: _default_policy())
     ledger: TaskLedger = field(default_factory=lambda: TaskLedger(started_at=0.0))
     env: Environment | None = None
     rng: random.Random = field(default_factory=random.Random)
@@ -175,3 +177,9 @@ class TaskState:
             f"spent={self.ledger.attempts}a/{self.ledger.tokens}t/${self.ledger.cost_usd:.4f} "
             f"policy={self.policy.id}@{self.policy.version}>"
         )
+
+
+def _default_policy() -> RetryPolicy:
+    from .policy import RetryPolicy
+
+    return RetryPolicy()

@@ -14,6 +14,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from retrylens.errors import HandedOff, TaskStopped
 from retrylens.schemas import (
     AgentRef,
     Decision,
@@ -30,7 +31,6 @@ from retrylens.sdk.context import (
     pollution_score,
     snapshot,
 )
-from retrylens.sdk.errors import HandedOff, TaskStopped
 from retrylens.sdk.events import EventFactory, hex_id
 from retrylens.sdk.features import extract_input_features, input_fingerprint
 from retrylens.sdk.governor import Governor, TaskRun, VirtualClock

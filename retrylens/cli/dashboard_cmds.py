@@ -18,7 +18,7 @@ from types import FrameType
 
 import typer
 
-from retrylens.api.client import is_healthy, wait_until_healthy
+from retrylens.sdk.client import is_healthy, wait_until_healthy
 
 from .common import ConfigOption, console, handle_errors, settings_from
 

@@ -16,10 +16,10 @@ from rich.console import Console
 from rich.table import Table
 
 from retrylens.analytics.metrics import metrics_summary
-from retrylens.ingest import build_emitter
 from retrylens.ingest.consumer import IngestConsumer
 from retrylens.ingest.kafka_clients import ensure_topics
 from retrylens.ingest.spool_ingestor import SpoolIngestor
+from retrylens.sdk.transport import build_emitter
 from retrylens.simulation import load_scenario, run_fleet
 from retrylens.store import open_store
 

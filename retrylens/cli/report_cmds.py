@@ -15,12 +15,11 @@ from pathlib import Path
 import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from retrylens.errors import ConfigError
+from retrylens.errors import ConfigError, PolicyError
 from retrylens.evaluation.candidates import CandidateError, load_candidates, read_mapping
 from retrylens.evaluation.history import build_history, read_frame
 from retrylens.evaluation.report import build_report, write_report
 from retrylens.evaluation.shadow import compare_shadow
-from retrylens.sdk.errors import PolicyError
 from retrylens.sdk.policy import RetryPolicy, parse_policy, policy_from_env
 from retrylens.store import open_store
 

@@ -58,7 +58,7 @@ def simulate(
 @handle_errors
 def validate(path: Path = typer.Argument(..., help="Policy file (YAML or JSON).")) -> None:
     """Check a retry policy file; a bad one names the field and exits with code 2."""
-    from retrylens.sdk.errors import PolicyError
+    from retrylens.errors import PolicyError
     from retrylens.sdk.policy import load_policy
 
     try:

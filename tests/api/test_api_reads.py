@@ -8,8 +8,8 @@ from apitest_support import KEYS
 from retrylens.analytics.failure_groups import failure_groups
 from retrylens.analytics.filters import Slice
 from retrylens.analytics.metrics import failure_type_distribution, metrics_summary
-from retrylens.api.client import ApiError, RetryLensClient
 from retrylens.api.serialize import plain
+from retrylens.sdk.client import ApiError, RetryLensClient
 
 pytestmark = pytest.mark.clickhouse
 

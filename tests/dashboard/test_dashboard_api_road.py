@@ -14,10 +14,10 @@ from retrylens.analytics.filters import Slice
 from retrylens.analytics.metrics import metrics_summary, recent_handoffs
 from retrylens.api.app import create_app
 from retrylens.api.auth import local_token
-from retrylens.api.client import RetryLensClient
 from retrylens.dashboard import source as sources
 from retrylens.dashboard.api_source import ApiSource
 from retrylens.dashboard.widgets import pct
+from retrylens.sdk.client import RetryLensClient
 
 pytestmark = pytest.mark.clickhouse
 

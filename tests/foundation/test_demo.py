@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from retrylens.config import Settings
 
 def _demo(env: dict[str, str], *args: str) -> dict:
     result = subprocess.run(
-        ["retrylens", "demo", "--json", *args], env=env, capture_output=True, text=True, timeout=600
+        [sys.executable, "-m", "retrylens", "demo", "--json", *args], env=env, capture_output=True, text=True, timeout=600
     )
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
@@ -45,5 +46,5 @@ def test_demo_through_kafka_stores_every_emitted_event(kafka_settings: Settings)
 def test_demo_rejects_bad_arguments(tmp_path: Path) -> None:
     env = {**os.environ, "RETRYLENS_DATA_DIR": str(tmp_path)}
     for args in (["--tasks", "0"], ["--driver", "yolo"], ["--scenario", str(tmp_path / "nope.yaml")]):
-        result = subprocess.run(["retrylens", "demo", *args], env=env, capture_output=True, text=True, timeout=60)
+        result = subprocess.run([sys.executable, "-m", "retrylens", "demo", *args], env=env, capture_output=True, text=True, timeout=60)
         assert result.returncode == 2, (args, result.stderr)

@@ -9,10 +9,10 @@ from pathlib import Path
 from factories import make_event, make_events
 
 from retrylens.config import Settings
-from retrylens.ingest.emitter import Emitter, Record
-from retrylens.ingest.spool import Spool
 from retrylens.ingest.spool_ingestor import SpoolIngestor
 from retrylens.schemas import RetryEvent
+from retrylens.sdk.transport.emitter import Emitter, Record
+from retrylens.sdk.transport.spool import Spool
 from retrylens.store import EventStore
 
 
@@ -137,7 +137,7 @@ def test_embedded_mode_spools_then_the_ingestor_stores_each_event_once(
 
 
 def test_kafka_fallback_spools_are_left_to_their_own_emitter(settings: Settings, store: EventStore) -> None:
-    from retrylens.ingest.pipeline import build_emitter
+    from retrylens.sdk.transport.build import build_emitter
 
     kafka_mode = settings.model_copy(update={"kafka_bootstrap_servers": "127.0.0.1:1"})
     fallback = Spool(kafka_mode.effective_spool_dir / "kafka-agent")

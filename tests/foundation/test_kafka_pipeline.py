@@ -6,6 +6,7 @@ import json
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -29,12 +30,12 @@ from retrylens.errors import InvalidBurstError
 from retrylens.ingest.batch import Batch
 from retrylens.ingest.consumer import IngestConsumer
 from retrylens.ingest.dlq import REPLAYED_HEADER, replay_dead_letters
-from retrylens.ingest.emitter import Emitter
 from retrylens.ingest.kafka_clients import ensure_topics
-from retrylens.ingest.kafka_sink import KafkaSink
 from retrylens.ingest.processor import InvalidReason
-from retrylens.ingest.spool import Spool
 from retrylens.schemas import MAX_EVENT_BYTES, RetryEvent
+from retrylens.sdk.transport.emitter import Emitter
+from retrylens.sdk.transport.kafka import KafkaSink
+from retrylens.sdk.transport.spool import Spool
 from retrylens.store import EventStore
 
 pytestmark = [pytest.mark.kafka, pytest.mark.clickhouse]
@@ -42,7 +43,7 @@ pytestmark = [pytest.mark.kafka, pytest.mark.clickhouse]
 
 def _store_stats(settings: Settings) -> dict:
     result = subprocess.run(
-        ["retrylens", "store", "stats"], env=cli_env(settings), capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "retrylens", "store", "stats"], env=cli_env(settings), capture_output=True, text=True, timeout=120
     )
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
@@ -68,7 +69,7 @@ def test_100k_events_emitted_through_kafka_are_stored_exactly_once(
 def test_consumer_killed_mid_stream_and_restarted_stores_each_event_once(kafka_settings: Settings) -> None:
     produce(kafka_settings, fast_payloads(100_000))
     env = cli_env(kafka_settings)
-    consumer = subprocess.Popen(["retrylens", "consume"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    consumer = subprocess.Popen([sys.executable, "-m", "retrylens", "consume"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 120
         while committed_total(kafka_settings) < 20_000:
@@ -80,7 +81,7 @@ def test_consumer_killed_mid_stream_and_restarted_stores_each_event_once(kafka_s
         consumer.wait()
     assert committed_total(kafka_settings) < 100_000, "killed too late to prove anything"
     restarted = subprocess.run(
-        ["retrylens", "consume", "--idle-exit", "3"], env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "retrylens", "consume", "--idle-exit", "3"], env=env, capture_output=True, text=True, timeout=300
     )
     assert restarted.returncode == 0, restarted.stderr
     assert _store_stats(kafka_settings)["events"] == 100_000
@@ -214,7 +215,7 @@ def test_sigterm_finishes_the_batch_commits_and_exits_cleanly(kafka_settings: Se
     produce(kafka_settings, fast_payloads(5_000))
     port = _free_port()
     consumer = subprocess.Popen(
-        ["retrylens", "consume", "--metrics-port", str(port)],
+        [sys.executable, "-m", "retrylens", "consume", "--metrics-port", str(port)],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:

@@ -10,16 +10,28 @@ REPO = Path(__file__).resolve().parents[2]
 README = (REPO / "README.md").read_text()
 
 
-def test_readme_opens_with_the_install_and_run_command_and_the_test_command() -> None:
+def _opening_commands() -> list[str]:
     first_block = README.split("```bash", 1)[1].split("```", 1)[0]
-    lines = [line.split("#")[0].strip() for line in first_block.strip().splitlines()]
-    assert lines[0].startswith("python3 -m pip install -e . && retrylens demo")
-    assert lines[1] == "make test"
+    return [line.split("  #")[0].strip() for line in first_block.strip().splitlines()]
+
+
+def test_readme_opens_with_the_install_and_run_command_and_the_test_command() -> None:
+    install_and_run, run_tests = _opening_commands()
+    assert "requirements/server.txt" in install_and_run  # the locked, hashed install
+    assert install_and_run.endswith("retrylens demo --tasks 2000 --seed 7")
+    assert run_tests == "make test"
+
+
+def test_the_makefile_demo_target_is_the_readme_install_and_run_command() -> None:
+    makefile = (REPO / "Makefile").read_text()
+    demo = makefile.split("\ndemo:\n", 1)[1].split("\n\n", 1)[0].strip()
+    assert demo == _opening_commands()[0]
 
 
 def test_ci_runs_exactly_the_readme_test_command() -> None:
-    ci = (REPO / ".ci" / "run").read_text().strip().splitlines()
-    assert ci[-1] == "make test"
+    ci = [line for line in (REPO / ".ci" / "run").read_text().splitlines() if line.startswith("make")]
+    assert ci == ['make test DEPS=locked', """make test DEPS=lowest PYTEST_ARGS='-m "not browser and not slow"'"""]
+    assert "DEPS ?= locked" in (REPO / "Makefile").read_text()  # so `make test` is the locked run
 
 
 def test_settings_table_in_the_readme_is_current() -> None:

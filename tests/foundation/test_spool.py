@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from retrylens.ingest.spool import Spool, SpoolLockedError
+from retrylens.sdk.transport.spool import Spool, SpoolLockedError
 
 
 def _records(n: int, start: int = 0) -> list[tuple[bytes, bytes]]:

@@ -121,7 +121,7 @@ def test_second_process_on_a_locked_embedded_store_gets_a_clear_error(tmp_path: 
         assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
         started = time.monotonic()
         second = subprocess.run(
-            ["retrylens", "store", "stats"], env=env, capture_output=True, text=True, timeout=60
+            [sys.executable, "-m", "retrylens", "store", "stats"], env=env, capture_output=True, text=True, timeout=60
         )
         assert time.monotonic() - started < 30  # no hang
         assert second.returncode == 1
@@ -131,7 +131,7 @@ def test_second_process_on_a_locked_embedded_store_gets_a_clear_error(tmp_path: 
     finally:
         holder.kill()
         holder.wait()
-    after = subprocess.run(["retrylens", "store", "stats"], env=env, capture_output=True, text=True, timeout=60)
+    after = subprocess.run([sys.executable, "-m", "retrylens", "store", "stats"], env=env, capture_output=True, text=True, timeout=60)
     assert after.returncode == 0, after.stderr
     assert json.loads(after.stdout) == {"events": 0, "rows": 0}
 

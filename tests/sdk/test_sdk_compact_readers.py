@@ -26,9 +26,9 @@ from retrylens.analytics.training import stream_examples
 from retrylens.dashboard.story import build_story
 from retrylens.evaluation.history import build_history, read_frame
 from retrylens.ingest.processor import SourceRef, ValidEvent, process
-from retrylens.ingest.serializer import event_bytes
 from retrylens.schemas import EventKind, RetryEvent
 from retrylens.sdk import Governor, TaskStopped, input_fingerprint, parse_policy
+from retrylens.sdk.transport.serializer import event_bytes
 from retrylens.store import EventStore
 
 pytestmark = pytest.mark.clickhouse

@@ -8,9 +8,9 @@ from datetime import UTC, datetime
 import pytest
 
 from retrylens.ingest.processor import SourceRef, ValidEvent, process
-from retrylens.ingest.serializer import event_bytes
 from retrylens.schemas import EventKind, RetryEvent, SideEffectStatus
 from retrylens.sdk import CallbackChannel, Governor, HandedOff, parse_policy
+from retrylens.sdk.transport.serializer import event_bytes
 from retrylens.store.event_table import EVENT_COLUMN_NAMES
 
 START = datetime(2024, 5, 1, 12, 30, 15, 250_000, tzinfo=UTC)

@@ -14,17 +14,18 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
-from typing import Protocol
+from collections import Counter, deque
+from typing import TYPE_CHECKING, Any, Protocol
 
-from retrylens.schemas import EventTooLargeError, RetryEvent
+from retrylens.errors import EventTooLargeError
 
-from . import metrics
 from .serializer import event_bytes
 from .spool import Spool
 
+if TYPE_CHECKING:
+    from retrylens.schemas import RetryEvent
+
 log = logging.getLogger(__name__)
-_QUEUED = metrics.EMITTED.labels("queued")
 
 Record = tuple[bytes, bytes]  # (key = task_id, value = serialized event)
 
@@ -73,11 +74,21 @@ class Emitter:
         self._pending_lock = threading.Lock()
         self._closing = threading.Event()
         self.rejected = 0
+        #: What happened to emitted events, by outcome (``queued``, ``spooled``,
+        #: ``spooled_queue_full``, ``dropped_queue_full``, ``dropped_no_spool``,
+        #: ``rejected_oversize``). Plain counters: an agent needs no metrics library;
+        #: export them to yours if you want them scraped.
+        self.stats: Counter[str] = Counter()
+        self._stats_lock = threading.Lock()
         self._pump = threading.Thread(target=self._run, name="retrylens-emitter", daemon=True)
         self._pump.start()
 
     # -- agent side ----------------------------------------------------------------------
-    def emit(self, event: RetryEvent) -> bool:
+    def _count(self, outcome: str, n: int = 1) -> None:
+        with self._stats_lock:
+            self.stats[outcome] += n
+
+    def emit(self, event: RetryEvent | Any) -> bool:
         """Hand ``event`` over without blocking. Returns False only if it had to be dropped."""
         if len(self._queue) >= self._queue_size:
             return self._overflow(event)
@@ -88,7 +99,7 @@ class Emitter:
 
     def _overflow(self, event: RetryEvent) -> bool:
         if self._spool is None:
-            metrics.EMITTED.labels("dropped_queue_full").inc()
+            self._count("dropped_queue_full")
             return False
         record = self._serialize(event)
         if record is None:
@@ -96,8 +107,7 @@ class Emitter:
         with self._pending_lock:
             self._spool.append([record], sync=False)
             self._spool_pending = self._sink is not None
-        metrics.EMITTED.labels("spooled_queue_full").inc()
-        metrics.SPOOLED.inc()
+        self._count("spooled_queue_full")
         return True
 
     def flush(self, timeout_s: float = 30.0) -> bool:
@@ -142,7 +152,7 @@ class Emitter:
             return event.task_id.encode(), event_bytes(event)
         except EventTooLargeError as exc:
             self.rejected += 1
-            metrics.EMITTED.labels("rejected_oversize").inc()
+            self._count("rejected_oversize")
             log.warning("dropping event %s: %s", event.event_id, exc)
             return None
 
@@ -160,7 +170,7 @@ class Emitter:
             self._settle()
             self._wake.wait(0.02)
         else:
-            _QUEUED.inc(len(items))
+            self._count("queued", len(items))
         return items
 
     def _settle(self) -> None:
@@ -207,13 +217,13 @@ class Emitter:
 
     def _to_spool(self, records: list[Record]) -> None:
         if self._spool is None:
-            metrics.EMITTED.labels("dropped_no_spool").inc(len(records))
+            self._count("dropped_no_spool", len(records))
             log.error("sink refused %d events and there is no spool: dropped", len(records))
             return
         with self._pending_lock:
             self._spool.append(records)
             self._spool_pending = self._sink is not None
-        metrics.SPOOLED.inc(len(records))
+        self._count("spooled", len(records))
 
     def _deliver(self, records: list[Record]) -> int:
         assert self._sink is not None

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from retrylens.errors import IngestError
+from retrylens.errors import IngestError, SpoolLockedError
 
 _HEADER = struct.Struct(">IIH")  # value length, crc32(key + value), key length
 _SEGMENT_SUFFIX = ".log"
@@ -45,10 +45,6 @@ class SpoolRecord:
     next_position: SpoolPosition
     key: bytes
     value: bytes
-
-
-class SpoolLockedError(IngestError):
-    """Another process is writing this spool folder."""
 
 
 class Spool:

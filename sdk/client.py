@@ -1,11 +1,12 @@
-"""Typed Python client of the RetryLens API, one method per endpoint, plain dicts and lists back.
+"""The one HTTP client of the RetryLens API: one method per endpoint, plain dicts and lists back.
 
-The dashboard uses it when the store is an embedded chDB owned by the ``retrylens``
-server process::
+The SDK's pre-flight check and policy polling talk to the server through it, and so do
+the dashboard (when the store is an embedded chDB owned by the ``retrylens`` server
+process), the CLI and the tests::
 
-    from retrylens.api.client import RetryLensClient
+    from retrylens.sdk.client import RetryLensClient
 
-    client = RetryLensClient.from_settings(settings)      # local token, settings.effective_api_url
+    client = RetryLensClient("http://127.0.0.1:8787", api_key="...")
     client.metrics("shop", agent="planner", start=datetime.now(UTC) - timedelta(days=1))
 
 Shapes: a **metrics dict** is the fields of :class:`retrylens.analytics.metrics.Metrics`
@@ -25,6 +26,7 @@ project the key may not read is a 404, like a project that does not exist.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from collections.abc import Iterable, Mapping
@@ -33,8 +35,10 @@ from typing import Any
 
 import httpx
 
-from retrylens.config import Settings
-from retrylens.errors import RetryLensError
+from retrylens.errors import ApiError
+
+#: The key an agent sends when none is given in code.
+AGENT_API_KEY_ENV = "RETRYLENS_AGENT_API_KEY"
 
 FILTERS = ("agent", "phase", "error_type", "policy_version", "start", "end")
 
@@ -61,16 +65,6 @@ def wait_until_healthy(
     return False
 
 
-class ApiError(RetryLensError):
-    """The API answered with an error status."""
-
-    def __init__(self, status: int, detail: Any, url: str) -> None:
-        super().__init__(f"RetryLens API {url} answered {status}: {detail}")
-        self.status = status
-        self.detail = detail
-        self.url = url
-
-
 def _param(value: Any) -> Any:
     if isinstance(value, datetime | date):
         return value.isoformat()
@@ -90,18 +84,12 @@ class RetryLensClient:
     def __init__(self, base_url: str, api_key: str | Mapping[str, str] | None = None, timeout: float = 10.0,
                  *, http: httpx.Client | None = None) -> None:
         self.base_url = base_url.rstrip("/")
+        if api_key is None:
+            api_key = os.environ.get(AGENT_API_KEY_ENV) or None
         self._keys: dict[str, str] = dict(api_key) if isinstance(api_key, Mapping) else {}
         self._key: str | None = api_key if isinstance(api_key, str) else next(iter(self._keys.values()), None)
         self._http = http or httpx.Client(timeout=timeout)
         self._owns_http = http is None
-
-    @classmethod
-    def from_settings(cls, settings: Settings, *, timeout: float = 10.0) -> RetryLensClient:
-        """A client of this machine's server: the local token if present, else the project keys."""
-        from .auth import local_token
-
-        token = local_token(settings, create=False)
-        return cls(settings.effective_api_url, token or settings.api_keys, timeout)
 
     def close(self) -> None:
         if self._owns_http:
@@ -293,6 +281,18 @@ class RetryLensClient:
         "detail"}], "road": "spool"|"kafka"}``."""
         items = [e.model_dump(mode="json") if hasattr(e, "model_dump") else e for e in events]
         return self._request("POST", "/v1/events", project=project, json={"events": items}).json()
+
+    def agent_policy(self, project: str, agent: str, *, etag: str | None = None) -> tuple[int, str | None, Any]:
+        """The policy an agent should run: ``(status, etag, data)``; ``data`` is ``None`` on a
+        304 (unchanged since ``etag``) or 404 (no policy stored). Other errors raise."""
+        url = f"{self.base_url}/v1/policies/{_quote(project)}/{_quote(agent)}"
+        headers = {**self._headers(project), **({"If-None-Match": etag} if etag else {})}
+        response = self._http.get(url, headers=headers)
+        if response.status_code in (304, 404):
+            return response.status_code, etag, None
+        if response.status_code >= 400:
+            raise ApiError(response.status_code, response.text, url)
+        return response.status_code, response.headers.get("etag"), response.json()
 
     def project_policies(self, project: str) -> dict[str, Any]:
         """``{"project", "default": policy record or None, "agents": [record summaries], "kill_switch":

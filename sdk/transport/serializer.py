@@ -12,31 +12,26 @@ Anything orjson cannot write (an int past 64 bits, a foreign type) falls back to
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-from pydantic import BaseModel
 
-from retrylens.schemas import (
-    MAX_EVENT_BYTES,
-    AgentRef,
-    ContextMessage,
-    ContextSnapshot,
-    ErrorDetail,
-    EventTooLargeError,
-    RetryEvent,
-    SideEffect,
-)
+from retrylens.errors import EventTooLargeError
+from retrylens.schemas.limits import MAX_EVENT_BYTES
+
+if TYPE_CHECKING:
+    from retrylens.schemas import RetryEvent
 
 _OPTIONS = orjson.OPT_UTC_Z
 
 
-_PARTS = frozenset({AgentRef, ContextMessage, ContextSnapshot, ErrorDetail, SideEffect})
-
-
 def _part(value: Any) -> Any:
-    """orjson's hook for what it does not write natively: the event's nested parts."""
-    if type(value) in _PARTS or isinstance(value, BaseModel):  # the set test is the cheap one
+    """orjson's hook for what it does not write natively: the event's nested parts.
+
+    Parts are pydantic models built from typed values; their ``__dict__`` is their wire form.
+    Recognised by duck typing so that this module never imports pydantic.
+    """
+    if hasattr(type(value), "__pydantic_fields__"):
         return value.__dict__
     raise TypeError(f"not serializable: {type(value).__name__}")
 
