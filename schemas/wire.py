@@ -1,226 +1,201 @@
-"""A fast decoder for the retry event, generated from the pydantic model it must agree with.
+"""A fast decoder for the retry event, written out beside the pydantic model it must agree with.
 
 Validating every consumed message with pydantic costs about three JSON parses; the
 consumer handles tens of thousands of events a second, so its common case uses a msgspec
-decoder instead. The decoder is **derived** from :class:`~retrylens.schemas.RetryEvent`
-(fields, defaults, bounds, patterns, enums, nested parts) rather than written beside it,
-so the two cannot drift: a constraint the generator does not understand fails at import.
+decoder instead. The msgspec structs below spell the event out explicitly (fields,
+defaults, bounds, anchored patterns, enums, nested parts). They are not generated from
+pydantic's field metadata: that is pydantic's internal representation, it changed shape
+in every recent minor release, and the generator that read it broke the consumer (and
+``retrylens demo``) on any pydantic but 2.13. What keeps the two from drifting is
+``tests/foundation/test_wire_contract.py``: it holds these structs equal to the model's
+exported JSON Schema (a public, stable contract: field names, required/optional,
+defaults, bounds, patterns, enum values, nested parts), so a field added to
+:class:`~retrylens.schemas.RetryEvent` without its twin here fails a test, not a user.
 
 The contract is one-sided, and callers rely on it: if :func:`decode_wire` accepts a
 payload, pydantic accepts it too and reads the same values; when it returns ``None``
 (anything unusual: lax coercions such as ``"3"`` for an int, a non-RFC 3339 timestamp, an
 error of any kind) the caller falls back to the pydantic model, which has the final word
 and the error message. ``tests/foundation/test_wire.py`` checks this differentially on
-mutated payloads.
+mutated payloads and on every field's boundary values.
+
+Patterns are written ``\\A…\\Z``: pydantic's (Rust) regex ``$`` never matches before a
+final newline, Python's does.
 """
 
-from __future__ import annotations
-
-import math
-import types
-import typing
 import uuid
 from datetime import datetime
-from enum import Enum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
-import annotated_types
 import msgspec
-from pydantic import AwareDatetime, BaseModel
-from pydantic.fields import FieldInfo
+from msgspec import UNSET, Meta, UnsetType
 
-from .event import RetryEvent
+from . import limits
+from .event import SCHEMA_VERSION, RetryEvent, utc_now_ms
+from .taxonomy import Decision, ErrorType, EventKind, SideEffectStatus, TaskOutcome
 
 #: RFC 3339 with at most microsecond digits: the form every RetryLens emitter writes and
 #: one that pydantic and :meth:`datetime.fromisoformat` read identically.
-_RFC3339 = r"\A\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,6})?(Z|[+-]\d\d:\d\d)\Z"
-_KNOWN_MODEL_VALIDATORS = {"_consistent"}
-_KNOWN_FIELD_VALIDATORS = {"_utc_milliseconds": ("ts",)}
+RFC3339_PATTERN = r"\A\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,6})?(Z|[+-]\d\d:\d\d)\Z"
+
+HexTraceId = Annotated[str, Meta(pattern=r"\A[0-9a-f]{32}\Z")]
+HexSpanId = Annotated[str, Meta(pattern=r"\A[0-9a-f]{16}\Z")]
+HexDigest = Annotated[str, Meta(pattern=r"\A[0-9a-f]{16,64}\Z")]
+Identifier = Annotated[
+    str, Meta(min_length=1, max_length=limits.MAX_ID_CHARS, pattern=r"\A[^\x00-\x1f]+\Z")
+]
+Name = Annotated[str, Meta(min_length=1, max_length=limits.MAX_NAME_CHARS)]
+ShortText = Annotated[str, Meta(max_length=limits.MAX_NAME_CHARS)]
+FeatureKey = Annotated[str, Meta(min_length=1, max_length=limits.MAX_FEATURE_KEY_CHARS)]
+FeatureValue = bool | int | float | Annotated[str, Meta(max_length=limits.MAX_FEATURE_VALUE_CHARS)]
+Rfc3339 = Annotated[str, Meta(pattern=RFC3339_PATTERN)]
+NonNegative = Annotated[int, Meta(ge=0)]
 
 
-class UnsupportedSchemaError(TypeError):
-    """The event model uses a construct the wire decoder cannot mirror exactly."""
+class _Part(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Like the model's parts, unknown fields are an error (each subclass is ``kw_only``)."""
 
 
-def _anchored(pattern: str) -> str:
-    """pydantic's Rust regex ``$`` never matches before a final newline; Python's does."""
-    if not (pattern.startswith("^") and pattern.endswith("$")):
-        raise UnsupportedSchemaError(f"pattern {pattern!r} must be anchored with ^…$")
-    return r"\A" + pattern[1:-1] + r"\Z"
+class WireAgentRef(_Part, kw_only=True):
+    name: Name
+    role: ShortText = ""
 
 
-def _meta(metadata: list[Any], where: str) -> tuple[msgspec.Meta | None, bool]:
-    """msgspec bounds for pydantic metadata, and whether the value must be finite."""
-    bounds: dict[str, Any] = {}
-    finite = False
-    for item in metadata:
-        if isinstance(item, annotated_types.MinLen):
-            bounds["min_length"] = item.min_length
-        elif isinstance(item, annotated_types.MaxLen):
-            bounds["max_length"] = item.max_length
-        elif isinstance(item, annotated_types.Ge):
-            bounds["ge"] = item.ge
-        elif isinstance(item, annotated_types.Le):
-            bounds["le"] = item.le
-        elif isinstance(item, annotated_types.Gt):
-            bounds["gt"] = item.gt
-        elif isinstance(item, annotated_types.Lt):
-            bounds["lt"] = item.lt
-        elif type(item).__name__ == "StringConstraints":
-            extra = {
-                k
-                for k in ("strip_whitespace", "to_upper", "to_lower", "strict", "ascii_only")
-                if getattr(item, k) is not None
-            }
-            if extra:
-                raise UnsupportedSchemaError(f"{where}: StringConstraints {sorted(extra)}")
-            for key in ("min_length", "max_length"):
-                if getattr(item, key) is not None:
-                    bounds[key] = getattr(item, key)
-            if item.pattern is not None:
-                bounds["pattern"] = _anchored(item.pattern)
-        elif type(item).__name__ == "_PydanticGeneralMetadata" and vars(item) == {
-            "allow_inf_nan": False
-        }:
-            finite = True
-        else:
-            raise UnsupportedSchemaError(f"{where}: unsupported constraint {item!r}")
-    return (msgspec.Meta(**bounds) if bounds else None), finite
+class WireErrorDetail(_Part, kw_only=True):
+    message: Annotated[str, Meta(max_length=limits.MAX_ERROR_MESSAGE_CHARS)] = ""
+    code: ShortText = ""
+    status: Annotated[int, Meta(ge=0, le=999)] | None = None
+    stack_digest: HexDigest | None = None
 
 
-class _Generator:
-    def __init__(self) -> None:
-        self.structs: dict[type[BaseModel], type[msgspec.Struct]] = {}
-        self.finite_fields: list[str] = []
-
-    def type_for(self, annotation: Any, metadata: list[Any], where: str) -> Any:
-        if typing.get_origin(annotation) is Annotated:
-            base, *extra = typing.get_args(annotation)
-            return self.type_for(base, [*extra, *metadata], where)
-        if metadata and typing.get_origin(annotation) in (typing.Union, types.UnionType):
-            # pydantic applies a field's bounds to the non-None members of an Optional.
-            members = [
-                arg if arg is type(None) else Annotated[arg, *metadata]
-                for arg in typing.get_args(annotation)
-            ]
-            return self.type_for(typing.Union[tuple(members)], [], where)  # noqa: UP007
-        meta, finite = _meta(metadata, where)
-        if finite:
-            self.finite_fields.append(where)
-        inner = self._bare(annotation, where)
-        return Annotated[inner, meta] if meta is not None else inner
-
-    def _bare(self, annotation: Any, where: str) -> Any:
-        origin = typing.get_origin(annotation)
-        if origin in (typing.Union, types.UnionType):
-            members = tuple(self.type_for(arg, [], where) for arg in typing.get_args(annotation))
-            return typing.Union[members]  # noqa: UP007
-        if origin is Literal:
-            return annotation
-        if origin is list:
-            (item,) = typing.get_args(annotation)
-            return list[self.type_for(item, [], f"{where}[]")]
-        if origin is dict:
-            key, value = typing.get_args(annotation)
-            return dict[
-                self.type_for(key, [], f"{where}{{}}"), self.type_for(value, [], f"{where}{{}}")
-            ]
-        if annotation is AwareDatetime:
-            return Annotated[str, msgspec.Meta(pattern=_RFC3339)]
-        if annotation in (str, int, float, bool, type(None), uuid.UUID):
-            return annotation
-        if isinstance(annotation, type) and issubclass(annotation, Enum):
-            return annotation
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            return self.struct_for(annotation, where)
-        raise UnsupportedSchemaError(f"{where}: unsupported type {annotation!r}")
-
-    def struct_for(self, model: type[BaseModel], where: str) -> type[msgspec.Struct]:
-        if model in self.structs:
-            return self.structs[model]
-        if model.model_config.get("extra") != "forbid":
-            raise UnsupportedSchemaError(f"{model.__name__} must forbid extra fields")
-        decorators = model.__pydantic_decorators__
-        validators = set(decorators.model_validators) | set(decorators.field_validators)
-        expected = (
-            _KNOWN_MODEL_VALIDATORS | set(_KNOWN_FIELD_VALIDATORS) if model is RetryEvent else set()
-        )
-        if validators != expected:
-            raise UnsupportedSchemaError(
-                f"{model.__name__}: validators {sorted(validators)} are not mirrored"
-            )
-        fields = [
-            self._field(name, info, f"{where}.{name}" if where else name)
-            for name, info in model.model_fields.items()
-        ]
-        struct = msgspec.defstruct(
-            f"Wire{model.__name__}",
-            fields,
-            kw_only=True,
-            forbid_unknown_fields=True,
-            module=__name__,
-        )
-        self.structs[model] = struct
-        return struct
-
-    def _field(self, name: str, info: FieldInfo, where: str) -> tuple[Any, ...]:
-        if info.alias not in (None, name):
-            raise UnsupportedSchemaError(f"{where}: aliases are not mirrored")
-        kind = self.type_for(info.annotation, list(info.metadata), where)
-        if info.is_required():
-            return (name, kind)
-        if info.default_factory in (list, dict):
-            return (name, kind, msgspec.field(default_factory=info.default_factory))
-        if info.default_factory is not None:
-            # Filled in after decoding with pydantic's own factory (event id, clock): UNSET,
-            # unlike None, keeps an explicit ``null`` an error, as it is for pydantic.
-            return (name, kind | msgspec.UnsetType, msgspec.UNSET)
-        return (name, kind, info.default)
+class WireContextMessage(_Part, kw_only=True):
+    role: ShortText
+    content: Annotated[str, Meta(max_length=limits.MAX_MESSAGE_CHARS)]
 
 
-_GENERATOR = _Generator()
-WireEvent = _GENERATOR.struct_for(RetryEvent, "")
-_FINITE_FIELDS = tuple(_GENERATOR.finite_fields)
-if any("." in name or "[" in name or "{" in name for name in _FINITE_FIELDS):
-    raise UnsupportedSchemaError(f"finite-only nested floats are not mirrored: {_FINITE_FIELDS}")
-_FACTORY_FIELDS = tuple(
-    (name, info.default_factory)
-    for name, info in RetryEvent.model_fields.items()
-    if info.default_factory is not None and info.default_factory not in (list, dict)
-)
+class WireContextSnapshot(_Part, kw_only=True):
+    message_count: NonNegative
+    token_count: NonNegative = 0
+    message_digests: Annotated[list[HexDigest], Meta(max_length=limits.MAX_MESSAGE_DIGESTS)] = (
+        msgspec.field(default_factory=list)
+    )
+    last_messages: Annotated[
+        list[WireContextMessage], Meta(max_length=limits.MAX_LAST_MESSAGES)
+    ] = msgspec.field(default_factory=list)
+    pollution_score: Annotated[float, Meta(ge=0.0, le=1.0)] = 0.0
+    is_delta: bool = False
+
+
+class WireSideEffect(_Part, kw_only=True):
+    tool: Name
+    idempotency_key: Identifier
+    status: SideEffectStatus
+    rollback: ShortText | None = None
+
+
+class WireEvent(_Part, kw_only=True):
+    """:class:`~retrylens.schemas.RetryEvent` on the wire, same field names and order.
+
+    ``event_id`` and ``ts`` are declared as they arrive (absent → ``UNSET``; ``ts`` an
+    RFC 3339 string); :func:`decode_wire` replaces them with the model's values (a UUID,
+    a UTC datetime at millisecond precision), so a returned event reads like the model.
+    """
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    event_id: uuid.UUID | UnsetType = UNSET
+    ts: Rfc3339 | UnsetType = UNSET
+    project: Identifier
+    agent: WireAgentRef
+    task_id: Identifier
+    correlation_id: Identifier
+    parent_task_id: Identifier | None = None
+    trace_id: HexTraceId | None = None
+    span_id: HexSpanId | None = None
+    parent_span_id: HexSpanId | None = None
+    attempt: Annotated[int, Meta(ge=0, le=limits.MAX_ATTEMPT)] = 0
+    phase: ShortText = ""
+    kind: EventKind
+    dependency: ShortText = ""
+    error_type: ErrorType | None = None
+    retryable: bool | None = None
+    error_detail: WireErrorDetail | None = None
+    input_fingerprint: HexDigest | None = None
+    input_features: Annotated[
+        dict[FeatureKey, FeatureValue], Meta(max_length=limits.MAX_INPUT_FEATURES)
+    ] = msgspec.field(default_factory=dict)
+    context_snapshot: WireContextSnapshot | None = None
+    side_effects: Annotated[list[WireSideEffect], Meta(max_length=limits.MAX_SIDE_EFFECTS)] = (
+        msgspec.field(default_factory=list)
+    )
+    decision: Decision = Decision.NONE
+    decision_reason: Annotated[str, Meta(max_length=limits.MAX_REASON_CHARS)] = ""
+    backoff_ms: Annotated[int, Meta(ge=0, le=86_400_000)] = 0
+    policy_id: ShortText = ""
+    policy_version: ShortText = ""
+    shadow: bool = False
+    shadow_decision: Decision | None = None
+    propensity: Annotated[float, Meta(gt=0.0, le=1.0)] | None = None
+    degraded: bool = False
+    outcome: TaskOutcome | None = None
+    tokens_in: NonNegative = 0
+    tokens_out: NonNegative = 0
+    cost_usd: Annotated[float, Meta(ge=0.0)] = 0.0  # and see UNBOUNDED_FLOATS
+    latency_ms: NonNegative = 0
+
+
+#: Float fields without an upper bound. :func:`decode_wire` declines a value there unless it
+#: is finite (the model may say ``allow_inf_nan=False``, which JSON Schema cannot show) and
+#: below 2**53 in magnitude (pydantic <= 2.11 rejects JSON integers from about 2**62 for a
+#: float where msgspec converts them; no real cost comes near either limit).
+UNBOUNDED_FLOATS: tuple[str, ...] = ("cost_usd",)
+_FLOAT_LIMIT = float(2**53)
+
 _DECODER = msgspec.json.Decoder(WireEvent)
-_decorators = RetryEvent.__pydantic_decorators__
-_CONSISTENT = _decorators.model_validators["_consistent"].func
-_UTC_MILLISECONDS = RetryEvent._utc_milliseconds  # the same code pydantic runs on ts
+# The model's own validator code, run on the struct (it only reads attributes), so the
+# cross-field rules and the timestamp normalisation cannot drift from pydantic's.
+_CONSISTENT = RetryEvent._consistent
+_UTC_MILLISECONDS = RetryEvent._utc_milliseconds
 
 
-def decode_wire(payload: bytes) -> Any | None:
-    """The event in ``payload`` as a :data:`WireEvent`, or ``None`` to let pydantic judge it.
+def decode_wire(payload: bytes) -> WireEvent | None:
+    """The event in ``payload`` as a :class:`WireEvent`, or ``None`` to let pydantic judge it.
 
     The returned object has the same attribute names and values as the pydantic model
-    (``ts`` a UTC datetime at millisecond precision, enums as enum members).
+    (``ts`` a UTC datetime at millisecond precision, ``event_id`` a UUID, enums as enum
+    members); a missing ``event_id``/``ts`` is filled like the model's defaults would.
     """
     try:
         event = _DECODER.decode(payload)
     except (msgspec.DecodeError, UnicodeDecodeError):
         return None
-    for name in _FINITE_FIELDS:
-        if not math.isfinite(getattr(event, name)):
+    for name in UNBOUNDED_FLOATS:
+        if not -_FLOAT_LIMIT < getattr(event, name) < _FLOAT_LIMIT:  # also False for NaN
             return None
-    if isinstance(event.ts, str):
+    ts = event.ts
+    if ts is UNSET:
+        event.ts = utc_now_ms()  # type: ignore[assignment]
+    else:
         try:
-            parsed = datetime.fromisoformat(event.ts)
-        except ValueError:
+            event.ts = _UTC_MILLISECONDS(datetime.fromisoformat(ts))  # type: ignore[arg-type]
+        except (ValueError, OverflowError):  # e.g. 0001-01-01T00:00:00+01:00 has no UTC
             return None
-        event.ts = _UTC_MILLISECONDS(parsed)
-    for name, factory in _FACTORY_FIELDS:
-        if getattr(event, name) is msgspec.UNSET:
-            setattr(event, name, factory())
+    if event.event_id is UNSET:
+        event.event_id = uuid.uuid4()
     try:
-        _CONSISTENT(event)
+        _CONSISTENT(event)  # type: ignore[arg-type]
     except ValueError:
         return None
     return event
 
 
-__all__ = ["UnsupportedSchemaError", "WireEvent", "decode_wire"]
+__all__ = [
+    "RFC3339_PATTERN",
+    "UNBOUNDED_FLOATS",
+    "WireAgentRef",
+    "WireContextMessage",
+    "WireContextSnapshot",
+    "WireErrorDetail",
+    "WireEvent",
+    "WireSideEffect",
+    "decode_wire",
+]
