@@ -9,7 +9,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from kafka import KafkaProducer
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.structs import OffsetAndMetadata
 
 from retrylens.config import Settings
 
@@ -52,6 +53,7 @@ class DeadLetterPublisher:
 @dataclass(frozen=True)
 class ReplayResult:
     replayed: int
+    #: Letters of another reason: set aside at the DLQ's end, replayable later.
     skipped: int
 
 
@@ -65,38 +67,65 @@ def replay_dead_letters(
     """Re-send dead letters (optionally only one ``reason``) to the event topic.
 
     Progress is kept by the ``<group>-dlq-replay`` consumer group, so each dead letter is
-    replayed once; a letter that is still invalid simply returns to the DLQ.
+    replayed once; a letter that is still invalid simply returns to the DLQ. Committing
+    past a letter of another ``reason`` would lose it for every later replay, so such a
+    letter is first re-published to the DLQ as it was (key, bytes, headers): it waits at
+    the end of the topic for a replay of its own reason. The run stops at the end offsets
+    the DLQ had when it started, so it never reads the letters it set aside itself.
     """
     consumer = make_consumer(settings, group_id=f"{settings.kafka_group}-dlq-replay")
     consumer.subscribe([settings.kafka_dlq_topic])
     producer = make_producer(settings)
     replayed = skipped = 0
     last_seen = time.monotonic()
+    end_offsets: dict[TopicPartition, int] = {}
     try:
         while max_messages is None or replayed + skipped < max_messages:
             records = consumer.poll(timeout_ms=500)
+            for tp in consumer.assignment() - end_offsets.keys():
+                end_offsets[tp] = consumer.end_offsets([tp])[tp]
             if not records:
+                if _reached(consumer, end_offsets):
+                    break
                 if time.monotonic() - last_seen > idle_timeout_s:
                     break
                 continue
             last_seen = time.monotonic()
-            for messages in records.values():
+            commit: dict[TopicPartition, OffsetAndMetadata] = {}
+            for tp, messages in records.items():
+                end = end_offsets.get(tp)
                 for message in messages:
-                    headers = dict(message.headers or [])
-                    if reason is not None and headers.get("reason", b"").decode() != reason:
+                    if end is not None and message.offset >= end:
+                        consumer.seek(tp, message.offset)  # set aside by this run: not ours
+                        break
+                    headers = list(message.headers or [])
+                    if reason is not None and dict(headers).get("reason", b"").decode() != reason:
+                        producer.send(settings.kafka_dlq_topic, key=message.key, value=message.value, headers=headers)
                         skipped += 1
-                        continue
-                    origin = f"{message.topic}:{message.partition}:{message.offset}".encode()
-                    producer.send(
-                        settings.kafka_topic,
-                        key=message.key,
-                        value=message.value,
-                        headers=[(REPLAYED_HEADER, origin)],
-                    )
-                    replayed += 1
+                    else:
+                        origin = f"{message.topic}:{message.partition}:{message.offset}".encode()
+                        producer.send(
+                            settings.kafka_topic,
+                            key=message.key,
+                            value=message.value,
+                            headers=[(REPLAYED_HEADER, origin)],
+                        )
+                        replayed += 1
+                    commit[tp] = OffsetAndMetadata(message.offset + 1, "", -1)
             producer.flush(timeout=30)
-            consumer.commit()
+            if commit:
+                consumer.commit(commit)
+            if _reached(consumer, end_offsets):
+                break
     finally:
         producer.close(timeout=10)
         consumer.close(autocommit=False)
     return ReplayResult(replayed=replayed, skipped=skipped)
+
+
+def _reached(consumer: KafkaConsumer, end_offsets: dict[TopicPartition, int]) -> bool:
+    """Whether every assigned partition has been read up to its end offset at the start."""
+    assignment = consumer.assignment()
+    return bool(assignment) and all(
+        tp in end_offsets and consumer.position(tp) >= end_offsets[tp] for tp in assignment
+    )

@@ -2,16 +2,23 @@
 
 The consumer, the embedded spool ingestor, HTTP ingestion and the naive benchmark all
 call :func:`process`, so an event is judged the same way whichever road it took.
-Processing the same payload twice gives the same verdict (replay idempotency).
+Processing the same payload twice gives the same verdict and the same row (replay
+idempotency). That includes an event sent without an ``event_id``: its id is derived from
+its canonical content (see :func:`derived_event_id`), never invented at random, so a
+re-sent event collapses into one row on every road.
 """
 
 from __future__ import annotations
 
+import hashlib
+import uuid
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from pydantic import ValidationError
+import msgspec
+import orjson
+from pydantic import BaseModel, ValidationError
 
 from retrylens.schemas import MAX_EVENT_BYTES, SCHEMA_VERSION, RetryEvent
 from retrylens.schemas.wire import WireEvent, decode_wire
@@ -56,6 +63,32 @@ class InvalidMessage:
 
 MAX_DETAIL_CHARS = 1000
 _SCHEMA_VERSION_KEY = b'"schema_version"'
+_EVENT_ID_KEY = b'"event_id"'
+#: Namespace of derived event ids (a UUID v5 over the canonical payload).
+EVENT_ID_NAMESPACE = uuid.UUID("5b1f0c3e-7a52-4d0e-9a51-2f6f1d0c8e14")
+
+
+class _TopLevelId(msgspec.Struct):
+    event_id: Any = msgspec.UNSET
+
+
+_TOP_LEVEL_ID = msgspec.json.Decoder(_TopLevelId)
+
+
+def derived_event_id(payload: bytes) -> uuid.UUID:
+    """The id of an event sent without one: UUID v5 of its canonical JSON (sorted keys, no
+    whitespace), so the same event re-sent — through Kafka, HTTP or the spool, however its
+    serializer spaced or ordered it — gets the same id and is stored once."""
+    canonical = orjson.dumps(orjson.loads(payload), option=orjson.OPT_SORT_KEYS)
+    digest = hashlib.sha1(EVENT_ID_NAMESPACE.bytes + canonical).digest()
+    return uuid.UUID(bytes=digest[:16], version=5)
+
+
+def _sent_without_event_id(payload: bytes) -> bool:
+    if _EVENT_ID_KEY not in payload:  # cheap and certain
+        return True
+    # The key may belong to a nested object only: ask a decoder that reads the top level.
+    return _TOP_LEVEL_ID.decode(payload).event_id is msgspec.UNSET
 
 
 def process(payload: bytes | None, source: SourceRef) -> ValidEvent | InvalidMessage:
@@ -80,8 +113,16 @@ def process(payload: bytes | None, source: SourceRef) -> ValidEvent | InvalidMes
             f"schema_version is required on the wire (current: {SCHEMA_VERSION})",
             source,
         )
+    if _sent_without_event_id(payload):
+        event = _with_event_id(event, derived_event_id(payload))
     row = event_row(event, topic=source.topic, partition=source.partition, offset=source.offset)
     return ValidEvent(event, row, source)
+
+
+def _with_event_id(event: RetryEvent | WireEvent, event_id: uuid.UUID) -> RetryEvent | WireEvent:
+    if isinstance(event, BaseModel):
+        return event.model_copy(update={"event_id": event_id})
+    return msgspec.structs.replace(event, event_id=event_id)
 
 
 def _invalid(payload: bytes, exc: ValidationError, source: SourceRef) -> InvalidMessage:
