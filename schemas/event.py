@@ -52,7 +52,10 @@ Name = Annotated[str, StringConstraints(min_length=1, max_length=limits.MAX_NAME
 ShortText = Annotated[str, StringConstraints(max_length=limits.MAX_NAME_CHARS)]
 FeatureKey = Annotated[str, StringConstraints(min_length=1, max_length=limits.MAX_FEATURE_KEY_CHARS)]
 FeatureValue = (
-    bool | int | float | Annotated[str, StringConstraints(max_length=limits.MAX_FEATURE_VALUE_CHARS)]
+    bool
+    | Annotated[int, Field(ge=limits.MIN_FEATURE_INT, le=limits.MAX_FEATURE_INT)]
+    | float
+    | Annotated[str, StringConstraints(max_length=limits.MAX_FEATURE_VALUE_CHARS)]
 )
 
 
@@ -94,8 +97,8 @@ class ContextSnapshot(_Part):
     previous attempt (the log-noise rule: full snapshot on the first failure only).
     """
 
-    message_count: int = Field(ge=0)
-    token_count: int = Field(default=0, ge=0)
+    message_count: int = Field(ge=0, le=limits.MAX_COUNT)
+    token_count: int = Field(default=0, ge=0, le=limits.MAX_COUNT)
     message_digests: list[HexDigest] = Field(default_factory=list, max_length=limits.MAX_MESSAGE_DIGESTS)
     last_messages: list[ContextMessage] = Field(default_factory=list, max_length=limits.MAX_LAST_MESSAGES)
     pollution_score: float = Field(default=0.0, ge=0.0, le=1.0)
@@ -148,16 +151,19 @@ class RetryEvent(_Part):
     propensity: float | None = Field(default=None, gt=0.0, le=1.0)
     degraded: bool = False
     outcome: TaskOutcome | None = None
-    tokens_in: int = Field(default=0, ge=0)
-    tokens_out: int = Field(default=0, ge=0)
+    tokens_in: int = Field(default=0, ge=0, le=limits.MAX_COUNT)
+    tokens_out: int = Field(default=0, ge=0, le=limits.MAX_COUNT)
     cost_usd: float = Field(default=0.0, ge=0.0, allow_inf_nan=False)
-    latency_ms: int = Field(default=0, ge=0)
+    latency_ms: int = Field(default=0, ge=0, le=limits.MAX_COUNT)
 
     @field_validator("ts")
     @classmethod
     def _utc_milliseconds(cls, value: datetime) -> datetime:
         """Store time as UTC at millisecond precision, the resolution of the store."""
-        value = value.astimezone(UTC)
+        try:
+            value = value.astimezone(UTC)
+        except OverflowError:
+            raise ValueError("timestamp has no UTC equivalent (out of range)") from None
         return value.replace(microsecond=value.microsecond // 1000 * 1000)
 
     @model_validator(mode="after")

@@ -20,3 +20,8 @@ MAX_LAST_MESSAGES = 5
 MAX_MESSAGE_CHARS = 2000
 MAX_SIDE_EFFECTS = 32
 MAX_ATTEMPT = 10_000
+#: Counters (tokens, latency, message counts) are stored as UInt32.
+MAX_COUNT = 2**32 - 1
+#: Integer feature values are stored as Int64.
+MIN_FEATURE_INT = -(2**63)
+MAX_FEATURE_INT = 2**63 - 1

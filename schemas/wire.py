@@ -47,9 +47,14 @@ Identifier = Annotated[
 Name = Annotated[str, Meta(min_length=1, max_length=limits.MAX_NAME_CHARS)]
 ShortText = Annotated[str, Meta(max_length=limits.MAX_NAME_CHARS)]
 FeatureKey = Annotated[str, Meta(min_length=1, max_length=limits.MAX_FEATURE_KEY_CHARS)]
-FeatureValue = bool | int | float | Annotated[str, Meta(max_length=limits.MAX_FEATURE_VALUE_CHARS)]
+FeatureValue = (
+    bool
+    | Annotated[int, Meta(ge=limits.MIN_FEATURE_INT, le=limits.MAX_FEATURE_INT)]
+    | float
+    | Annotated[str, Meta(max_length=limits.MAX_FEATURE_VALUE_CHARS)]
+)
 Rfc3339 = Annotated[str, Meta(pattern=RFC3339_PATTERN)]
-NonNegative = Annotated[int, Meta(ge=0)]
+Count = Annotated[int, Meta(ge=0, le=limits.MAX_COUNT)]
 
 
 class _Part(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -74,8 +79,8 @@ class WireContextMessage(_Part, kw_only=True):
 
 
 class WireContextSnapshot(_Part, kw_only=True):
-    message_count: NonNegative
-    token_count: NonNegative = 0
+    message_count: Count
+    token_count: Count = 0
     message_digests: Annotated[list[HexDigest], Meta(max_length=limits.MAX_MESSAGE_DIGESTS)] = (
         msgspec.field(default_factory=list)
     )
@@ -137,10 +142,10 @@ class WireEvent(_Part, kw_only=True):
     propensity: Annotated[float, Meta(gt=0.0, le=1.0)] | None = None
     degraded: bool = False
     outcome: TaskOutcome | None = None
-    tokens_in: NonNegative = 0
-    tokens_out: NonNegative = 0
+    tokens_in: Count = 0
+    tokens_out: Count = 0
     cost_usd: Annotated[float, Meta(ge=0.0)] = 0.0  # and see UNBOUNDED_FLOATS
-    latency_ms: NonNegative = 0
+    latency_ms: Count = 0
 
 
 #: Float fields without an upper bound. :func:`decode_wire` declines a value there unless it
