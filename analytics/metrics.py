@@ -1,19 +1,11 @@
 """Retry metrics computed in ClickHouse, from the rollups (first screen) or raw events (drill-down).
 
-Definitions (attempts are numbered from 1; attempt ≥ 2 is a retry). Counts are distinct
-attempts (project, task, correlation id) or tasks, so a re-sent event never counts twice:
+Every measure and rate is defined once, in :mod:`.definitions` (an attempt counts once at
+its outcome event, a task at the event carrying its outcome, a hand-off at its ``handoff``
+event, so re-sent events, compact records and ids never double a count, and trends and
+breakdowns add up to the totals); this module only reads them from one of two sources.
 
-- ``retry_rate`` = retries / calls (calls = attempts started or finished)
-- ``retry_success_rate`` = retries that succeeded / retries
-- ``mean_retry_duration_ms``, ``p95_retry_duration_ms``: latency of retry attempts
-- ``p95_backoff_ms``: backoff of decisions that waited
-- ``degradation_rate`` = attempts with a degrade decision / failed attempts
-- ``handoff_rate`` = attempts handed to a human / failed attempts
-- ``recovery_rate`` = tasks that succeeded on a retry / tasks retried
-- cost and tokens of failed attempts and of retry attempts, and per retried task
-- ``budget_exhaustions``: attempts that failed with ``budget_exhausted``
-
-Both sources use the same measure definitions (:data:`MEASURES` of migration 0002), so
+Both sources use the same definitions, so
 counts, means, costs and tokens agree exactly; the rollups align a time range to whole
 5-minute buckets, and their p95s come from log-spaced histograms, within 1 % (relative) of
 the raw source's exact p95s (:mod:`.histogram`). The rollup source reads sealed buckets as
@@ -26,56 +18,45 @@ source, so the sums do not depend on order.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
 from retrylens.store import EventStore
-from retrylens.store.migrations.m0002_rollups import BUCKET_SECONDS, MEASURES
 from retrylens.store.sql import query_rows
 
+from .definitions import (
+    COSTED,
+    COUNT_NAMES,
+    COUNTS,
+    ENDED,
+    EVENT_KEY,
+    IS_RETRY,
+    METRIC_NAMES,
+    RETRY_OUTCOME,
+    WAITED,
+    Metrics,
+    count,
+    metrics_from,
+)
 from .filters import Bucket, Slice, bucket_of, dimension_of
 from .rollup_query import nano_usd, rollup_rows
 
+__all__ = ["METRIC_NAMES", "Metrics", "metrics_by", "metrics_summary", "metrics_trend"]
+
 Source = Literal["rollup", "raw"]
-_COUNTS = tuple(m.name for m in MEASURES if m.function == "uniqExact")
-
-
-@dataclass(frozen=True)
-class Metrics:
-    """Counts and derived metrics of one slice; a ratio with a zero denominator is ``None``."""
-
-    calls: int = 0
-    failures: int = 0
-    retries: int = 0
-    retry_successes: int = 0
-    degrades: int = 0
-    handoffs: int = 0
-    budget_exhaustions: int = 0
-    tasks: int = 0
-    tasks_retried: int = 0
-    tasks_recovered: int = 0
-    tasks_handed_off: int = 0
-    retry_rate: float | None = None
-    retry_success_rate: float | None = None
-    mean_retry_duration_ms: float | None = None
-    p95_retry_duration_ms: float | None = None
-    p95_backoff_ms: float | None = None
-    degradation_rate: float | None = None
-    handoff_rate: float | None = None
-    recovery_rate: float | None = None
-    failed_cost_usd: float = 0.0
-    failed_tokens: int = 0
-    retry_cost_usd: float = 0.0
-    retry_tokens: int = 0
-    retry_cost_per_retried_task_usd: float | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-#: Every metric an alert rule may watch.
-METRIC_NAMES: tuple[str, ...] = tuple(f.name for f in fields(Metrics))
+BUCKET_SECONDS = 300
+_COUNTS = COUNT_NAMES
+#: (name, value, condition) of the event-level values collected by a raw scan.
+_VALUES = (
+    ("retry_latency", f"({EVENT_KEY}, latency_ms)", RETRY_OUTCOME),
+    ("backoff", f"({EVENT_KEY}, backoff_ms)", WAITED),
+    (
+        "attempt_costs",
+        f"({EVENT_KEY}, cost_usd, toUInt64(tokens_in) + tokens_out, kind = 'attempt_failed', {IS_RETRY})",
+        COSTED,
+    ),
+)
 
 
 @dataclass(frozen=True)
@@ -114,10 +95,6 @@ class TaskCost:
     outcome: str
 
 
-def _ratio(numerator: float, denominator: float) -> float | None:
-    return numerator / denominator if denominator else None
-
-
 def _float(value: Any) -> float | None:
     if value is None:
         return None
@@ -126,22 +103,17 @@ def _float(value: Any) -> float | None:
 
 
 def _metrics(row: dict[str, Any]) -> Metrics:
-    counts = {name: int(row[name]) for name in _COUNTS}
-    return Metrics(
-        **counts,
-        retry_rate=_ratio(counts["retries"], counts["calls"]),
-        retry_success_rate=_ratio(counts["retry_successes"], counts["retries"]),
-        mean_retry_duration_ms=_float(row["mean_retry_ms"]),
-        p95_retry_duration_ms=_float(row["p95_retry_ms"]),
-        p95_backoff_ms=_float(row["p95_backoff_ms"]),
-        degradation_rate=_ratio(counts["degrades"], counts["failures"]),
-        handoff_rate=_ratio(counts["handoffs"], counts["failures"]),
-        recovery_rate=_ratio(counts["tasks_recovered"], counts["tasks_retried"]),
-        failed_cost_usd=float(row["failed_cost"]),
-        failed_tokens=int(row["failed_tokens"]),
-        retry_cost_usd=float(row["retry_cost"]),
-        retry_tokens=int(row["retry_tokens"]),
-        retry_cost_per_retried_task_usd=_ratio(float(row["retry_cost"]), counts["tasks_retried"]),
+    return metrics_from(
+        {name: row[name] for name in _COUNTS},
+        {
+            "mean_retry_duration_ms": _float(row["mean_retry_ms"]),
+            "p95_retry_duration_ms": _float(row["p95_retry_ms"]),
+            "p95_backoff_ms": _float(row["p95_backoff_ms"]),
+            "failed_cost_usd": row["failed_cost"],
+            "failed_tokens": row["failed_tokens"],
+            "retry_cost_usd": row["retry_cost"],
+            "retry_tokens": row["retry_tokens"],
+        },
     )
 
 
@@ -165,12 +137,10 @@ def _raw_inner(
     """SELECT of the measures (``counts``: only these) per ``group`` expression (``'all'`` for
     one row) from raw events."""
     clause, params = where.where(time_column="ts")
-    states = ", ".join(
-        f"{'uniqExact' if m.function == 'uniqExact' else 'groupArray'}If({m.value}, {m.condition}) AS {m.name}"
-        for m in MEASURES
-        if counts is None or m.name in counts
-    )
-    sql = f"SELECT {group} AS g, {states} FROM [[db]].events FINAL WHERE {clause} GROUP BY g"
+    states = [f"uniqExactIf({c.key}, {c.condition}) AS {c.name}" for c in COUNTS if counts is None or c.name in counts]
+    if counts is None:
+        states += [f"groupArrayIf({value}, {condition}) AS {name}" for name, value, condition in _VALUES]
+    sql = f"SELECT {group} AS g, {', '.join(states)} FROM [[db]].events FINAL WHERE {clause} GROUP BY g"
     return store.sql(sql), params
 
 
@@ -263,11 +233,11 @@ def task_costs(
     having = "HAVING retry_attempts > 0" if only_retried else ""
     sql = store.sql(
         "SELECT project, task_id,"
-        " uniqExactIf(correlation_id, kind IN ('attempt_started', 'attempt_failed', 'attempt_succeeded')) AS t_attempts,"
-        " uniqExactIf(correlation_id, kind = 'attempt_failed') AS t_failures,"
-        " uniqExactIf(correlation_id, kind IN ('attempt_failed', 'attempt_succeeded') AND attempt >= 2) AS retry_attempts,"
-        " sumIf(cost_usd, kind IN ('attempt_failed', 'attempt_succeeded')) AS t_cost_usd,"
-        " sumIf(toUInt64(tokens_in) + tokens_out, kind IN ('attempt_failed', 'attempt_succeeded')) AS t_tokens,"
+        f" uniqExactIf(attempt, {count('calls').condition}) AS t_attempts,"
+        f" uniqExactIf(attempt, {count('failures').condition}) AS t_failures,"
+        f" uniqExactIf(attempt, {count('retries').condition}) AS retry_attempts,"
+        f" sumIf(cost_usd, {ENDED}) AS t_cost_usd,"
+        f" sumIf(toUInt64(tokens_in) + tokens_out, {ENDED}) AS t_tokens,"
         " sumIf(cost_usd, kind = 'attempt_failed') AS t_failed_cost_usd,"
         " sumIf(cost_usd, kind IN ('attempt_failed', 'attempt_succeeded') AND attempt >= 2) AS t_retry_cost_usd,"
         " sumIf(toUInt64(tokens_in) + tokens_out, kind = 'attempt_failed') AS t_failed_tokens,"

@@ -32,7 +32,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from retrylens.store import EventStore
-from retrylens.store.migrations.m0005_sealed_rollups import COUNT_MEASURES
 from retrylens.store.migrations.m0008_rollup_levels import (
     DAY,
     FIVE_MINUTES,
@@ -44,6 +43,7 @@ from retrylens.store.migrations.m0008_rollup_levels import (
 )
 from retrylens.store.sql import query_rows
 
+from .definitions import COUNT_NAMES as COUNT_MEASURES
 from .filters import Slice
 from .histogram import quantiles
 

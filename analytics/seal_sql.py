@@ -14,21 +14,30 @@ all lie in one coarser bucket and one slice becomes a plain count there (counted
 
 from __future__ import annotations
 
-from retrylens.store.migrations.m0002_rollups import ATTEMPT_KEY, IS_RETRY, MEASURES, TASK_KEY
-from retrylens.store.migrations.m0005_sealed_rollups import COUNT_MEASURES
 from retrylens.store.migrations.m0008_rollup_levels import (
     FIVE_MINUTES,
     KEY_COLUMNS,
     LOG,
-    MEASURE_BITS,
     ROLLUP,
     VALUE_COLUMNS,
-    measure_mask_sql,
 )
 from retrylens.store.migrations.m0008_rollup_levels import histogram_key_sql as key_sql
 from retrylens.store.migrations.m0008_rollup_levels import nano_usd_sql as nano_usd
 
-_MEASURE = {m.name: m for m in MEASURES}
+from .definitions import (
+    ATTEMPT_KEY,
+    COSTED,
+    COUNTS,
+    IS_RETRY,
+    MEASURE_BITS,
+    RETRY_OUTCOME,
+    TASK_KEY,
+    WAITED,
+    measure_mask_sql,
+)
+from .definitions import COUNT_NAMES as COUNT_MEASURES
+
+_COUNT = {c.name: c for c in COUNTS}
 _SLICE = "agent_name, phase, policy_version"
 _ROW = f"level, bucket, project, grain, {_SLICE}, error_type, generation"
 _COUNTS = ", ".join(f"`{n}`" for n in COUNT_MEASURES)
@@ -50,7 +59,7 @@ def bucket_of(level: int, column: str = "ts") -> str:
 
 
 def _is_task_measure(name: str) -> bool:
-    return _MEASURE[name].value == TASK_KEY
+    return _COUNT[name].unit == "task"
 
 
 def _chunk_events(spans: bool) -> str:
@@ -61,7 +70,7 @@ def _chunk_events(spans: bool) -> str:
     if spans:
         for who, part in (
             ("task", "project, task_id"),
-            ("attempt", "project, task_id, correlation_id"),
+            ("attempt", "project, task_id, attempt"),
         ):
             extra += (
                 f",\n  toDateTime(min(ts) OVER (PARTITION BY {part}), 'UTC') AS {who}_first,"
@@ -72,7 +81,7 @@ def _chunk_events(spans: bool) -> str:
     return (
         f"SELECT *, {bucket_of(FIVE_MINUTES)} AS b,\n"
         f"  uniqExact({slice_of}) OVER (PARTITION BY project, task_id) = 1 AS task_local,\n"
-        f"  uniqExact({slice_of}) OVER (PARTITION BY project, task_id, correlation_id) = 1 AS attempt_local{extra}\n"
+        f"  uniqExact({slice_of}) OVER (PARTITION BY project, task_id, attempt) = 1 AS attempt_local{extra}\n"
         f"FROM {events} FINAL\n"
         f"WHERE (project, task_id) IN (SELECT project, task_id FROM {events}\n"
         "  WHERE ts >= {lo:DateTime64(3, 'UTC')} AND ts < {hi:DateTime64(3, 'UTC')}"
@@ -84,12 +93,10 @@ def _event_measures() -> str:
     """Per 5-minute row: local counts, histograms, exact latency sum, costs and tokens."""
     counts = []
     for name in COUNT_MEASURES:
-        m = _MEASURE[name]
+        c = _COUNT[name]
         local = "task_local" if _is_task_measure(name) else "attempt_local"
-        counts.append(f"uniqExactIf({m.value}, ({m.condition}) AND {local}) AS c_{name}")
-    latency, backoff, costs = (
-        _MEASURE[n].condition for n in ("retry_latency", "backoff", "attempt_costs")
-    )
+        counts.append(f"uniqExactIf({c.key}, ({c.condition}) AND {local}) AS c_{name}")
+    latency, backoff, costs = RETRY_OUTCOME, WAITED, COSTED
     tokens = "toUInt64(tokens_in) + tokens_out"
     values = [
         f"sumMapIf([{key_sql('latency_ms')}], [toUInt64(1)], {latency}) AS lat",
@@ -121,8 +128,8 @@ def five_minute_statements() -> list[str]:
         f"SELECT {FIVE_MINUTES}, b, project, 'keys', {_SLICE}, error_type, {{generation:UInt64}},"
         " k.1 AS kh, groupBitOr(k.2), min(k.3), max(k.4), max(k.5)\n"
         f"FROM ({_chunk_events(spans=True)})\n"
-        f"ARRAY JOIN [({ATTEMPT_KEY}, if(attempt_local, 0, {measure_mask_sql(task=False)}), attempt_first, attempt_last,"
-        f" attempt_slices), ({TASK_KEY}, if(task_local, 0, {measure_mask_sql(task=True)}), task_first, task_last, task_slices)] AS k\n"
+        f"ARRAY JOIN [({ATTEMPT_KEY}, if(attempt_local, 0, {measure_mask_sql('attempt')}), attempt_first, attempt_last,"
+        f" attempt_slices), ({TASK_KEY}, if(task_local, 0, {measure_mask_sql('task')}), task_first, task_last, task_slices)] AS k\n"
         f"WHERE b {_IN_BUCKETS} AND k.2 != 0\n"
         f"GROUP BY project, b, {_SLICE}, error_type, kh"
     )

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from retrylens.analytics import alerts as alerting
+from retrylens.analytics.definitions import count
 from retrylens.analytics.failure_groups import FailureGroup, failure_groups
 from retrylens.analytics.filters import Bucket, Slice
 from retrylens.analytics.fingerprints import (
@@ -113,7 +114,7 @@ class DataSource(Protocol):
 
 _FIND_TASKS = (
     "SELECT project, task_id, min(ts) AS first_ts, max(ts) AS last_ts, any(agent_name) AS agent,"
-    " uniqExact(correlation_id) AS attempts"
+    f" uniqExactIf(attempt, {count('calls').condition}) AS attempts"  # not ids: task events carry their own
     " FROM [[db]].events"
     " WHERE (task_id = {q:String} OR correlation_id = {q:String} OR trace_id = {q:String})"
     " AND ({project:String} = '' OR project = {project:String})"

@@ -47,9 +47,28 @@ SYSTEM_PROMPT = "You are a careful agent. Use the tools listed; answer in the re
 
 
 @dataclass
+class AttemptTruth:
+    """One attempt as the simulation ran it: what it was told to record, and what the governor
+    answered (its decision and backoff), for the ground truth of the metrics."""
+
+    number: int
+    failed: bool
+    latency_ms: int
+    cost_usd: float
+    tokens: int
+    error_type: str = ""
+    decision: str = ""
+    backoff_ms: int = 0
+
+
+@dataclass
 class Tally:
     """What one task cost and how it ended, for the fleet's totals."""
 
+    project: str = ""
+    agent: str = ""
+    task_id: str = ""
+    log: list[AttemptTruth] = field(default_factory=list)
     attempts: int = 0
     failed_retries: int = 0
     tokens: int = 0
@@ -65,6 +84,17 @@ class Tally:
             self.failed_retries += 1
         if len(self.failure_phases) >= 3 and len(set(self.failure_phases[-3:])) == 1:
             self.looped = True
+
+    def ran(self, number: int, call: CallResult, latency_ms: int, error_type: str = "") -> AttemptTruth:
+        """Record attempt ``number`` as passed to the recorder (failed when ``error_type`` is set)."""
+        attempt = AttemptTruth(number, bool(error_type), int(latency_ms), round(call.cost_usd, 8),
+                               call.tokens_in + call.tokens_out, error_type)
+        self.log.append(attempt)
+        return attempt
+
+    @property
+    def succeeded(self) -> bool:
+        return bool(self.log) and not self.log[-1].failed
 
     def spend(self, call: CallResult) -> None:
         self.tokens += call.tokens_in + call.tokens_out
@@ -86,19 +116,20 @@ def _features(task: SimTask) -> dict[str, object]:
 
 # -- governed ------------------------------------------------------------------------------
 class GovernedDriver:
-    def __init__(self, world: World, governor: Governor, clock: VirtualClock) -> None:
+    def __init__(self, world: World, governor: Governor, clock: VirtualClock, *, compact: bool = False) -> None:
         self.world = world
         self.g = governor
         self.clock = clock
+        self.compact = compact
 
     def run(self, task: SimTask, rng: random.Random) -> Tally:
-        tally = Tally()
         t = task.template
+        tally = Tally(project=t.project, agent=t.agent, task_id=task.task_id)
         self.clock.set(task.start_s)
         first = t.steps[0]
         run = self.g.start(task.text, agent=AgentRef(name=t.agent, role=t.role), task_id=task.task_id,
                            phase=first.phase, dependency=t.model if first.dependency == "model" else first.dependency,
-                           system=SYSTEM_PROMPT, features=_features(task))
+                           system=SYSTEM_PROMPT, features=_features(task), compact=self.compact)
         try:
             with run:
                 self._loop(run, task, rng, tally)
@@ -132,12 +163,20 @@ class GovernedDriver:
                 tally.failed(fault.phase, attempt.number)
                 failure = Failure(fault.error_type, fault.message, status=fault.status,
                                   retry_after_ms=fault.retry_after_ms, missing_field=fault.missing_field)
-                verdict = run.fail(attempt, failure, tokens_in=spent.tokens_in, tokens_out=spent.tokens_out,
-                                   cost_usd=round(spent.cost_usd, 8), latency_ms=spent.latency_ms + fault.latency_ms,
-                                   phase=fault.phase, dependency=fault.dependency)
+                truth = tally.ran(attempt.number, spent, spent.latency_ms + fault.latency_ms, str(fault.error_type))
+                try:
+                    verdict = run.fail(attempt, failure, tokens_in=spent.tokens_in, tokens_out=spent.tokens_out,
+                                       cost_usd=round(spent.cost_usd, 8),
+                                       latency_ms=spent.latency_ms + fault.latency_ms,
+                                       phase=fault.phase, dependency=fault.dependency)
+                except TaskStopped as stopped:
+                    truth.decision, truth.backoff_ms = stopped.verdict.decision.value, stopped.verdict.backoff_ms
+                    raise
+                truth.decision, truth.backoff_ms = verdict.decision.value, verdict.backoff_ms
                 run.wait(verdict)
                 continue
             tally.spend(spent)
+            tally.ran(attempt.number, spent, spent.latency_ms)
             run.succeed(attempt, tokens_in=spent.tokens_in, tokens_out=spent.tokens_out,
                         cost_usd=round(spent.cost_usd, 8), latency_ms=spent.latency_ms)
             return
@@ -190,7 +229,7 @@ class NaiveDriver:
     def run(self, task: SimTask, rng: random.Random) -> Tally:
         t = task.template
         self.clock.set(task.start_s)
-        tally = Tally()
+        tally = Tally(project=t.project, agent=t.agent, task_id=task.task_id)
         state = TaskState(
             task_id=task.task_id, project=t.project, agent=AgentRef(name=t.agent, role=t.role), goal=task.text,
             fingerprint=input_fingerprint(task.text), features=_features(task), trace_id=hex_id(self.ids, 128),
@@ -220,6 +259,9 @@ class NaiveDriver:
                            tokens_in=spent.tokens_in, tokens_out=spent.tokens_out, cost_usd=round(spent.cost_usd, 8),
                            context_snapshot=snapshot(history))
                 retry = number <= self.retries
+                truth = tally.ran(number, spent, spent.latency_ms + fault.latency_ms, str(fault.error_type))
+                truth.decision = (Decision.RETRY_SAME if retry else Decision.GIVE_UP).value
+                truth.backoff_ms = int(self.delay_s * 1000) if retry else 0
                 self._emit(state, EventKind.DECISION, span, error_type=fault.error_type,
                            decision=Decision.RETRY_SAME if retry else Decision.GIVE_UP,
                            decision_reason=f"naive: retry {number}/{self.retries} with the full history" if retry
@@ -232,6 +274,7 @@ class NaiveDriver:
                     self.clock.advance(self.delay_s)
                 continue
             tally.spend(spent)
+            tally.ran(number, spent, spent.latency_ms)
             self._emit(state, EventKind.ATTEMPT_SUCCEEDED, span, tokens_in=spent.tokens_in, tokens_out=spent.tokens_out,
                        cost_usd=round(spent.cost_usd, 8), latency_ms=spent.latency_ms)
             tally.outcome = TaskOutcome.SUCCEEDED

@@ -10,16 +10,20 @@ Metric definitions (identical for both drivers):
 - ``tokens`` / ``cost_usd``: model tokens in + out and their price, failed calls included.
 - ``handoffs``: tasks handed to a human with a package.
 - ``loops``: tasks in which one phase failed three or more times back to back.
+
+:attr:`FleetResult.truth` is the ground truth of every metric the product shows, from the
+drivers' own tallies (:mod:`.truth`), with the metrics' field names.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
+from retrylens.analytics.definitions import Metrics
 from retrylens.schemas import RetryEvent, TaskOutcome
 from retrylens.sdk.events import EventFactory
 from retrylens.sdk.governor import Governor, VirtualClock
@@ -31,6 +35,7 @@ from retrylens.sdk.side_effects import MemoryKeyStore
 from .drivers import GovernedDriver, NaiveDriver, Tally
 from .scenario import Scenario
 from .tasks import generate_tasks
+from .truth import truth_by, truth_of
 from .world import World
 
 Driver = Literal["governor", "naive"]
@@ -53,13 +58,25 @@ class FleetResult:
     events_emitted: int
     policy_id: str
     policy_version: str
+    #: Per task, what the driver ran (the ground truth's source; not part of :meth:`to_dict`).
+    tallies: list[Tally] = field(default_factory=list, repr=False, compare=False)
 
     @property
     def success_rate(self) -> float:
         return round(self.succeeded / self.tasks, 4) if self.tasks else 0.0
 
+    @property
+    def truth(self) -> Metrics:
+        """Every metric of this run, from the tallies (what ``metrics_summary`` must read back)."""
+        return truth_of(self.tallies)
+
+    def truth_by(self, dimension: str, *, project: str | None = None) -> dict[str, Metrics]:
+        """The truth per ``project`` or ``agent`` (of ``project`` only, when given): what
+        ``metrics_by`` must read back."""
+        return truth_by(self.tallies, dimension, project=project)
+
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "tallies"}
         data["success_rate"] = self.success_rate
         data["cost_usd"] = round(self.cost_usd, 4)
         return data
@@ -82,12 +99,14 @@ def run_fleet(
     emit: Callable[[RetryEvent], object] | None = None,
     start: datetime | None = None,
     validate_events: bool = True,
+    compact: bool = False,
 ) -> FleetResult:
     """Run ``tasks`` seeded tasks of ``scenario`` under ``driver``; events go to ``emit``.
 
     Deterministic for a given (scenario, tasks, seed, driver, start): virtual time, ids
     from seeded generators, no real sleeps. ``start`` defaults to now minus the span, so
-    the events end about now.
+    the events end about now. ``compact``: the governor records clean first-try successes
+    in the compact form (one event).
     """
     if driver not in ("governor", "naive"):
         raise ValueError(f"driver must be 'governor' or 'naive', not {driver!r}")
@@ -113,7 +132,7 @@ def run_fleet(
         policy = NaiveDriver.POLICY
     else:
         runner = _GovernedFleet(world, policy, clock, start, id_rng, count_and_emit, handoffs.append,
-                                validate_events)
+                                validate_events, compact)
     tallies: list[Tally] = []
     for task in generate_tasks(scenario, tasks, seed):
         tallies.append(runner.run(task, random.Random(f"{seed}:faults:{task.index}")))
@@ -128,7 +147,7 @@ def run_fleet(
         handoffs=sum(t.handed_off for t in tallies),
         loops=sum(t.looped for t in tallies),
         events_emitted=emitted,
-        policy_id=policy.id, policy_version=policy.version,
+        policy_id=policy.id, policy_version=policy.version, tallies=tallies,
     )
 
 
@@ -137,8 +156,9 @@ class _GovernedFleet:
 
     def __init__(self, world: World, policy: RetryPolicy, clock: VirtualClock, start: datetime, rng: random.Random,
                  emit: Callable[[RetryEvent], object], on_handoff: Callable[[object], object],
-                 validate_events: bool) -> None:
+                 validate_events: bool, compact: bool) -> None:
         self.world, self.policy, self.clock, self.start, self.rng = world, policy, clock, start, rng
+        self.compact = compact
         self.emit, self.channel, self.validate = emit, CallbackChannel(on_handoff), validate_events
         self.key_store = MemoryKeyStore()
         self.drivers: dict[str, GovernedDriver] = {}
@@ -153,5 +173,5 @@ class _GovernedFleet:
                 asleep=self.clock.aadvance, rng=self.rng, key_store=self.key_store, handoff=self.channel,
                 history=FailureHistory(), validate_events=self.validate,
             )
-            driver = self.drivers[project] = GovernedDriver(self.world, governor, self.clock)
+            driver = self.drivers[project] = GovernedDriver(self.world, governor, self.clock, compact=self.compact)
         return driver.run(task, rng)

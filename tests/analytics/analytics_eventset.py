@@ -52,6 +52,10 @@ EXPECTED_ALPHA: dict[str, Any] = {
     "tasks_retried": 3,
     "tasks_recovered": 2,
     "tasks_handed_off": 1,
+    "successful_without_retry": 1,  # D
+    "successful_with_retry": 2,  # A, C
+    "failed_with_retry": 1,  # B (handed off)
+    "failed_without_retry": 1,  # E
     "retry_rate": 4 / 9,
     "retry_success_rate": 2 / 4,
     "mean_retry_duration_ms": (800 + 600 + 300 + 1200) / 4,

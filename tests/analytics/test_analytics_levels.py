@@ -139,7 +139,7 @@ def test_duplicates_and_late_events_reseal_their_hour_and_day(store):
         correlation_id="task-F-a1",
         attempt=1,
         phase="planning",
-        kind="attempt_started",
+        kind="attempt_succeeded",  # an attempt counts when it ends
         policy_id="default",
         policy_version="v1",
     )
@@ -179,8 +179,8 @@ def test_a_task_spanning_two_hours_is_counted_once_in_the_day(store):
     assert_metrics(metrics_summary(store, ALPHA))
     assert [p.metrics.tasks for p in metrics_trend(store, ALPHA, bucket="1h")] == [
         2,
-        4,
-    ]  # A counts in both hours
+        3,
+    ]  # A counts once, in the hour its outcome was recorded
     assert _readings(store, ALPHA) == approx_rollup(_readings(store, ALPHA, "raw"))
 
 

@@ -163,7 +163,7 @@ def test_late_event_into_sealed_bucket_is_counted_after_reseal(store):
     seal_rollups(store, now=PARTLY)
     _assert_expected(
         metrics_summary(store, ALPHA),
-        {**EXPECTED_ALPHA, "calls": 10, "tasks": 6, "retry_rate": 0.4},
+        {**EXPECTED_ALPHA, "calls": 10, "tasks": 6, "successful_without_retry": 2, "retry_rate": 0.4},
     )
     assert metrics_summary(store, ALPHA) == approx_rollup(
         metrics_summary(store, ALPHA, source="raw")
@@ -182,8 +182,8 @@ def test_late_event_spreading_a_sealed_task_over_two_buckets_counts_it_once(stor
     assert [p.metrics.tasks for p in trend if p.bucket.hour == 10] == [
         1,
         1,
-        1,
-    ]  # A at 10:00 and 10:30, B at 10:10
+        0,
+    ]  # A where its outcome was recorded (10:00), B at 10:10; the late decision of A at 10:30 adds no task
 
 
 def test_task_spanning_sealed_and_open_buckets_counts_once(store):
@@ -232,6 +232,7 @@ def _late_task_f(store) -> None:
                     at + timedelta(seconds=1),
                     latency_ms=700,
                 ),
+                _late("task-F", "task-F:1", 1, "task_finished", at + timedelta(seconds=2), outcome="succeeded"),
             ],
             first_offset=8000,
         )
@@ -263,7 +264,7 @@ def test_a_pass_interrupted_before_publishing_is_invisible_and_repaired(store, m
     assert _rows_above(store, sealed_state(store).published) == 0
     _assert_expected(
         metrics_summary(store, ALPHA),
-        {**EXPECTED_ALPHA, "calls": 10, "tasks": 6, "retry_rate": 0.4},
+        {**EXPECTED_ALPHA, "calls": 10, "tasks": 6, "successful_without_retry": 2, "retry_rate": 0.4},
     )
     assert metrics_summary(store, ALPHA) == approx_rollup(
         metrics_summary(store, ALPHA, source="raw")
