@@ -101,7 +101,10 @@ class _Jittered(Wait):
         self.inner, self.jit = inner, jit
 
     def __call__(self, state: Any) -> float:
-        return self.inner(state) * self.jit.factor(state.rng)
+        # jitter first, then the cap: a capped wait never exceeds its cap
+        value = self.inner(state) * self.jit.factor(state.rng)
+        cap = getattr(self.inner, "cap_ms", None)
+        return min(cap, value) if cap is not None else value
 
     def __repr__(self) -> str:
         return f"{self.inner!r} * {self.jit!r}"

@@ -4,6 +4,11 @@ The agent computes these before a task starts, the classifier trains on them as 
 on events, and the risk API scores a new task with the same call — so there is no
 training/serving skew. Only what is known before a run starts goes in: the task text and
 who runs it, never anything about the run itself.
+
+Nothing secret or personal becomes a feature: keywords are taken from the input after
+:func:`~retrylens.sdk.sanitizer.redact` (keys, tokens, passwords, cards, e-mails), with
+capitalised words (names of people and places) and long letter-digit tokens (ids,
+unrecognised secrets) left out. Counts (``n_entities``) say that names were there.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from collections import Counter
 from collections.abc import Iterable
 
 from .lazy_pattern import LazyPattern
+from .sanitizer import redact
 
 FeatureValue = bool | int | float | str
 
@@ -24,6 +30,7 @@ _NUMBER = LazyPattern(r"\b\d+(?:[.,]\d+)?\b")
 _URL = LazyPattern(r"https?://\S+")
 _EMAIL = LazyPattern(r"\b[\w.+-]+@[\w-]+\.[\w.-]+\b")
 _CAPITALISED = LazyPattern(r"\b[A-Z][a-z]+(?:\s+[A-Z][a-z]+)*\b")
+_NAME_LIKE = LazyPattern(r"\b[A-Z][\w\-]*")  # capitalised words: names, never keywords
 MAX_KEYWORDS = 12
 
 STOPWORDS = frozenset(
@@ -47,9 +54,17 @@ def input_fingerprint(text: str) -> str:
     return hashlib.sha256(normalise_input(text).encode()).hexdigest()[:32]
 
 
+def _safe_word(word: str) -> bool:
+    if word in STOPWORDS or word.startswith("redacted"):
+        return False
+    # a long token mixing letters and digits is an id or a secret, not a topic
+    return not (len(word) >= 8 and any(c.isdigit() for c in word))
+
+
 def keywords(text: str, limit: int = MAX_KEYWORDS) -> list[str]:
-    """Most frequent content words (ties broken alphabetically, so the list is stable)."""
-    counts = Counter(w for w in _WORD.findall(normalise_input(text)) if w not in STOPWORDS)
+    """Most frequent content words of the redacted text, without names (ties alphabetical)."""
+    cleaned = _NAME_LIKE.sub(" ", redact(text))
+    counts = Counter(w for w in _WORD.findall(normalise_input(cleaned)) if _safe_word(w))
     return [w for w, _ in sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:limit]]
 
 

@@ -28,6 +28,9 @@ from retrylens.schemas.taxonomy import EventKind, TaskOutcome
 from .events import _construct, _defaults
 from .features import task_features
 from .ids import uuid4_from_int
+from .usage import usage_of
+
+_PLAIN = (str, int, float, bool, type(None), bytes)
 
 if TYPE_CHECKING:
     from retrylens.schemas import AgentRef, RetryEvent
@@ -100,12 +103,16 @@ class FirstTry:
             self.run = run
         return self.run, self.attempt
 
-    def succeed(self) -> None:
-        """Record the success: the compact event, or the materialized run's own ending."""
+    def succeed(self, result: Any = None) -> None:
+        """Record the success: the compact event, or the materialized run's own ending.
+
+        Tokens and cost are read off ``result`` when it carries a usage (see :mod:`.usage`).
+        """
         if self.run is not None and self.attempt is not None:
-            self.run.succeed(self.attempt)
+            self.run.succeed(self.attempt, result)
             self.run.finish()
             return
+        usage = None if type(result) in _PLAIN else usage_of(result)
         g = self.g
         latency_ms = int((g.clock() - self.started) * 1000)
         if self.dependency:
@@ -129,6 +136,9 @@ class FirstTry:
         values["span_id"] = ids[112:128]
         values["latency_ms"] = latency_ms if latency_ms > 0 else 0
         values["side_effects"] = []
+        if usage is not None:
+            values["tokens_in"], values["tokens_out"] = usage.tokens_in, usage.tokens_out
+            values["cost_usd"] = round(usage.cost_usd, 6)
         g.emit(_construct(values, fields))
         if self.task_id is not None:
             g.chains.leave(self.task_id)

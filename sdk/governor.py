@@ -36,6 +36,7 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from retrylens.schemas.limits import MAX_REASON_CHARS
 from retrylens.schemas.taxonomy import EventKind
 
 from .breaker import CircuitBreaker
@@ -49,6 +50,7 @@ from .handoff import HandoffChannel
 from .history import FailureHistory
 from .ids import IdSource, SeededIds, SystemIds
 from .policy_source import PolicySource
+from .processors import Processor, default_processors, process
 from .rules import Rule, default_rules
 from .run import TaskRun, accepts
 from .side_effects import KeyStore, MemoryKeyStore
@@ -105,6 +107,7 @@ class Governor:
         history: FailureHistory | None = None,
         rules: Rule | None = None,
         validate_events: bool = True,
+        processors: list[Processor] | None = None,
     ) -> None:
         if not isinstance(policy, PolicySource):
             if policy is None:
@@ -132,7 +135,10 @@ class Governor:
         self.breakers: PerDependency[CircuitBreaker] = PerDependency(
             lambda: CircuitBreaker(self.policy.breaker, self.clock)
         )
-        self._ledgers: dict[str, TaskLedger] = {}
+        # redact → truncate (→ your sampling hook): applied to every event before it leaves
+        self.processors: list[Processor] = (
+            default_processors() if processors is None else list(processors)
+        )
         wall = wall or utc_now_ms
         self.events = EventFactory(
             project=project, wall=wall, rng=self.rng, validate=validate_events, ids=self.ids
@@ -175,7 +181,9 @@ class Governor:
 
     def emit(self, event: RetryEvent) -> None:
         try:
-            self._emit(event)
+            processed = process(self.processors, event)
+            if processed is not None:
+                self._emit(processed)
         except Exception:  # noqa: BLE001 - observability must never break the agent
             log.exception("emitting a retry event failed")
 
@@ -252,7 +260,7 @@ class Governor:
             ledger, root = parent.state.ledger, parent.root
             trace_id, parent_task = parent.state.trace_id, parent.state.task_id
         else:
-            ledger = self._ledgers.get(task_id) or TaskLedger(started_at=self.clock())
+            ledger = TaskLedger(started_at=self.clock())  # shared with sub-agents via parent
             root, trace_id, parent_task = task_id, self.ids.hex(32), None
         state = TaskState(
             task_id=task_id,
@@ -276,11 +284,14 @@ class Governor:
         run = TaskRun(self, state, root=root, compact=compact)
         if self.preflight is not None:
             self.preflight.adapt(run)
+            if state.preflight_note:
+                run._release()  # the note goes on task_started, which compaction would drop
         self.chains.join(task_id, root)
         run._event(
             EventKind.TASK_STARTED,
             span_id=state.root_span_id,
             input_features=feats,
+            decision_reason=state.preflight_note[:MAX_REASON_CHARS],
             **({"ts": ts} if ts is not None else {}),
         )
         return run
@@ -304,6 +315,7 @@ class Governor:
             wants_attempt
             or self.preflight is not None
             or (dependency and dependency in self.policy.fallbacks)
+            or (dependency and self.breakers[dependency].is_open())
         ):
             return None
         if task_id is not None:
@@ -344,7 +356,7 @@ class Governor:
         except BaseException as exc:  # noqa: BLE001 - handed to the full path below
             error = exc
         else:
-            first.succeed()
+            first.succeed(result)
             return result
         finally:
             _current_run.reset(token)
@@ -390,6 +402,9 @@ class Governor:
         **kwargs: Any,
     ) -> T:
         """The asyncio twin of :meth:`call`; ``cancel_chain`` cancels the awaiting task."""
+        import asyncio  # loaded already: this coroutine runs on an event loop
+        import functools
+
         goal = goal if goal is not None else _describe_call(fn, args, kwargs)
         wants_attempt = _accepts_attempt(fn)
         first = (
@@ -398,7 +413,8 @@ class Governor:
             else self._first_try(goal, agent, phase, dependency, task_id, wants_attempt)
         )
         if first is None:
-            run = self._open(
+            opening = functools.partial(
+                self._open,
                 goal,
                 agent=agent,
                 phase=phase,
@@ -407,6 +423,8 @@ class Governor:
                 parent=parent,
                 compact=True,
             )
+            # a pre-flight check is an HTTP call: never on the event loop's thread
+            run = await asyncio.to_thread(opening) if self.preflight is not None else opening()
             self.chains.attach_current_task(run.state.task_id)
             with run:
                 return await self._aattempts(run, fn, args, kwargs, wants_attempt)
@@ -418,7 +436,7 @@ class Governor:
         except BaseException as exc:  # noqa: BLE001 - handed to the full path below
             error = exc
         else:
-            first.succeed()
+            first.succeed(result)
             return result
         finally:
             _current_run.reset(token)
@@ -497,20 +515,45 @@ class Governor:
         return self.chains.cancel(task_id)
 
     def side_effect(
-        self, tool: str, *, step: str | None = None, rollback: Callable[..., object] | None = None
+        self,
+        tool: str,
+        *,
+        step: str | None = None,
+        rollback: Callable[..., object] | None = None,
+        verify: Callable[..., object] | None = None,
+        unsafe: bool = False,
     ) -> Callable[[Callable[..., T]], Callable[..., T]]:
-        """Decorator for a side-effecting tool used inside a governed call (see side_effects)."""
+        """Decorator for a side-effecting tool used inside a governed call (see side_effects).
+
+        Its contract for an ambiguous failure (a timeout: did it happen?): a tool taking
+        ``idempotency_key`` is repeated with the same key; ``verify(*args, **kwargs)``
+        checks whether it happened instead of repeating it; ``unsafe=True`` hands the
+        task to a person. ``async def`` tools are awaited before anything is committed.
+        """
         import functools
 
+        options: dict[str, Any] = {"rollback": rollback, "verify": verify, "unsafe": unsafe}
+
         def decorate(fn: Callable[..., T]) -> Callable[..., T]:
+            if inspect.iscoroutinefunction(fn):
+
+                @functools.wraps(fn)
+                async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                    run = current_run()
+                    if run is None:
+                        raise RuntimeError(f"{tool}: side effects must run inside a governed call")
+                    return await run.aside_effect(
+                        tool, fn, *args, step=step or tool, **options, **kwargs
+                    )
+
+                return async_wrapper  # type: ignore[return-value]
+
             @functools.wraps(fn)
             def wrapper(*args: Any, **kwargs: Any) -> T:
                 run = current_run()
                 if run is None:
                     raise RuntimeError(f"{tool}: side effects must run inside a governed call")
-                return run.side_effect(
-                    tool, fn, *args, step=step or tool, rollback=rollback, **kwargs
-                )
+                return run.side_effect(tool, fn, *args, step=step or tool, **options, **kwargs)
 
             return wrapper
 

@@ -32,11 +32,16 @@ class HandoffPackage:
     errors: list[dict[str, Any]] = field(default_factory=list)
     attempts: int = 0
     policy: str = ""
+    failed_output: str = ""  # what the last attempt produced before it failed, if anything
+    error: dict[str, Any] = field(default_factory=dict)  # the last error's detail
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready and redacted."""
         data = asdict(self)
+        data["reason"] = redact(self.reason, limit=2_000)
         data["inputs"] = redact(self.inputs, limit=8_000)
+        data["failed_output"] = redact(self.failed_output, limit=8_000)
+        data["error"] = json.loads(redact(json.dumps(self.error, default=str)))
         data["context"] = [
             {
                 "role": str(m.get("role", "")),
@@ -56,6 +61,8 @@ class HandoffChannel(Protocol):
 class CallbackChannel:
     """Calls ``fn(package)`` in-process (queue it, page someone, open a ticket)."""
 
+    blocking = False  # runs inline, also on an event loop (the callback must be quick)
+
     def __init__(self, fn: Callable[[HandoffPackage], object]) -> None:
         self.fn = fn
 
@@ -69,8 +76,12 @@ class CallbackChannel:
 class FileChannel:
     """Appends one JSON line per package to ``path`` (locked, so processes can share it)."""
 
+    blocking = True
+
     def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
+        # "handoffs/" (or an existing directory) means a file inside it, not a file "handoffs"
+        as_dir = str(path).endswith(("/", "\\")) or Path(path).is_dir()
+        self.path = Path(path) / "handoffs.jsonl" if as_dir else Path(path)
 
     def send(self, package: HandoffPackage) -> None:
         line = json.dumps(package.to_dict(), sort_keys=True) + "\n"
@@ -87,6 +98,8 @@ class FileChannel:
 
 class WebhookChannel:
     """POSTs the package as JSON; any non-2xx answer or network error is a failure."""
+
+    blocking = True  # on an event loop the governor sends it from a worker thread
 
     def __init__(
         self, url: str, *, timeout_s: float = 2.0, headers: dict[str, str] | None = None

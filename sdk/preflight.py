@@ -113,8 +113,8 @@ def apply_advice(run: TaskRun, advice: PrecheckResponse) -> None:
         s.relaxed = s.degraded = True
         notes.append("degrade first")
     if rec.human_review:
-        s.policy = s.policy.model_copy(update={"caps": {}, "phase_caps": {}})
-        notes.append("human review on first failure")
+        s.review_first = True  # the task stops for a person before its first attempt
+        notes.append("human review before the task runs")
     if advice.known_bad_fingerprint:
         run.g.history.mark_bad(s.fingerprint, s.policy.rules.fingerprint_failure_limit)
         notes.append("known bad input")

@@ -83,6 +83,9 @@ def _stop(state: TaskState, reason: str, rule: str) -> Verdict:
     return Verdict(Decision.HANDOFF_HUMAN if handoff else Decision.GIVE_UP, reason, rule=rule)
 
 
+stop_verdict = _stop  # the verdict a stop rule gives (hand-off when a channel exists)
+
+
 def _err(state: TaskState) -> ErrorType:
     assert state.last_failure is not None, "rules run after a failure"
     return state.last_failure.error_type
@@ -116,6 +119,42 @@ class stop_unless_retryable(Rule):  # noqa: N801
         if not failure.retryable or failure.error_type not in s.policy.retryable:
             return _stop(
                 s, f"{failure.error_type.value} is not in the retryable whitelist", self.name
+            )
+        return None
+
+
+class stop_on_ambiguous_side_effect(Rule):  # noqa: N801
+    """A side effect declared ``unsafe`` may have happened: never repeat it blindly."""
+
+    name = "stop_on_ambiguous_side_effect"
+
+    def __call__(self, s: TaskState) -> Verdict | None:
+        if s.ambiguous:
+            return _stop(
+                s,
+                f"ambiguous outcome of side effect {s.ambiguous}: it may have happened and is "
+                "declared unsafe to repeat, so a person checks it",
+                self.name,
+            )
+        return None
+
+
+class hand_off_unclassified(Rule):  # noqa: N801
+    """The seed design: a failure nobody can classify goes to a person early, not to a guess."""
+
+    name = "hand_off_unclassified"
+
+    def __call__(self, s: TaskState) -> Verdict | None:
+        if _err(s) is ErrorType.UNKNOWN and s.policy.cap(ErrorType.UNKNOWN) < s.failures_of(
+            ErrorType.UNKNOWN
+        ):
+            failure = s.last_failure
+            code = failure.code if failure is not None and failure.code else "exception"
+            return _stop(
+                s,
+                f"unclassified failure ({code}): no retry rule applies to it, so it goes to a "
+                "person early instead of being retried blindly",
+                self.name,
             )
         return None
 
@@ -175,6 +214,8 @@ class stop_at_class_cap(Rule):  # noqa: N801
             and cap > 0
         ):
             return None
+        if cap == 0:
+            return _stop(s, f"{error.value}: the policy allows no retries of this class (cap 0)", self.name)
         return _stop(s, f"{error.value} retry cap reached ({failed - 1}/{cap} retries)", self.name)
 
 
@@ -318,7 +359,9 @@ def default_rules() -> Rule:
     return (
         stop_when_cancelled()
         | stop_when_killed()
+        | stop_on_ambiguous_side_effect()
         | stop_unless_retryable()
+        | hand_off_unclassified()
         | stop_on_budget()
         | stop_on_known_bad_input()
         | stop_at_phase_cap()

@@ -16,21 +16,30 @@ from __future__ import annotations
 
 import inspect
 import logging
+import sys
 from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from retrylens.errors import ChainCancelled, GaveUp, HandedOff, HandoffError, TaskStopped
-from retrylens.schemas.taxonomy import Decision, EventKind, SideEffectStatus, TaskOutcome
+from retrylens.schemas.limits import MAX_REASON_CHARS
+from retrylens.schemas.taxonomy import (
+    Decision,
+    ErrorType,
+    EventKind,
+    SideEffectStatus,
+    TaskOutcome,
+)
 
 from .chain import is_async_cancellation
 from .context import snapshot
 from .handoff import HandoffPackage
-from .rules import Verdict, apply_verdict, record_failure
+from .rules import Verdict, apply_verdict, record_failure, stop_verdict
 from .sanitizer import Failure, classify
 from .shadow import explore, shadow_verdict
-from .side_effects import KeyRecord, idempotency_key
+from .side_effects import KeyRecord, MemoryKeyStore, idempotency_key
 from .state import Attempt, TaskState
+from .usage import usage_of
 
 if TYPE_CHECKING:
     from retrylens.schemas import RetryEvent
@@ -58,6 +67,7 @@ class TaskRun:
         self.last_attempt: Attempt | None = None
         self.verdicts: list[Verdict] = []
         self._debts: list[tuple[str, str, Callable[[], object]]] = []
+        self._source_policy = governor.source.current
         self._logged_full = False
         self._observed: set[str] = set()
 
@@ -85,6 +95,9 @@ class TaskRun:
                 Decision.CANCEL_CHAIN, "the task chain was cancelled before the attempt"
             )
             self._stop(verdict, None)
+        self.refresh_policy()
+        if check_cancelled:
+            self._gate(dependency)
         self._pay_debts()
         if phase is not None:
             s.phase = phase
@@ -116,6 +129,39 @@ class TaskRun:
         )
         return attempt
 
+    def refresh_policy(self) -> None:
+        """Adopt a reloaded policy (or a flipped kill switch) between attempts of this task."""
+        current = self.g.source.current
+        if current is not self._source_policy:
+            self._source_policy = current
+            self.state.policy = current.for_role(self.state.agent.role)
+
+    def _gate(self, dependency: str | None) -> None:
+        """Stop before an attempt runs: pre-flight review, open breaker, kill switch."""
+        s = self.state
+        verdict: Verdict | None = None
+        if s.attempt == 0:
+            dep = s.substitutions.get(dependency or s.dependency, dependency or s.dependency)
+            if s.review_first:
+                verdict = Verdict(
+                    Decision.HANDOFF_HUMAN,
+                    f"pre-flight asked for human review before the task runs ({s.preflight_note})",
+                    rule="preflight",
+                )
+            elif dep and not s.policy.fallbacks.get(dep) and not self.g.breakers[dep].allow():
+                verdict = stop_verdict(
+                    s, f"circuit breaker for {dep} is open and has no fallback: failing fast "
+                    "before the first attempt", "protect_dependency",
+                )
+        elif s.policy.is_killed(s.agent.name):
+            scope = "project" if s.policy.kill_switch.project else f"agent {s.agent.name}"
+            verdict = stop_verdict(
+                s, f"kill switch: automatic retries are off for {scope}", "stop_when_killed"
+            )
+        if verdict is not None:
+            self.record_decision(self.last_attempt, verdict)
+            self._stop(verdict, None)
+
     def succeed(
         self,
         attempt: Attempt,
@@ -126,7 +172,16 @@ class TaskRun:
         cost_usd: float = 0.0,
         latency_ms: int | None = None,
     ) -> None:
+        """Record a success; raises a validation :class:`Failure` if ``success_check`` rejects it."""
         s = self.state
+        if s.success_check is not None and not s.success_check(output):
+            raise Failure(
+                ErrorType.VALIDATION, "the task's success check rejected the output", output=output
+            )
+        usage = attempt.usage or usage_of(output)
+        if usage is not None and not (tokens_in or tokens_out or cost_usd):
+            tokens_in, tokens_out, cost_usd = usage.tokens_in, usage.tokens_out, usage.cost_usd
+            latency_ms = latency_ms if latency_ms is not None else usage.latency_ms
         self._spend(tokens_in + tokens_out, cost_usd)
         if attempt.dependency and attempt.dependency not in self._observed:
             self.observe(attempt.dependency, True)
@@ -189,6 +244,7 @@ class TaskRun:
             dependency=dependency,
         )
         s = self.state
+        self.refresh_policy()
         verdict = self.g.rules(s) or Verdict(Decision.GIVE_UP, "no rule allows another attempt")
         shadow = self._shadow(verdict)
         propensity = None
@@ -227,6 +283,10 @@ class TaskRun:
             failure = classify(error)
         s.last_failure = failure
         s.last_validation = failure.error_type.value
+        if attempt.usage is not None and not (tokens_in or tokens_out or cost_usd):
+            u = attempt.usage
+            tokens_in, tokens_out, cost_usd = u.tokens_in, u.tokens_out, u.cost_usd
+            latency_ms = latency_ms if latency_ms is not None else u.latency_ms
         self._spend(tokens_in + tokens_out, cost_usd)
         if attempt.dependency and failure.error_type.value in _DEPENDENCY_FAULTS:
             self.observe(attempt.dependency, False)
@@ -247,7 +307,7 @@ class TaskRun:
 
     def record_decision(
         self,
-        attempt: Attempt,
+        attempt: Attempt | None,
         verdict: Verdict,
         *,
         shadow: Decision | None = None,
@@ -308,31 +368,135 @@ class TaskRun:
         step: str | None = None,
         rollback: Callable[..., object] | None = None,
         key: str | None = None,
+        verify: Callable[..., object] | None = None,
+        unsafe: bool = False,
         **kwargs: Any,
     ) -> T:
-        """Run a side-effecting call at most once per key (see :mod:`side_effects`)."""
+        """Run a side-effecting call at most once per key (see :mod:`side_effects`).
+
+        The contract of an ambiguous failure (a timeout: the effect may have happened):
+        a tool taking ``idempotency_key`` is repeated with the same key; with ``verify``
+        the governor asks ``verify(*args, **kwargs)`` whether it happened instead of
+        repeating it; ``unsafe=True`` stops the task for a person.
+        """
         s = self.state
         key = key or idempotency_key(s.task_id, step or tool, {"args": args, "kwargs": kwargs})
         store = self.g.key_store
-        record = store.get(key)
-        if record is not None and record.status is SideEffectStatus.COMMITTED:
-            self._side_effect_event(tool, key, SideEffectStatus.SKIPPED_DUPLICATE)
-            return record.result  # type: ignore[no-any-return]
+        done = self._before_effect(tool, key, store.get(key), verify, args, kwargs)
+        if done is not None:
+            return done[0]  # type: ignore[no-any-return]
         store.put(KeyRecord(key, s.task_id, tool, SideEffectStatus.INTENDED))
         call_kwargs = (
             {**kwargs, "idempotency_key": key} if accepts(fn, "idempotency_key") else kwargs
         )
         try:
             result = fn(*args, **call_kwargs)
-        except BaseException:
-            store.put(KeyRecord(key, s.task_id, tool, SideEffectStatus.FAILED))
-            self._side_effect_event(tool, key, SideEffectStatus.FAILED, rollback=_name(rollback))
-            if rollback is not None:
-                self._debts.append((tool, key, lambda: rollback(*args, **kwargs)))
+        except BaseException as exc:
+            recovered = self._after_effect_failed(tool, key, exc, rollback, verify, unsafe, args, kwargs)
+            store.put(recovered[0])
+            if recovered[1] is not _RAISE:
+                self._side_effect_event(tool, key, SideEffectStatus.COMMITTED)
+                return recovered[1]  # type: ignore[no-any-return]
             raise
         store.put(KeyRecord(key, s.task_id, tool, SideEffectStatus.COMMITTED, result))
         self._side_effect_event(tool, key, SideEffectStatus.COMMITTED)
         return result
+
+    async def aside_effect(
+        self,
+        tool: str,
+        fn: Callable[..., Any],
+        /,
+        *args: Any,
+        step: str | None = None,
+        rollback: Callable[..., object] | None = None,
+        key: str | None = None,
+        verify: Callable[..., object] | None = None,
+        unsafe: bool = False,
+        **kwargs: Any,
+    ) -> Any:
+        """:meth:`side_effect` for an ``async def`` tool: awaits it before anything is committed.
+
+        Each attempt calls ``fn`` again (a coroutine can be awaited once); key-store I/O
+        runs in a worker thread so a SQLite or ClickHouse store never blocks the loop.
+        """
+        import asyncio
+
+        s = self.state
+        key = key or idempotency_key(s.task_id, step or tool, {"args": args, "kwargs": kwargs})
+        store = self.g.key_store
+        io = _inline if type(store) is MemoryKeyStore else asyncio.to_thread
+        done = self._before_effect(tool, key, await io(store.get, key), verify, args, kwargs)
+        if done is not None:
+            return done[0]
+        await io(store.put, KeyRecord(key, s.task_id, tool, SideEffectStatus.INTENDED))
+        call_kwargs = (
+            {**kwargs, "idempotency_key": key} if accepts(fn, "idempotency_key") else kwargs
+        )
+        try:
+            result = await fn(*args, **call_kwargs)
+        except BaseException as exc:
+            recovered = self._after_effect_failed(tool, key, exc, rollback, verify, unsafe, args, kwargs)
+            await io(store.put, recovered[0])
+            if recovered[1] is not _RAISE:
+                self._side_effect_event(tool, key, SideEffectStatus.COMMITTED)
+                return recovered[1]
+            raise
+        await io(store.put, KeyRecord(key, s.task_id, tool, SideEffectStatus.COMMITTED, result))
+        self._side_effect_event(tool, key, SideEffectStatus.COMMITTED)
+        return result
+
+    def _before_effect(
+        self,
+        tool: str,
+        key: str,
+        record: KeyRecord | None,
+        verify: Callable[..., object] | None,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> tuple[Any] | None:
+        """``(result,)`` when the effect must not run again (committed, or verified done)."""
+        if record is None:
+            return None
+        if record.status is SideEffectStatus.COMMITTED:
+            self._side_effect_event(tool, key, SideEffectStatus.SKIPPED_DUPLICATE)
+            return (record.result,)
+        if verify is not None and record.status in (SideEffectStatus.FAILED, SideEffectStatus.INTENDED):
+            happened = verify(*args, **kwargs)
+            if happened:
+                result = None if happened is True else happened
+                self.g.key_store.put(
+                    KeyRecord(key, self.state.task_id, tool, SideEffectStatus.COMMITTED, result)
+                )
+                self._side_effect_event(tool, key, SideEffectStatus.COMMITTED)
+                return (result,)
+        return None
+
+    def _after_effect_failed(
+        self,
+        tool: str,
+        key: str,
+        exc: BaseException,
+        rollback: Callable[..., object] | None,
+        verify: Callable[..., object] | None,
+        unsafe: bool,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> tuple[KeyRecord, Any]:
+        """The record to store after ``fn`` raised, and its result if it happened after all."""
+        s = self.state
+        ambiguous = isinstance(exc, Exception) and classify(exc).error_type is ErrorType.TIMEOUT
+        if ambiguous and verify is not None:
+            happened = verify(*args, **kwargs)
+            if happened:
+                result = None if happened is True else happened
+                return KeyRecord(key, s.task_id, tool, SideEffectStatus.COMMITTED, result), result
+        elif ambiguous and unsafe:
+            s.ambiguous = tool[:128]
+        self._side_effect_event(tool, key, SideEffectStatus.FAILED, rollback=_name(rollback))
+        if rollback is not None:
+            self._debts.append((tool, key, lambda: rollback(*args, **kwargs)))
+        return KeyRecord(key, s.task_id, tool, SideEffectStatus.FAILED), _RAISE
 
     def finish(self, outcome: TaskOutcome | None = None) -> None:
         """Emit ``task_finished`` once; failed/handed-off tasks feed the fingerprint history."""
@@ -388,7 +552,7 @@ class TaskRun:
         s = self.state
         if verdict.decision is Decision.HANDOFF_HUMAN:
             self.outcome = TaskOutcome.HANDED_OFF
-            self._handoff(verdict)
+            self._handoff(verdict, error)
             raise HandedOff(s.task_id, verdict, error)
         if verdict.decision is Decision.CANCEL_CHAIN:
             self.outcome = TaskOutcome.CANCELLED
@@ -397,9 +561,11 @@ class TaskRun:
         self.outcome = TaskOutcome.FAILED
         raise GaveUp(s.task_id, verdict, error)
 
-    def _handoff(self, verdict: Verdict) -> None:
+    def _handoff(self, verdict: Verdict, error: BaseException | None = None) -> None:
         s = self.state
         reason = verdict.reason
+        last = s.last_failure
+        output = last.output if last is not None and last.output is not None else None
         package = HandoffPackage(
             project=s.project,
             agent=s.agent.name,
@@ -419,14 +585,37 @@ class TaskRun:
             ],
             attempts=s.attempt,
             policy=f"{s.policy.id}@{s.policy.version}",
+            failed_output="" if output is None else str(output),
+            error=(
+                {
+                    "error_type": last.error_type.value,
+                    "message": last.message,
+                    "code": last.code,
+                    "status": last.status,
+                    "stack_digest": last.stack_digest,
+                }
+                if last is not None
+                else {}
+            ),
         )
-        if self.g.handoff_channel is not None:
-            try:
-                self.g.handoff_channel.send(package)
-            except HandoffError as exc:
-                reason = f"{reason} (channel failed: {exc})"
+        if package.errors and last is not None:
+            package.errors[-1]["message"] = last.message
+        channel = self.g.handoff_channel
+        if channel is not None:
+            if getattr(channel, "blocking", True) and _on_event_loop():
+                _send_in_thread(channel, package)  # never block the loop on a webhook
+            else:
+                try:
+                    channel.send(package)
+                except HandoffError as exc:
+                    reason = f"{reason} (channel failed: {exc})"
+        data = package.to_dict()
         self._event(
-            EventKind.HANDOFF, decision=Decision.HANDOFF_HUMAN, decision_reason=reason[:512]
+            EventKind.HANDOFF,
+            decision=Decision.HANDOFF_HUMAN,
+            decision_reason=reason[:MAX_REASON_CHARS],
+            error_detail=last.detail() if last is not None else None,
+            context_snapshot=_package_snapshot(data),
         )
 
     def _shadow(self, live: Verdict) -> Decision | None:
@@ -513,6 +702,13 @@ class TaskRun:
             self.g.emit(event)
 
 
+_RAISE = object()  # "re-raise the tool's exception"
+
+
+async def _inline(fn: Callable[..., T], /, *args: Any) -> T:
+    return fn(*args)
+
+
 _DEPENDENCY_FAULTS = {"timeout", "rate_limit", "server_error", "network"}
 
 
@@ -526,6 +722,52 @@ def accepts(fn: Callable[..., object], name: str) -> bool:
         return name in inspect.signature(fn).parameters
     except (TypeError, ValueError):
         return False
+
+
+def _on_event_loop() -> bool:
+    asyncio: Any = sys.modules.get("asyncio")
+    if asyncio is None:
+        return False
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def _send_in_thread(channel: Any, package: HandoffPackage) -> None:
+    import threading
+
+    def send() -> None:
+        try:
+            channel.send(package)
+        except Exception:  # noqa: BLE001 - the event already records the hand-off
+            log.exception("hand-off channel failed for %s", package.task_id)
+
+    threading.Thread(target=send, name="retrylens-handoff", daemon=True).start()
+
+
+def _package_snapshot(data: dict[str, Any]) -> Any:
+    """The redacted hand-off package as a bounded snapshot, so the store keeps it."""
+    import json
+
+    from retrylens.schemas.event import ContextMessage, ContextSnapshot
+    from retrylens.schemas.limits import MAX_MESSAGE_CHARS
+
+    def cut(text: str) -> str:
+        return text if len(text) <= MAX_MESSAGE_CHARS else text[: MAX_MESSAGE_CHARS - 1] + "…"
+
+    parts = [
+        ("handoff:input", data["inputs"]),
+        ("handoff:output", data["failed_output"] or json.dumps(data["outputs"], default=str)),
+        ("handoff:errors", json.dumps(data["errors"][-5:], default=str)),
+        ("handoff:error", json.dumps(data["error"], default=str)),
+        ("handoff:context", json.dumps(data["context"][-3:], default=str)),
+    ]
+    return ContextSnapshot(
+        message_count=len(data["context"]),
+        last_messages=[ContextMessage(role=role, content=cut(text)) for role, text in parts],
+    )
 
 
 def _side_effect(**fields: Any) -> Any:

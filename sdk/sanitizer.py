@@ -30,10 +30,20 @@ _REDACTIONS: list[tuple[LazyPattern, str]] = [
     (LazyPattern(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/\s:@]+:[^@\s/]+@"), r"\1[REDACTED]@"),
     (LazyPattern(r"\b(sk|pk|rk)-[A-Za-z0-9_\-]{16,}\b"), "[REDACTED_KEY]"),
     (LazyPattern(r"\bAKIA[0-9A-Z]{16}\b"), "[REDACTED_KEY]"),
-    (LazyPattern(r"\b(ghp|gho|ghs|github_pat|xox[abpr])_?[A-Za-z0-9_\-]{16,}\b"), "[REDACTED_KEY]"),
+    (LazyPattern(r"\b(ghp|gho|ghs|ghu|ghr|github_pat|xox[abpr])_?[A-Za-z0-9_\-]{16,}\b"), "[REDACTED_KEY]"),
+    (LazyPattern(r"\bAIza[0-9A-Za-z_\-]{30,}"), "[REDACTED_KEY]"),
+    (LazyPattern(r"\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*"), "[REDACTED_JWT]"),
     (
         LazyPattern(
             r"(?i)\b(api[_\-]?key|secret|token|password|passwd|pwd)([\"']?\s*[:=]\s*[\"']?)[^\s\"',;&]+"
+        ),
+        r"\1\2[REDACTED]",
+    ),
+    # "password hunter2xyz", "token is abc123secret": a value with a digit or symbol in it
+    (
+        LazyPattern(
+            r"(?i)\b(api[_\-]?key|secret|token|password|passwd|pwd)(\s+(?:is\s+|of\s+)?)"
+            r"(?=[^\s\[]*[\d!@#$%^&*_])[^\s\[\"',;&]{6,}"
         ),
         r"\1\2[REDACTED]",
     ),
@@ -157,10 +167,20 @@ def _retry_after_ms(exc: BaseException) -> int | None:
     if not headers:
         return None
     value = headers.get("retry-after") or headers.get("Retry-After")
-    try:
-        return int(float(value) * 1000) if value is not None else None
-    except (TypeError, ValueError):
+    if value is None:
         return None
+    try:
+        return max(0, int(float(value) * 1000))
+    except (TypeError, ValueError):
+        pass
+    try:  # RFC 9110 also allows an HTTP date: "Wed, 21 Oct 2015 07:28:00 GMT"
+        import time
+        from email.utils import parsedate_to_datetime
+
+        when = parsedate_to_datetime(str(value))
+    except (TypeError, ValueError, IndexError):
+        return None
+    return max(0, int((when.timestamp() - time.time()) * 1000))
 
 
 def stack_digest(exc: BaseException) -> str | None:

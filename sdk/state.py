@@ -16,6 +16,7 @@ from retrylens.schemas.taxonomy import Decision, ErrorType
 from .budget import TaskLedger
 from .context import ContextBuilder, Message, digest
 from .sanitizer import Failure
+from .usage import Usage, usage_of
 
 if TYPE_CHECKING:
     from retrylens.schemas import AgentRef
@@ -58,6 +59,18 @@ class Attempt:
     relaxed: bool = False
     patch: str | None = None
     degraded: bool = False
+    usage: Usage | None = None
+
+    def report(self, usage: Usage | Any = None, /, **fields: Any) -> Usage:
+        """Add what this attempt spent: a :class:`Usage`, a provider's usage object, or fields.
+
+        ``attempt.report(Usage(tokens_in=900, cost_usd=0.004))``,
+        ``attempt.report(openai_response)`` or ``attempt.report(tokens_out=120)``; reports
+        add up. Budgets (``max_tokens``, ``max_cost_usd``) and events use the total.
+        """
+        spent = Usage(**fields) if usage is None else usage_of(usage) or Usage()
+        self.usage = spent if self.usage is None else self.usage + spent
+        return self.usage
 
     def __repr__(self) -> str:
         flags = [
@@ -108,6 +121,8 @@ class TaskState:
     extra_try_used: bool = False
     decisions: list[Decision] = field(default_factory=list)
     preflight_note: str = ""
+    review_first: bool = False  # pre-flight asked for a person before the first attempt
+    ambiguous: str | None = None  # an unsafe side effect whose outcome is unknown
     # -- context layer -------------------------------------------------------------------
     context: ContextBuilder = field(default_factory=lambda: ContextBuilder(base=[]))
     given: list[list[str]] = field(default_factory=list)  # message digests per attempt

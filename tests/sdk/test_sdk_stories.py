@@ -241,22 +241,114 @@ def test_sanitizer_redacts_secrets_and_personal_data() -> None:
     assert "order 12345678" in out
 
 
-def test_secrets_never_reach_events() -> None:
+# Realistic secret forms (made up, shaped like the real ones) and personal data.
+SECRETS = {
+    "openai": "sk-proj-Zx81QmT4vB7nR2pL9sK3wY6dH0fJ5gCaEe",
+    "anthropic": "sk-ant-api03-Qw3Er7Ty1Ui9Op5As2Df8Gh4Jk6Lz0Xc-Vb",
+    "aws": "AKIAZ7QW3ER5TY1UI9OP",
+    "github": "ghp_7Hq2Wm9Xk4Lp1Zr8Tn5Vb3Yc6Gd0Fs2Aj4Ke",
+    "google": "AIzaSyB3x9Qw7Er5Ty1Ui3Op5As7Df9Gh1Jk3L",
+    "bearer": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJtZWkifQ.q8Zt3Kp",
+    "password": "hunter2xyz",
+    "token": "abc123secret",
+    "url_password": "pw123zz",
+    "card": "4111 1111 1111 1111",
+    "email": "mei.chen@example.com",
+}
+PII_WORDS = (b"mei", b"chen")
+SECRET_GOAL = (
+    f"sync account of Mei Chen ({SECRETS['email']}) with token={SECRETS['token']} "
+    f"password {SECRETS['password']} using {SECRETS['openai']} and {SECRETS['anthropic']}, "
+    f"aws {SECRETS['aws']}, github {SECRETS['github']}, google {SECRETS['google']}, "
+    f"header Authorization: Bearer {SECRETS['bearer']}, card {SECRETS['card']}"
+)
+SECRET_ERROR = (
+    f"login failed for password={SECRETS['password']} at https://bob:{SECRETS['url_password']}@api.x"
+    f" key {SECRETS['openai']} card {SECRETS['card']} for {SECRETS['email']}"
+)
+
+
+def _assert_no_secret(blob: bytes) -> None:
+    assert blob, "nothing was emitted: the test would prove nothing"
+    lowered = blob.lower()
+    for name, secret in SECRETS.items():
+        assert secret.encode().lower() not in lowered, f"{name} secret leaked"
+        assert secret.replace(" ", "").encode() not in blob, f"{name} secret leaked"
+    for word in PII_WORDS:
+        assert word not in lowered, f"personal name {word!r} leaked"
+
+
+def _flushed_bytes(captured) -> bytes:  # noqa: ANN001
+    captured.events  # noqa: B018 - flushes the emitter and parses every record
+    return b"".join(k + v for k, v in captured.sink.records)
+
+
+def _flaky(attempt) -> str:  # noqa: ANN001
+    if attempt.number > 1:
+        return "ok"
+    raise ValueError(SECRET_ERROR)
+
+
+def test_secrets_never_reach_events_from_call_fast_path_and_retries() -> None:
     with capture_events() as captured:
         gov = governor(emit=captured.emit)
-        gov.call(
-            lambda attempt: (
-                "ok"
-                if attempt.number > 1
-                else (_ for _ in ()).throw(
-                    ValueError("login failed for password=hunter2 at https://bob:pw123@api.x")
-                )
-            ),
-            goal="sync with token=abc123secret",
-            agent="a",
-        )
-        blob = b"".join(v for _, v in captured.sink.records)
-    assert b"hunter2" not in blob and b"pw123" not in blob
+        gov.call(lambda: "ok", goal=SECRET_GOAL, agent="a")
+        gov.call(_flaky, goal=SECRET_GOAL, agent="a")
+        blob = _flushed_bytes(captured)
+        assert len(captured.events) > 4
+    _assert_no_secret(blob)
+
+
+def test_secrets_never_reach_events_from_acall() -> None:
+    import asyncio
+
+    async def flaky(attempt) -> str:  # noqa: ANN001
+        return _flaky(attempt)
+
+    async def ok() -> str:
+        return "ok"
+
+    async def main(gov: Governor) -> None:
+        await gov.acall(ok, goal=SECRET_GOAL, agent="a")
+        await gov.acall(flaky, goal=SECRET_GOAL, agent="a")
+
+    with capture_events() as captured:
+        asyncio.run(main(governor(emit=captured.emit)))
+        blob = _flushed_bytes(captured)
+    _assert_no_secret(blob)
+
+
+def test_secrets_never_reach_handoff_packages_or_their_events() -> None:
+    import json
+
+    packages = []
+    with capture_events() as captured:
+        gov = governor(emit=captured.emit, handoff=CallbackChannel(packages.append))
+        with pytest.raises(HandedOff):
+            gov.call(
+                lambda: (_ for _ in ()).throw(RuntimeError(SECRET_ERROR)),
+                goal=SECRET_GOAL,
+                agent="a",
+            )
+        blob = _flushed_bytes(captured)
+    assert packages
+    _assert_no_secret(blob)
+    for package in packages:
+        text = json.dumps(package.to_dict()).encode()
+        for name, secret in SECRETS.items():
+            assert secret.encode() not in text, f"{name} secret in the hand-off package"
+
+
+def test_secrets_and_customer_names_never_reach_events_from_the_simulated_fleet() -> None:
+    from retrylens.simulation.fleet import run_fleet
+    from retrylens.simulation.scenario import load_scenario
+
+    with capture_events() as captured:
+        run_fleet(load_scenario(), tasks=40, seed=11, emit=captured.emit, start=START)
+        blob = _flushed_bytes(captured)
+    lowered = blob.lower()
+    for name in (b"ana silva", b"silva", b"novak", b"berg", b"mei", b"chen", b"@example"):
+        assert name not in lowered, f"{name!r} leaked from the fleet"
 
 
 def test_message_digest_is_stable_across_whitespace_and_case() -> None:

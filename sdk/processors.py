@@ -1,0 +1,100 @@
+"""Events pass a processor chain before they leave the agent (structlog's pattern).
+
+Every event the governor emits goes through ``Governor.processors``: a list of callables
+``processor(event) -> event | None`` applied in order (``None`` drops the event). The
+default chain is :class:`redact_event` (secrets, plus configurable personal-data
+patterns such as people's names, over every free-text field) then
+:class:`truncate_event` (the schema's limits, in one place). :class:`sample` is a hook
+to thin out events a deployment does not want to ship.
+
+Why here and not in :func:`~retrylens.sdk.sanitizer.redact`: ``redact`` also cleans what
+a *model* is shown on a retry, and a model must still see the customer's name to do the
+task; only what leaves the process for the event store loses it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from retrylens.schemas.limits import MAX_ERROR_MESSAGE_CHARS, MAX_MESSAGE_CHARS, MAX_REASON_CHARS
+
+from .lazy_pattern import LazyPattern
+from .sanitizer import redact
+
+if TYPE_CHECKING:
+    from retrylens.schemas import RetryEvent
+
+Processor = Callable[["RetryEvent"], "RetryEvent | None"]
+
+#: Two or more capitalised words in a row ("Mei Chen", "Ana Silva"): treated as a name.
+NAME_PATTERN = r"\b[A-Z][a-z]+(?:[ \-][A-Z][a-z]+)+\b"
+
+
+class redact_event:  # noqa: N801 - reads as a sentence in a chain
+    """Redact secrets and personal-data ``patterns`` in an event's free-text fields."""
+
+    def __init__(self, patterns: Iterable[str] = (NAME_PATTERN,), replacement: str = "[NAME]") -> None:
+        self.patterns = [LazyPattern(p) for p in patterns]
+        self.replacement = replacement
+
+    def clean(self, text: str, limit: int) -> str:
+        text = redact(text, limit=limit)
+        for pattern in self.patterns:
+            text = pattern.sub(self.replacement, text)
+        return text
+
+    def __call__(self, event: RetryEvent) -> RetryEvent:
+        changes: dict[str, Any] = {}
+        if event.decision_reason:
+            reason = self.clean(event.decision_reason, MAX_REASON_CHARS)
+            if reason != event.decision_reason:
+                changes["decision_reason"] = reason
+        detail = event.error_detail
+        if detail is not None and detail.message:
+            message = self.clean(detail.message, MAX_ERROR_MESSAGE_CHARS)
+            if message != detail.message:
+                changes["error_detail"] = detail.model_copy(update={"message": message})
+        snap = event.context_snapshot
+        if snap is not None and snap.last_messages:
+            messages = [
+                m.model_copy(update={"content": self.clean(m.content, MAX_MESSAGE_CHARS)})
+                for m in snap.last_messages
+            ]
+            if any(a.content != b.content for a, b in zip(messages, snap.last_messages, strict=True)):
+                changes["context_snapshot"] = snap.model_copy(update={"last_messages": messages})
+        return event.model_copy(update=changes) if changes else event
+
+
+class truncate_event:  # noqa: N801
+    """Cut free text to the schema's limits (the one place they are applied on the agent)."""
+
+    def __call__(self, event: RetryEvent) -> RetryEvent:
+        if len(event.decision_reason) > MAX_REASON_CHARS:
+            return event.model_copy(
+                update={"decision_reason": event.decision_reason[: MAX_REASON_CHARS - 1] + "…"}
+            )
+        return event
+
+
+class sample:  # noqa: N801
+    """Keep an event only when ``keep(event)`` says so (e.g. drop a share of clean successes)."""
+
+    def __init__(self, keep: Callable[[RetryEvent], bool]) -> None:
+        self.keep = keep
+
+    def __call__(self, event: RetryEvent) -> RetryEvent | None:
+        return event if self.keep(event) else None
+
+
+def default_processors(pii_patterns: Sequence[str] = (NAME_PATTERN,)) -> list[Processor]:
+    return [redact_event(pii_patterns), truncate_event()]
+
+
+def process(processors: Sequence[Processor], event: RetryEvent) -> RetryEvent | None:
+    for processor in processors:
+        result = processor(event)
+        if result is None:
+            return None
+        event = result
+    return event

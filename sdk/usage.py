@@ -1,0 +1,82 @@
+"""What an attempt spent: tokens, money, latency — reported, or read off a model's answer.
+
+Budgets (``max_tokens``, ``max_cost_usd``) can only work if attempts say what they spent.
+An attempt reports a :class:`Usage` (``attempt.report(...)``), or the governed function
+returns an answer that carries one: :func:`usage_of` reads the common shapes (OpenAI and
+Anthropic ``usage``, LangChain ``usage_metadata`` / ``response_metadata['token_usage']``
+/ ``llm_output['token_usage']``, a dict with a ``usage`` key) without importing any SDK.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float = 0.0
+    latency_ms: int | None = None
+
+    def __add__(self, other: Usage) -> Usage:
+        latency = (
+            None
+            if self.latency_ms is None and other.latency_ms is None
+            else (self.latency_ms or 0) + (other.latency_ms or 0)
+        )
+        return Usage(
+            self.tokens_in + other.tokens_in,
+            self.tokens_out + other.tokens_out,
+            self.cost_usd + other.cost_usd,
+            latency,
+        )
+
+    @property
+    def tokens(self) -> int:
+        return self.tokens_in + self.tokens_out
+
+
+_PLAIN = (str, bytes, int, float, bool, type(None), list, tuple)
+_IN = ("input_tokens", "prompt_tokens", "tokens_in", "prompt_token_count")
+_OUT = ("output_tokens", "completion_tokens", "tokens_out", "candidates_token_count")
+
+
+def _get(obj: Any, name: str) -> Any:
+    if isinstance(obj, dict):
+        return obj.get(name)
+    return getattr(obj, name, None)
+
+
+def _from_counts(obj: Any) -> Usage | None:
+    if obj is None or isinstance(obj, _PLAIN):
+        return None
+    if isinstance(obj, Usage):
+        return obj
+    tokens_in = next((v for k in _IN if isinstance(v := _get(obj, k), int)), None)
+    tokens_out = next((v for k in _OUT if isinstance(v := _get(obj, k), int)), None)
+    cost = _get(obj, "cost_usd")
+    if tokens_in is None and tokens_out is None and not isinstance(cost, int | float):
+        return None
+    return Usage(
+        tokens_in or 0, tokens_out or 0, float(cost) if isinstance(cost, int | float) else 0.0
+    )
+
+
+def usage_of(value: Any) -> Usage | None:
+    """The usage ``value`` carries (an answer, a usage object, a :class:`Usage`), or ``None``."""
+    if value is None or type(value) in _PLAIN:
+        return None
+    if isinstance(value, Usage):
+        return value
+    for holder in (
+        _get(value, "usage"),
+        _get(value, "usage_metadata"),
+        _get(_get(value, "response_metadata"), "token_usage"),
+        _get(_get(value, "llm_output"), "token_usage"),
+    ):
+        found = _from_counts(holder)
+        if found is not None:
+            return found
+    return _from_counts(value)
