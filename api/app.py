@@ -4,7 +4,7 @@ One app per store. The server process (``retrylens serve``, :mod:`.server`) open
 store and runs the ingest threads beside it; tests pass the fixture store in. Routes:
 
 - ``/healthz`` (no auth), ``/metrics`` (Prometheus, no auth), ``/openapi.json``, ``/docs``;
-- ``/v1/precheck`` (:mod:`.precheck`), ``/v1/events`` (:mod:`.events`);
+- ``/v1/precheck`` (:mod:`.precheck`), ``/v1/events`` (:mod:`.events`), ``/v1/traces`` (OTLP, :mod:`.otlp`);
 - ``/v1/policies/…`` and ``/v1/kill-switch/…`` (:mod:`.policies`);
 - ``/v1/projects/{project}/…`` and ``/v1/model`` read endpoints (:mod:`.reads`).
 """
@@ -27,7 +27,7 @@ from retrylens import __version__
 from retrylens.config import Settings
 from retrylens.store import EventStore, open_store
 
-from . import events, policies, precheck, reads
+from . import events, otlp, policies, precheck, reads
 from .auth import KeyRing, local_token
 from .middleware import BodySizeLimit, RequestMetrics
 from .shadow import ShadowReportProvider
@@ -68,6 +68,7 @@ def create_app(
     app.state.scorer = precheck.RiskScorer(settings, store)
     app.state.policies = policies.PolicyStore(store)
     app.state.started = time.time()
+    app.state.otlp_book = otlp.TraceBook()
 
     app.add_middleware(BodySizeLimit, max_bytes=settings.api_max_body_bytes)
     app.add_middleware(RequestMetrics)
@@ -87,6 +88,7 @@ def create_app(
 
     app.include_router(precheck.router)
     app.include_router(events.router)
+    app.include_router(otlp.router)
     app.include_router(policies.router)
     app.include_router(reads.router)
     return app

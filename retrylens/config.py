@@ -112,6 +112,10 @@ class Settings(BaseSettings):
         description='API keys per project, JSON: `{"acme": "secret"}`. Empty = API refuses data requests.',
     )
     api_max_body_bytes: int = Field(default=1_048_576, ge=1024, description="Largest accepted request body.")
+    otlp_prices: dict[str, tuple[float, float]] = Field(
+        default={},
+        description='USD per million input/output tokens per model, for spans sent to /v1/traces: `{"gpt-4o": [2.5, 10]}`.',
+    )
     human_review_threshold: float = Field(
         default=0.7, ge=0, le=1, description="Pre-check risk above which human review is recommended."
     )

@@ -1,0 +1,296 @@
+"""``POST /v1/traces``: OTLP/HTTP traces from any instrumented agent become retry events.
+
+Most agents already export OpenTelemetry (OpenInference, OpenLLMetry, Logfire, the
+GenAI conventions), and none of them says which spans are retries. This endpoint infers
+it and feeds the result through the same judge and road as ``POST /v1/events``
+(:func:`.events.judge`, :class:`.events.EventIntake`), so OTLP-born events are
+validated, stored and counted exactly like the SDK's. The mapping (README, "OpenTelemetry"):
+
+- **task** = the trace: ``task_id = "otel-<trace_id>"``; the trace's root span (the
+  agent/workflow span) gives ``task_started``/``task_finished`` (outcome from its status);
+  the agent is the resource's ``service.name``.
+- **operation** = a GenAI span (``gen_ai.operation.name``/``gen_ai.request.model``/
+  ``gen_ai.provider.name``/``gen_ai.system`` or an OpenInference LLM/TOOL kind), not an
+  agent or workflow span. Spans of one parent with the same name are one operation's
+  **attempts** while each predecessor errored (a clean predecessor starts a new operation);
+  ``correlation_id`` is the first attempt's span id.
+- per attempt ``attempt_started`` and ``attempt_failed`` (error type from the HTTP status,
+  ``error.type`` or the exception) or ``attempt_succeeded``; tokens from
+  ``gen_ai.usage.input_tokens``/``output_tokens``; cost from the ``otlp_prices`` setting.
+- after a failed attempt a ``decision``, **inferred**: ``retry_backoff`` (gap as
+  ``backoff_ms``) when a next attempt is seen, ``give_up`` once the root span ended
+  without one; ``decision_reason`` starts with "inferred from OTLP".
+- ``event_id`` = UUIDv5 of (trace id, span id, kind): a re-sent span is stored once.
+
+Spans arrive in batches (children before their root), so the server keeps the recent
+spans of each trace in memory (:class:`TraceBook`, bounded) and re-derives the trace's
+events on every batch; only events not yet sent are delivered. Spans our own SDK
+exported (``retrylens.task_id`` set) are skipped: their events already came directly.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections import OrderedDict
+from collections.abc import Iterable
+from typing import Any
+
+from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi.responses import JSONResponse, Response
+from starlette.concurrency import run_in_threadpool
+
+from retrylens.schemas.taxonomy import TRANSIENT_ERROR_TYPES, ErrorType
+
+from .auth import Principal, principal
+from .events import EventIntake, IntakeUnavailable, judge
+from .otlp_decode import JSON, PROTOBUF, OtlpDecodeError, OtlpUnsupported, Span, decode
+
+router = APIRouter(prefix="/v1", tags=["ingest"])
+
+NAMESPACE = uuid.UUID("5f0c7d0e-5a1e-4c3a-9a59-0e1a7f0d2b41")
+INFERRED = "inferred from OTLP"
+PROJECT_HEADER = "x-retrylens-project"
+AGENT_KINDS = frozenset({"invoke_agent", "create_agent", "invoke_workflow", "AGENT", "CHAIN", "workflow", "agent"})
+OPERATION_KINDS = frozenset({"LLM", "TOOL", "EMBEDDING", "RETRIEVER", "RERANKER"})
+MAX_TRACES = 10_000
+MAX_SPANS_PER_TRACE = 2_000
+
+
+class TraceBook:
+    """Recent spans per (project, trace) and the event ids already sent; bounded, thread-safe."""
+
+    def __init__(self, max_traces: int = MAX_TRACES) -> None:
+        self._traces: OrderedDict[tuple[str, str], tuple[dict[str, Span], set[str]]] = OrderedDict()
+        self._max = max_traces
+        self._lock = threading.Lock()
+
+    def merge(self, project: str, spans: Iterable[Span]) -> list[tuple[str, dict[str, Span], set[str]]]:
+        """Add ``spans``; return (trace id, all its spans, sent ids) of every trace they touch."""
+        touched: dict[str, tuple[dict[str, Span], set[str]]] = {}
+        with self._lock:
+            for span in spans:
+                key = (project, span.trace_id)
+                entry = self._traces.get(key)
+                if entry is None:
+                    entry = self._traces[key] = ({}, set())
+                    while len(self._traces) > self._max:
+                        self._traces.popitem(last=False)
+                self._traces.move_to_end(key)
+                if len(entry[0]) < MAX_SPANS_PER_TRACE or span.span_id in entry[0]:
+                    entry[0][span.span_id] = span
+                touched[span.trace_id] = entry
+            return [(trace, dict(entry[0]), entry[1]) for trace, entry in touched.items()]
+
+    def mark_sent(self, sent: set[str], ids: Iterable[str]) -> None:
+        with self._lock:
+            sent.update(ids)
+
+
+def is_operation(span: Span) -> bool:
+    """A GenAI model/tool call (an attempt), as opposed to an agent/workflow span or plumbing."""
+    kind = span.attrs.get("gen_ai.operation.name") or span.attrs.get("openinference.span.kind") \
+        or span.attrs.get("traceloop.span.kind")
+    if kind in AGENT_KINDS:
+        return False
+    return kind in OPERATION_KINDS or any(
+        key in span.attrs for key in ("gen_ai.operation.name", "gen_ai.request.model", "gen_ai.provider.name",
+                                      "gen_ai.system"))
+
+
+def trace_events(trace_id: str, spans: dict[str, Span], project: str,
+                 prices: dict[str, tuple[float, float]]) -> list[dict[str, Any]]:
+    """The retry events (JSON objects, schema v1) a trace's spans imply, in order."""
+    spans = {k: s for k, s in spans.items() if "retrylens.task_id" not in s.attrs}
+    if not spans:
+        return []
+    root = next((s for s in spans.values() if s.parent_id is None), None)
+    any_span = root or next(iter(spans.values()))
+    base = {"schema_version": 1, "project": project, "task_id": f"otel-{trace_id}", "trace_id": trace_id,
+            "phase": "execution",
+            "agent": {"name": str(any_span.resource.get("service.name") or "unknown_service")[:256]}}
+    out: list[dict[str, Any]] = []
+    if root is not None:
+        out.append(_event(base, root, "task_started", root.start_ns, correlation_id=root.span_id,
+                          span_id=root.span_id))
+    chains: dict[tuple[str | None, str], list[Span]] = {}
+    for span in spans.values():
+        if is_operation(span):
+            chains.setdefault((span.parent_id, span.name), []).append(span)
+    for chain in chains.values():
+        chain.sort(key=lambda s: (s.start_ns, s.span_id))
+        attempt, first = 0, chain[0]
+        for i, span in enumerate(chain):
+            if i == 0 or not chain[i - 1].error:
+                attempt, first = 1, span
+            else:
+                attempt += 1
+            following = chain[i + 1] if i + 1 < len(chain) else None
+            out.extend(_attempt(base, span, attempt, first.span_id, following, root, prices))
+    if root is not None and root.end_ns:
+        out.append(_event(base, root, "task_finished", root.end_ns, correlation_id=root.span_id,
+                          span_id=root.span_id, outcome="failed" if root.error else "succeeded",
+                          latency_ms=_ms(root.end_ns - root.start_ns)))
+    out.sort(key=lambda e: (e.pop("_ns"), _ORDER[e["kind"]]))
+    return out
+
+
+_ORDER = {"task_started": 0, "attempt_started": 1, "attempt_failed": 2, "attempt_succeeded": 2, "decision": 3,
+          "task_finished": 4}
+
+
+def _attempt(base: dict[str, Any], span: Span, attempt: int, correlation: str, following: Span | None,
+             root: Span | None, prices: dict[str, tuple[float, float]]) -> list[dict[str, Any]]:
+    a = span.attrs
+    model = str(a.get("gen_ai.response.model") or a.get("gen_ai.request.model") or "")
+    dependency = str(a.get("gen_ai.provider.name") or a.get("gen_ai.system") or a.get("server.address") or "")
+    dependency = f"{dependency}/{model}" if dependency and model else dependency or model
+    tokens_in = _int(a.get("gen_ai.usage.input_tokens", a.get("gen_ai.usage.prompt_tokens",
+                                                                a.get("llm.token_count.prompt", 0))))
+    tokens_out = _int(a.get("gen_ai.usage.output_tokens", a.get("gen_ai.usage.completion_tokens",
+                                                                 a.get("llm.token_count.completion", 0))))
+    price_in, price_out = prices.get(model, (0.0, 0.0))
+    common = {"correlation_id": correlation, "span_id": span.span_id, "parent_span_id": span.parent_id,
+              "attempt": attempt, "dependency": dependency[:256]}
+    events = [_event(base, span, "attempt_started", span.start_ns, **common)]
+    end = {"latency_ms": _ms(span.end_ns - span.start_ns), "tokens_in": tokens_in, "tokens_out": tokens_out,
+           "cost_usd": round((tokens_in * price_in + tokens_out * price_out) / 1e6, 9)}
+    if not span.error:
+        events.append(_event(base, span, "attempt_succeeded", span.end_ns, **common, **end))
+        return events
+    error_type, status = classify(span)
+    events.append(_event(
+        base, span, "attempt_failed", span.end_ns, **common, **end, error_type=error_type.value,
+        retryable=error_type in TRANSIENT_ERROR_TYPES,
+        error_detail={"message": (span.exception_message or span.status_message)[:2000],
+                      "code": (span.exception_type or str(a.get("error.type", "")))[:256], "status": status}))
+    if following is not None:
+        gap = _ms(following.start_ns - span.end_ns)
+        events.append(_event(base, span, "decision", span.end_ns, **common, decision="retry_backoff",
+                             backoff_ms=gap, decision_reason=f"{INFERRED}: invoked again {gap} ms later"))
+    elif root is not None and root.end_ns:
+        events.append(_event(base, span, "decision", span.end_ns, **common, decision="give_up",
+                             decision_reason=f"{INFERRED}: no further attempt before the trace ended"))
+    return events
+
+
+def classify(span: Span) -> tuple[ErrorType, int | None]:
+    """The failure class of an errored span, and its HTTP status when it has one."""
+    a = span.attrs
+    status = a.get("http.response.status_code", a.get("http.status_code"))
+    if status is None and str(a.get("error.type", "")).isdigit():
+        status = a.get("error.type")
+    code = _int(status) if status is not None else None
+    if code is not None and not 0 <= code <= 999:
+        code = None
+    text = f"{a.get('error.type', '')} {span.exception_type} {span.exception_message} {span.status_message}".lower()
+    if code == 429 or "ratelimit" in text.replace("_", "").replace(" ", "") or "429" in text:
+        return ErrorType.RATE_LIMIT, code
+    if code in (408, 504) or "timeout" in text or "timed out" in text:
+        return ErrorType.TIMEOUT, code
+    if code is not None and code >= 500:
+        return ErrorType.SERVER_ERROR, code
+    if "connect" in text or "network" in text:
+        return ErrorType.NETWORK, code
+    if "context_length" in text or "context length" in text:
+        return ErrorType.CONTEXT_OVERFLOW, code
+    if code in (400, 422) or "validation" in text or "parse" in text or "json" in text:
+        return ErrorType.VALIDATION, code
+    if a.get("gen_ai.operation.name") == "execute_tool" or a.get("openinference.span.kind") == "TOOL":
+        return ErrorType.TOOL_ERROR, code
+    return ErrorType.UNKNOWN, code
+
+
+def _event(base: dict[str, Any], span: Span, kind: str, ts_ns: int, **fields: Any) -> dict[str, Any]:
+    from datetime import UTC, datetime
+
+    event_id = uuid.uuid5(NAMESPACE, f"{span.trace_id}/{span.span_id}/{kind}")
+    ts = datetime.fromtimestamp(ts_ns // 1_000_000 / 1000, UTC).isoformat().replace("+00:00", "Z")
+    return {**base, "event_id": str(event_id), "ts": ts, "kind": kind, **fields, "_ns": ts_ns}
+
+
+def _ms(nanos: int) -> int:
+    return max(0, nanos // 1_000_000)
+
+
+def _int(value: Any) -> int:
+    try:
+        return max(0, int(value))
+    except (TypeError, ValueError):
+        return 0
+
+
+def _project(who: Principal, request: Request, spans: list[Span]) -> str:
+    """The key's project; a key for several projects (or the local token) names one."""
+    named = request.headers.get(PROJECT_HEADER) or next(
+        (str(s.resource["retrylens.project"]) for s in spans if s.resource.get("retrylens.project")), None)
+    if who.projects is not None and len(who.projects) == 1 and named is None:
+        return next(iter(who.projects))
+    if named is None:
+        raise HTTPException(400, "this key may write several projects: name one in the X-RetryLens-Project "
+                                 "header or the retrylens.project resource attribute")
+    if not who.can_read(named):
+        raise HTTPException(404, f"project {named!r} not found")
+    return named
+
+
+def ingest_spans(request: Request, who: Principal, spans: list[Span]) -> dict[str, Any]:
+    """Map, judge and deliver; returns how many events were sent and what was rejected."""
+    project = _project(who, request, spans)
+    book: TraceBook = request.app.state.otlp_book
+    prices = {model: (float(p[0]), float(p[1])) for model, p in request.app.state.settings.otlp_prices.items()}
+    items: list[dict[str, Any]] = []
+    marks: list[tuple[set[str], list[str]]] = []
+    for trace_id, trace_spans, sent in book.merge(project, spans):
+        new = [e for e in trace_events(trace_id, trace_spans, project, prices) if e["event_id"] not in sent]
+        items.extend(new)
+        marks.append((sent, [e["event_id"] for e in new]))
+    accepted, rejected = judge(items, who)
+    intake: EventIntake = request.app.state.intake
+    try:
+        intake.deliver(accepted)
+    except IntakeUnavailable as exc:
+        raise HTTPException(503, str(exc)) from exc
+    for sent, ids in marks:
+        book.mark_sent(sent, ids)
+    return {"events": len(accepted), "rejected": [r.model_dump() for r in rejected]}
+
+
+_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"description": "Accepted: an OTLP ExportTraceServiceResponse (protobuf or JSON, as sent).",
+          "content": {JSON: {"schema": {"type": "object"}},
+                      PROTOBUF: {"schema": {"type": "string", "format": "binary"}}}},
+    400: {"description": "Not an OTLP trace export (or no project named for a multi-project key)."},
+    404: {"description": "The named project is not one this key may write."},
+    415: {"description": "Content type or encoding other than protobuf/JSON, gzip/none."},
+    503: {"description": "The broker or spool could not take the events; re-send the batch."},
+}
+_BODY = {"requestBody": {"required": True, "content": {
+    PROTOBUF: {"schema": {"type": "string", "format": "binary"}},
+    JSON: {"schema": {"type": "object", "description": "OTLP/JSON ExportTraceServiceRequest"}}}}}
+
+
+@router.post("/traces", summary="Ingest OTLP/HTTP traces (GenAI spans become inferred retry events)",
+             responses=_RESPONSES, openapi_extra=_BODY, response_class=Response)
+async def ingest_traces(request: Request, who: Principal = Depends(principal)) -> Response:
+    body = await request.body()
+    content_type = request.headers.get("content-type", "")
+    try:
+        spans = decode(body, content_type, request.headers.get("content-encoding", ""))
+    except OtlpUnsupported as exc:
+        raise HTTPException(415, str(exc)) from exc
+    except OtlpDecodeError as exc:
+        raise HTTPException(400, str(exc)) from exc
+    result = await run_in_threadpool(ingest_spans, request, who, spans) if spans else {"events": 0, "rejected": []}
+    rejected = len(result["rejected"])
+    if content_type.split(";")[0].strip().lower() == PROTOBUF:
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+            ExportTraceServiceResponse,
+        )
+
+        answer = ExportTraceServiceResponse()
+        if rejected:
+            answer.partial_success.error_message = f"{rejected} inferred events were rejected"
+        return Response(answer.SerializeToString(), media_type=PROTOBUF)
+    partial = {"partialSuccess": {"errorMessage": f"{rejected} inferred events were rejected"}} if rejected else {}
+    return JSONResponse({**partial, "retrylens": result})
