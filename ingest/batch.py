@@ -1,9 +1,10 @@
-"""A batch of processed messages, bounded by count and age, and its deduplication token.
+"""A batch of decoded chunks, bounded by size and age, and its deduplication token.
 
 Every ClickHouse insert makes a part, so rows are gathered into batches of thousands.
 The batch remembers the first and last offset it read from each partition: those spans
-name the batch (the insert deduplication token) and are what gets committed after the
-insert.
+name the batch (the insert deduplication token). It also keeps, per partition, the
+source position after its last message (what the commit step hands back to the source)
+and each chunk's verdicts in order (what the dead-letter policy judges).
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .processor import InvalidMessage, ValidEvent
+from .encoder import EncodedChunk, RawChunk
+from .processor import InvalidMessage
 
 
 @dataclass
@@ -22,57 +24,41 @@ class Batch:
     max_rows: int
     max_seconds: float
     clock: Callable[[], float] = time.monotonic
-    rows: list[list[Any]] = field(default_factory=list)
-    #: Native blocks encoded by ingest workers, and the rows they hold.
+    #: Native blocks encoded by the decode step, and the rows they hold.
     blocks: list[bytes] = field(default_factory=list)
-    block_rows: int = 0
+    row_count: int = 0
+    messages: int = 0
+    payload_bytes: int = 0
     invalid: list[tuple[InvalidMessage, bytes | None, bytes | None]] = field(default_factory=list)
+    #: Per chunk, in order: (topic, partition, offsets, indices of the invalid ones).
+    verdicts: list[tuple[str, int, list[int], list[int]]] = field(default_factory=list)
     spans: dict[tuple[str, int], tuple[int, int]] = field(default_factory=dict)
+    positions: dict[tuple[str, int], Any] = field(default_factory=dict)
     started_at: float | None = None
 
-    def add(
-        self,
-        outcome: ValidEvent | InvalidMessage,
-        *,
-        key: bytes | None,
-        value: bytes | None,
-        span: bool = True,
-    ) -> None:
-        """Add one processed message; ``span=False`` when the caller covers a run of them with :meth:`cover`."""
+    def add(self, raw: RawChunk, encoded: EncodedChunk) -> None:
+        """Add one decoded chunk (its messages must follow what the batch holds of its partition)."""
+        if not raw.offsets:
+            return
         if self.started_at is None:
             self.started_at = self.clock()
-        if isinstance(outcome, ValidEvent):
-            self.rows.append(outcome.row)
-        else:
-            self.invalid.append((outcome, key, value))
-        if span:
-            source = outcome.source
-            self.cover(source.topic, source.partition, source.offset, source.offset)
-
-    def add_block(self, block: bytes, rows: int) -> None:
-        if self.started_at is None:
-            self.started_at = self.clock()
-        if rows:
-            self.blocks.append(block)
-            self.block_rows += rows
-
-    @property
-    def row_count(self) -> int:
-        return len(self.rows) + self.block_rows
-
-    def cover(self, topic: str, partition: int, first: int, last: int) -> None:
-        """Extend the partition's offset span to include ``first..last``."""
-        slot = (topic, partition)
-        if self.started_at is None:
-            self.started_at = self.clock()
+        if encoded.rows:
+            self.blocks.append(encoded.block)
+            self.row_count += encoded.rows
+        self.messages += len(raw.offsets)
+        self.payload_bytes += raw.payload_bytes
+        for index, message in encoded.invalid:
+            self.invalid.append((message, raw.keys[index], raw.values[index]))
+        self.verdicts.append((raw.topic, raw.partition, raw.offsets, [index for index, _ in encoded.invalid]))
+        slot = (raw.topic, raw.partition)
         known = self.spans.get(slot)
-        self.spans[slot] = (
-            (first, last) if known is None else (min(known[0], first), max(known[1], last))
-        )
+        first, last = raw.offsets[0], raw.offsets[-1]
+        self.spans[slot] = (first, last) if known is None else (min(known[0], first), max(known[1], last))
+        self.positions[slot] = raw.commit_to
 
     @property
     def size(self) -> int:
-        return self.row_count + len(self.invalid)
+        return self.messages
 
     def is_empty(self) -> bool:
         return not self.spans
@@ -80,7 +66,7 @@ class Batch:
     def is_due(self) -> bool:
         if self.is_empty():
             return False
-        return self.row_count >= self.max_rows or self.clock() - (self.started_at or 0) >= self.max_seconds
+        return self.messages >= self.max_rows or self.clock() - (self.started_at or 0) >= self.max_seconds
 
     def seconds_left(self) -> float:
         if self.started_at is None:

@@ -3,7 +3,8 @@
 Without it, a producer bug turns into a drained topic: every message lands in the
 dead-letter queue, offsets advance, and the valid-looking silence hides the outage.
 Tripping stops the consumer before committing, so nothing is lost and the operator fixes
-the producer (or the consumer) and restarts.
+the producer (or the consumer) and restarts. In the strategy chain it is a policy of the
+flush step (:class:`BurstPolicy`): a batch is judged before its dead letters are sent.
 """
 
 from __future__ import annotations
@@ -11,6 +12,14 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 from itertools import islice, repeat
+from typing import TYPE_CHECKING
+
+from retrylens.errors import InvalidBurstError
+
+from . import metrics
+
+if TYPE_CHECKING:
+    from .batch import Batch
 
 
 @dataclass
@@ -52,3 +61,23 @@ class InvalidBurstBreaker:
                 f"(limit {self.max_ratio:.0%})"
             )
         return None
+
+
+class BurstPolicy:
+    """The dead-letter step's policy: judge a batch's verdicts, in the order they were
+    read, before any of its letters is sent; raise :class:`InvalidBurstError` on a burst."""
+
+    def __init__(self, breaker: InvalidBurstBreaker) -> None:
+        self.breaker = breaker
+
+    def check(self, batch: Batch) -> None:
+        for topic, partition, offsets, invalid in batch.verdicts:
+            if not invalid:
+                self.breaker.record_valid(len(offsets))
+                continue
+            bad = set(invalid)
+            for index, offset in enumerate(offsets):
+                trip = self.breaker.record(index not in bad)
+                if trip is not None:
+                    metrics.BREAKER_TRIPS.inc()
+                    raise InvalidBurstError(trip, topic=topic, partition=partition, offset=offset)

@@ -1,4 +1,4 @@
-"""Kafka → ClickHouse: poll, process, batch, insert, then commit.
+"""Kafka → ClickHouse: the Kafka source of the strategy chain (:mod:`.chain`).
 
 The order of a flush is what makes the pipeline lose nothing and count nothing twice:
 
@@ -7,9 +7,11 @@ The order of a flush is what makes the pipeline lose nothing and count nothing t
    from the batch's (topic, partition, first offset, last offset) spans;
 3. only then are the offsets committed.
 
-A crash before 3 replays the batch: the same spans give the same token, so the insert is
-a no-op, and any row that still slips through shares its ``event_id`` and collapses in the
-ReplacingMergeTree (exact reads use ``FINAL``).
+That order lives in the chain, shared with the spool ingestor; this module only turns
+polls into chunks and commits offsets. A crash before 3 replays the batch: the same spans
+give the same token, so the insert is a no-op, and any row that still slips through
+shares its ``event_id`` and collapses in the ReplacingMergeTree (exact reads use
+``FINAL``).
 """
 
 from __future__ import annotations
@@ -19,38 +21,45 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from kafka import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
 from kafka.structs import OffsetAndMetadata
 
 from retrylens.config import Settings
-from retrylens.errors import InvalidBurstError
 from retrylens.store import EventStore
 
 from . import metrics
 from .batch import Batch
-from .breaker import InvalidBurstBreaker
+from .breaker import BurstPolicy, InvalidBurstBreaker
+from .chain import Chain, ChainStats, build_chain
 from .dlq import DeadLetterPublisher
-from .encode_pool import EncodePool
-from .encoder import EncodedChunk, encode_messages
+from .encoder import RawChunk
 from .kafka_clients import ensure_topics, make_consumer, make_producer
+from .status import IngestStatus
 from .writer import BatchWriter
 
 log = logging.getLogger(__name__)
 
+#: What :meth:`IngestConsumer.run` returns (messages read, rows inserted, dead letters, batches).
+ConsumeStats = ChainStats
 
-@dataclass
-class ConsumeStats:
-    messages: int = 0
-    rows: int = 0
-    dead_letters: int = 0
-    batches: int = 0
+
+def raw_chunk(messages: list[ConsumerRecord]) -> RawChunk:
+    """One partition's consecutive records from a poll."""
+    first = messages[0]
+    return RawChunk(
+        first.topic,
+        first.partition,
+        [m.offset for m in messages],
+        [m.key for m in messages],
+        [m.value for m in messages],
+        messages[-1].offset + 1,
+    )
 
 
 class _FlushOnRevoke(ConsumerRebalanceListener):
-    """Commit what we hold before partitions move to another consumer."""
+    """Insert and commit what we hold before partitions move to another consumer."""
 
     def __init__(self, flush: Callable[[], None]) -> None:
         self._flush = flush
@@ -76,20 +85,16 @@ class IngestConsumer:
         self._settings = settings
         self._before_commit = before_commit
         self._writer = BatchWriter(store)
-        self._breaker = InvalidBurstBreaker(
-            settings.dlq_max_consecutive, settings.dlq_max_ratio, settings.dlq_window
+        self._policy = BurstPolicy(
+            InvalidBurstBreaker(settings.dlq_max_consecutive, settings.dlq_max_ratio, settings.dlq_window)
         )
         self._stop = threading.Event()
         self._consumer: KafkaConsumer | None = None
-        self._dlq: DeadLetterPublisher | None = None
-        self._pool: EncodePool | None = None
-        self._batch = self._new_batch()
-        self._valid_messages = metrics.MESSAGES.labels("valid")
-        self._invalid_messages = metrics.MESSAGES.labels("invalid")
+        self._chain: Chain | None = None
+        self._failed = False
+        self._lag: dict[int, int] = {}
         self.stats = ConsumeStats()
-
-    def _new_batch(self) -> Batch:
-        return Batch(self._settings.batch_max_rows, self._settings.batch_max_seconds)
+        self.status = IngestStatus()
 
     def stop(self) -> None:
         """Ask the loop to finish its batch, commit and return (safe from any thread)."""
@@ -105,125 +110,84 @@ class IngestConsumer:
         """Consume until :meth:`stop`, ``idle_exit_s`` without messages, or ``max_messages``.
 
         Raises :class:`InvalidBurstError` (without committing the current batch) when the
-        invalid-message breaker trips.
+        invalid-message policy of the flush step trips.
         """
         settings = self._settings
         ensure_topics(settings)
         self._consumer = make_consumer(settings, group_id=settings.kafka_group)
-        self._consumer.subscribe([settings.kafka_topic], listener=_FlushOnRevoke(self._flush))
-        self._dlq = DeadLetterPublisher(make_producer(settings), settings.kafka_dlq_topic)
-        if settings.ingest_workers:
-            self._pool = EncodePool(settings.ingest_workers, max_inflight=8 * settings.ingest_workers + 16)
+        dlq = DeadLetterPublisher(make_producer(settings), settings.kafka_dlq_topic)
+        self._chain = chain = build_chain(
+            writer=self._writer,
+            dead_letters=dlq,
+            commit=self._commit,
+            max_rows=settings.batch_max_rows,
+            max_seconds=settings.batch_max_seconds,
+            workers=settings.ingest_workers,
+            policy=self._policy,
+            before_commit=self._before_commit,
+        )
+        self.stats = chain.stats
+        self._consumer.subscribe([settings.kafka_topic], listener=_FlushOnRevoke(self._join))
         last_message_at = time.monotonic()
         clean = False
         try:
             while not self._stop.is_set():
                 if max_messages is not None and self.stats.messages >= max_messages:
                     break
-                records = self._consumer.poll(timeout_ms=self._poll_timeout_ms())
+                records = self._consumer.poll(timeout_ms=self._poll_timeout_ms(chain))
                 for messages in records.values():
-                    if self._pool is None:
-                        # Inline: the workers' own function, run here (one path for both modes).
-                        self._add_encoded(messages, encode_messages(messages))
-                        continue
-                    self._pool.submit(messages)
-                    if self._pool.must_drain():
-                        self._collect(wait=True)
-                self._collect(wait=False)
+                    chain.submit(raw_chunk(messages))
+                chain.poll()
                 if records or not self._consumer.assignment():
                     # Waiting for partitions (e.g. a dead member's session to expire) is not idleness.
                     last_message_at = time.monotonic()
                 elif idle_exit_s is not None and time.monotonic() - last_message_at >= idle_exit_s:
                     break
-                if self._batch.is_due():
-                    self._flush_batch()
-            self._flush()
+            chain.join()
             clean = True
+        except BaseException:
+            self._failed = True
+            raise
         finally:
-            self._close(clean)
+            self._close(clean, dlq)
         return self.stats
 
-    def _poll_timeout_ms(self) -> int:
-        if self._pool is not None and self._pool.pending():
-            return 20  # results are waiting to be collected
-        if self._batch.is_empty():
-            return 500
-        return max(1, int(min(0.5, self._batch.seconds_left()) * 1000))
+    @staticmethod
+    def _poll_timeout_ms(chain: Chain) -> int:
+        left = chain.seconds_left()
+        return 500 if left is None else max(1, int(min(0.5, left) * 1000))
 
-    def _collect(self, *, wait: bool) -> None:
-        """Move finished worker results (all of them with ``wait``) into the batch, in order."""
-        if self._pool is not None:
-            for messages, chunk in self._pool.results(wait=wait):
-                self._add_encoded(messages, chunk)
+    def _join(self) -> None:
+        """Insert and commit everything read so far (a rebalance), unless we are failing."""
+        if self._chain is not None and not self._failed:
+            self._chain.join()
 
-    def _add_encoded(self, messages: list[ConsumerRecord], chunk: EncodedChunk) -> None:
-        topic, partition = messages[0].topic, messages[0].partition
-        batch = self._batch
-        self.stats.messages += len(messages)
-        self._valid_messages.inc(chunk.rows)
-        self._invalid_messages.inc(len(chunk.invalid))
-        if chunk.invalid:
-            verdicts = dict(chunk.invalid)
-            for index, message in enumerate(messages):
-                invalid = verdicts.get(index)
-                trip = self._breaker.record(invalid is None)
-                if trip is not None:
-                    metrics.BREAKER_TRIPS.inc()
-                    raise InvalidBurstError(trip, topic=topic, partition=partition, offset=message.offset)
-                if invalid is not None:
-                    batch.add(invalid, key=message.key, value=message.value, span=False)
-        else:
-            self._breaker.record_valid(len(messages))
-        batch.add_block(chunk.block, chunk.rows)
-        batch.cover(topic, partition, messages[0].offset, messages[-1].offset)
-
-    def _flush(self) -> None:
-        """Insert and commit everything read so far (waiting for the workers' share)."""
-        self._collect(wait=True)
-        self._flush_batch()
-
-    def _flush_batch(self) -> None:
-        """Insert and commit the current batch; chunks still on the workers join the next one."""
-        batch = self._batch
-        if batch.is_empty() or self._consumer is None or self._dlq is None:
-            return
-        for invalid, key, value in batch.invalid:
-            self._dlq.publish(invalid, key=key, value=value)
-        if batch.invalid:
-            self._dlq.flush()
-        self.stats.rows += self._writer.write(batch)
-        if self._before_commit is not None:
-            self._before_commit(batch)
+    def _commit(self, batch: Batch) -> None:
+        assert self._consumer is not None
         offsets = {
-            TopicPartition(topic, partition): OffsetAndMetadata(last + 1, "", -1)
-            for (topic, partition), (_, last) in batch.spans.items()
+            TopicPartition(topic, partition): OffsetAndMetadata(position, "", -1)
+            for (topic, partition), position in batch.positions.items()
         }
         self._consumer.commit(offsets)
-        self.stats.dead_letters += len(batch.invalid)
-        self.stats.batches += 1
-        metrics.BATCHES.inc()
-        self._report_lag(offsets)
-        self._batch = self._new_batch()
-
-    def _report_lag(self, committed: dict[TopicPartition, OffsetAndMetadata]) -> None:
-        assert self._consumer is not None
-        for tp, meta in committed.items():
+        for tp, meta in offsets.items():
             high = self._consumer.highwater(tp)
             if high is not None:
-                metrics.LAG.labels(str(tp.partition)).set(max(0, high - meta.offset))
+                self._lag[tp.partition] = max(0, high - meta.offset)
+                metrics.LAG.labels(str(tp.partition)).set(self._lag[tp.partition])
+        self.status.record(
+            messages=batch.messages, rows=batch.row_count, lag=sum(self._lag.values()),
+            insert_s=self._writer.last_insert_s,
+        )
 
-    def _close(self, clean: bool) -> None:
-        if self._pool is not None:
+    def _close(self, clean: bool, dlq: DeadLetterPublisher) -> None:
+        if self._chain is not None:
             # Before leaving the group: a revoke would otherwise flush work still on the workers.
-            self._pool.close()
-            self._pool = None
-        if not clean:
-            # Leaving the group revokes partitions, which would flush: drop the batch
-            # instead so that nothing after a failure is committed.
-            self._batch = self._new_batch()
+            self._chain.close()
+            if not clean:
+                # Nothing after a failure is committed: the open batch is replayed.
+                self._chain.accumulate.discard()
         if self._consumer is not None:
             self._consumer.close(autocommit=False)
-        if self._dlq is not None:
-            self._dlq.close()
+        dlq.close()
         if not clean:
             log.warning("consumer stopped without committing its last batch; it will be replayed")

@@ -3,7 +3,7 @@
 The consumer polls Kafka and inserts into ClickHouse on its own core while worker
 processes validate and encode what it polled before (``ingest_workers`` setting). Results
 are handed back strictly in the order chunks were submitted, so batches, offset spans and
-the invalid-burst breaker see messages exactly as the inline path does. A worker that
+the invalid-burst policy see messages exactly as the inline path does. A worker that
 dies raises in the consumer, which then stops without committing: the batch is replayed.
 """
 
@@ -15,14 +15,12 @@ from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 
-from kafka.consumer.fetcher import ConsumerRecord
-
-from .encoder import EncodedChunk, chunk_args, encode_chunk
+from .encoder import EncodedChunk, RawChunk, encode_chunk
 
 
 @dataclass(frozen=True, slots=True)
 class Submitted:
-    messages: list[ConsumerRecord]
+    raw: RawChunk
     result: Future[EncodedChunk]
 
 
@@ -38,19 +36,19 @@ class EncodePool:
         for _ in range(workers):
             self._executor.submit(encode_chunk, "warm-up", 0, [], [])
 
-    def submit(self, messages: list[ConsumerRecord]) -> None:
-        """Queue one partition's consecutive messages from a poll."""
-        future = self._executor.submit(encode_chunk, *chunk_args(messages))
-        self._inflight.append(Submitted(messages, future))
+    def submit(self, raw: RawChunk) -> None:
+        """Queue one partition's consecutive messages (only offsets and values travel)."""
+        future = self._executor.submit(encode_chunk, raw.topic, raw.partition, raw.offsets, raw.values)
+        self._inflight.append(Submitted(raw, future))
 
     def must_drain(self) -> bool:
         return len(self._inflight) >= self._max_inflight
 
-    def results(self, *, wait: bool) -> Iterator[tuple[list[ConsumerRecord], EncodedChunk]]:
+    def results(self, *, wait: bool) -> Iterator[tuple[RawChunk, EncodedChunk]]:
         """Finished chunks from the oldest on; with ``wait``, every queued chunk."""
         while self._inflight and (wait or self._inflight[0].result.done()):
             head = self._inflight.popleft()
-            yield head.messages, head.result.result()
+            yield head.raw, head.result.result()
 
     def pending(self) -> int:
         return len(self._inflight)

@@ -1,8 +1,8 @@
-"""One partition's run of messages → verdicts and a Native block: the ingest workers' job.
+"""One partition's run of messages → verdicts and a Native block: the decode step's job.
 
 Validating and encoding are most of a consumer's CPU. :func:`encode_chunk` does both for
-a chunk of consecutive messages with the same pure :func:`~.processor.process` the inline
-path uses, and returns only bytes and verdicts, which are cheap to send between
+a chunk of consecutive messages with the same pure :func:`~.processor.process` the HTTP
+road uses, and returns only bytes and verdicts, which are cheap to send between
 processes. Running it on a worker process leaves the consumer's core to Kafka and
 ClickHouse.
 """
@@ -11,12 +11,29 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-from kafka.consumer.fetcher import ConsumerRecord
+from typing import Any
 
 from retrylens.store.native_block import encode_native
 
 from .processor import InvalidMessage, SourceRef, ValidEvent, process
+
+
+@dataclass(frozen=True, slots=True)
+class RawChunk:
+    """Consecutive messages of one source partition as read: a Kafka partition's share of
+    a poll, or a run of one spool segment. ``commit_to`` is the source's position after
+    the last one (a Kafka offset, a spool position), what the commit step hands back."""
+
+    topic: str
+    partition: int
+    offsets: list[int]
+    keys: list[bytes | None]
+    values: list[bytes | None]
+    commit_to: Any
+
+    @property
+    def payload_bytes(self) -> int:
+        return sum(len(value) for value in self.values if value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,13 +58,5 @@ def encode_chunk(topic: str, partition: int, offsets: Sequence[int], values: Seq
     return EncodedChunk(len(rows), encode_native(rows), invalid)
 
 
-
-def chunk_args(messages: Sequence[ConsumerRecord]) -> tuple[str, int, list[int], list[bytes | None]]:
-    """:func:`encode_chunk`'s arguments for one partition's consecutive records from a poll:
-    only offsets and values, which is all a worker process needs to be sent."""
-    first = messages[0]
-    return first.topic, first.partition, [m.offset for m in messages], [m.value for m in messages]
-
-
-def encode_messages(messages: Sequence[ConsumerRecord]) -> EncodedChunk:
-    return encode_chunk(*chunk_args(messages))
+def encode_raw(raw: RawChunk) -> EncodedChunk:
+    return encode_chunk(raw.topic, raw.partition, raw.offsets, raw.values)

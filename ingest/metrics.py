@@ -13,5 +13,15 @@ INSERT_SECONDS = Histogram(
     "Duration of one batch insert",
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 )
+BATCH_ROWS = Histogram(
+    "retrylens_ingest_batch_rows",
+    "Rows of one inserted batch",
+    buckets=(10, 100, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000),
+)
+BATCH_BYTES = Histogram(
+    "retrylens_ingest_batch_bytes",
+    "Payload bytes of one inserted batch",
+    buckets=(1e4, 1e5, 1e6, 4e6, 1.6e7, 6.4e7),
+)
 LAG = Gauge("retrylens_ingest_lag_messages", "High watermark minus committed offset", ["partition"])
 BREAKER_TRIPS = Counter("retrylens_ingest_breaker_trips_total", "Invalid-burst breaker trips")

@@ -1,46 +1,79 @@
-"""Embedded mode's consumer: spool folders → processor → store, like Kafka → store.
+"""Embedded mode's consumer: the spool source of the strategy chain (:mod:`.chain`).
 
 The store-owning process runs it. Each spool folder under the root plays the part of a
 topic (``spool:<folder>``), its segment of a partition and the byte position of an
-offset, so the batch, its deduplication token and the commit-after-insert order are the
-same code as the Kafka consumer's. Invalid records go to a local dead-letter file.
+offset, so decoding, the batch, its deduplication token and the flush order (dead
+letters, one insert, then the commit) are the very steps the Kafka consumer runs. Invalid
+records go to a local dead-letter file (:mod:`.dead_letter_file`) instead of the topic.
 """
 
 from __future__ import annotations
 
-import base64
 import logging
 import threading
 from pathlib import Path
 
-import orjson
-
 from retrylens.config import Settings
 from retrylens.sdk.transport.build import KAFKA_FALLBACK_PREFIX
-from retrylens.sdk.transport.spool import Spool
+from retrylens.sdk.transport.spool import Spool, SpoolPosition, SpoolRecord
 from retrylens.store import EventStore
 
-from . import metrics
 from .batch import Batch
-from .processor import InvalidMessage, SourceRef, ValidEvent, process
+from .chain import build_chain
+from .dead_letter_file import DEAD_LETTER_FILE, DeadLetterFile
+from .encoder import RawChunk
 from .writer import BatchWriter
 
 log = logging.getLogger(__name__)
-DEAD_LETTER_FILE = "dead_letters.jsonl"
+__all__ = ["DEAD_LETTER_FILE", "SpoolIngestor", "spool_chunks"]
+
+
+def spool_chunks(topic: str, records: list[SpoolRecord]) -> list[RawChunk]:
+    """A spool folder's records as chunks, one per segment (the segment is the partition)."""
+    chunks: list[RawChunk] = []
+    start = 0
+    for end in range(1, len(records) + 1):
+        if end == len(records) or records[end].position.segment != records[start].position.segment:
+            run = records[start:end]
+            chunks.append(
+                RawChunk(
+                    topic,
+                    run[0].position.segment,
+                    [r.position.offset for r in run],
+                    [r.key for r in run],
+                    [r.value for r in run],
+                    run[-1].next_position,
+                )
+            )
+            start = end
+    return chunks
 
 
 class SpoolIngestor:
     def __init__(self, settings: Settings, store: EventStore) -> None:
         self._settings = settings
         self._root = settings.effective_spool_dir
-        self._writer = BatchWriter(store)
-        self._dead_letters = settings.data_dir / DEAD_LETTER_FILE
+        self._sink = DeadLetterFile(settings.data_dir / DEAD_LETTER_FILE)
+        self._spools: dict[str, Spool] = {}
+        self._chain = build_chain(
+            writer=BatchWriter(store),
+            dead_letters=self._sink,
+            commit=self._commit,
+            max_rows=settings.batch_max_rows,
+            max_seconds=settings.batch_max_seconds,
+        )
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.rows = 0
-        self.dead_letters = 0
 
-    def _spools(self) -> list[Path]:
+    @property
+    def rows(self) -> int:
+        return self._chain.stats.rows
+
+    @property
+    def dead_letters(self) -> int:
+        return self._chain.stats.dead_letters
+
+    def _folders(self) -> list[Path]:
         if not self._root.exists():
             return []
         return sorted(
@@ -48,24 +81,32 @@ class SpoolIngestor:
         )
 
     def run_once(self) -> int:
-        """Ingest one batch from every spool folder; returns rows written."""
-        written = 0
-        for directory in self._spools():
-            spool = Spool(directory, writer=False)
-            records = spool.read(max_records=self._settings.batch_max_rows)
-            if not records:
-                continue
-            batch = Batch(self._settings.batch_max_rows, self._settings.batch_max_seconds)
-            topic = f"spool:{directory.name}"
-            for record in records:
-                outcome = process(record.value, SourceRef(topic, record.position.segment, record.position.offset))
-                metrics.MESSAGES.labels("valid" if isinstance(outcome, ValidEvent) else "invalid").inc()
-                batch.add(outcome, key=record.key, value=record.value)
-            self._write_dead_letters(batch.invalid)
-            written += self._writer.write(batch)
-            spool.commit(records[-1].next_position)
-        self.rows += written
-        return written
+        """Ingest up to a batch from every spool folder; returns rows written."""
+        before = self._chain.stats.rows
+        self._spools = {}
+        try:
+            for directory in self._folders():
+                spool = Spool(directory, writer=False)
+                records = spool.read(max_records=self._settings.batch_max_rows)
+                if not records:
+                    continue
+                topic = f"spool:{directory.name}"
+                self._spools[topic] = spool
+                for chunk in spool_chunks(topic, records):
+                    self._chain.submit(chunk)
+            self._chain.join()
+        except BaseException:
+            self._chain.accumulate.discard()  # re-read from the cursors next time
+            raise
+        return self._chain.stats.rows - before
+
+    def _commit(self, batch: Batch) -> None:
+        ends: dict[str, SpoolPosition] = {}
+        for (topic, _segment), position in batch.positions.items():
+            if topic not in ends or position > ends[topic]:
+                ends[topic] = position
+        for topic, position in ends.items():
+            self._spools[topic].commit(position)
 
     def drain(self) -> int:
         """Ingest until every spool is empty."""
@@ -75,28 +116,7 @@ class SpoolIngestor:
         return total
 
     def _any_pending(self) -> bool:
-        return any(Spool(d, writer=False).has_pending() for d in self._spools())
-
-    def _write_dead_letters(self, invalid: list[tuple[InvalidMessage, bytes | None, bytes | None]]) -> None:
-        if not invalid:
-            return
-        self._dead_letters.parent.mkdir(parents=True, exist_ok=True)
-        with open(self._dead_letters, "ab") as handle:
-            for message, key, value in invalid:
-                handle.write(
-                    orjson.dumps(
-                        {
-                            "reason": message.reason.value,
-                            "detail": message.detail,
-                            "source": f"{message.source.topic}:{message.source.partition}:{message.source.offset}",
-                            "key": (key or b"").decode("utf-8", "replace"),
-                            "value_b64": base64.b64encode(value or b"").decode(),
-                        }
-                    )
-                    + b"\n"
-                )
-                metrics.DEAD_LETTERS.labels(message.reason.value).inc()
-        self.dead_letters += len(invalid)
+        return any(Spool(d, writer=False).has_pending() for d in self._folders())
 
     def start(self, interval_s: float = 0.5) -> None:
         """Ingest in a background thread until :meth:`stop`."""

@@ -1,14 +1,22 @@
-"""Pure parts of the consumer: the invalid-burst breaker's bulk path and the chunk encoder."""
+"""Parts of the consumer: the invalid-burst breaker, the chunk encoder, the strategy chain, the status."""
 
 from __future__ import annotations
 
 import random
 
+import orjson
+import pytest
 from factories import make_events, payload
 
-from retrylens.ingest.breaker import InvalidBurstBreaker
-from retrylens.ingest.encoder import encode_chunk
+from retrylens.errors import InvalidBurstError
+from retrylens.ingest.batch import Batch
+from retrylens.ingest.breaker import BurstPolicy, InvalidBurstBreaker
+from retrylens.ingest.chain import build_chain
+from retrylens.ingest.dead_letter_file import DeadLetterFile
+from retrylens.ingest.encoder import EncodedChunk, RawChunk, encode_chunk
 from retrylens.ingest.processor import InvalidReason, SourceRef, process
+from retrylens.ingest.status import IngestStatus
+from retrylens.ingest.writer import BatchWriter
 from retrylens.store import EventStore
 from retrylens.store.native_block import encode_native
 
@@ -62,3 +70,116 @@ def test_blocks_encoded_apart_insert_as_one_deduplicated_insert(store: EventStor
     assert store.count_rows() == 40
     assert store.count_distinct_events() == 40
     assert encode_native([]) == b""
+
+
+# --- the strategy chain, driven directly (the spool and Kafka sources both build it) ---
+
+
+def _chunk(topic: str, partition: int, first: int, values: list[bytes | None]) -> RawChunk:
+    offsets = list(range(first, first + len(values)))
+    return RawChunk(topic, partition, offsets, [b"k"] * len(values), values, offsets[-1] + 1)
+
+
+class _FailingSink:
+    """A dead-letter sink whose flush fails (the DLQ broker is down)."""
+
+    def publish(self, invalid, *, key, value) -> None:
+        return None
+
+    def flush(self) -> None:
+        raise ConnectionError("dead-letter sink down")
+
+
+def _values(n: int, *, bad_every: int = 0) -> list[bytes | None]:
+    out: list[bytes | None] = []
+    for i, event in enumerate(make_events(n, tasks=7)):
+        out.append(b"{bad" if bad_every and i % bad_every == 0 else event.to_json_bytes())
+    return out
+
+
+def test_the_chain_writes_dead_letters_then_inserts_then_commits(store: EventStore, tmp_path) -> None:
+    sink = DeadLetterFile(tmp_path / "dead.jsonl")
+    committed: list[dict] = []
+    chain = build_chain(
+        writer=BatchWriter(store), dead_letters=sink, commit=lambda b: committed.append(dict(b.positions)),
+        max_rows=1_000, max_seconds=60,
+    )
+    chain.submit(_chunk("spool:a", 0, 0, _values(20, bad_every=5)))
+    chain.submit(_chunk("spool:b", 3, 100, _values(10)))
+    assert committed == [] and store.count_rows() == 0  # nothing is due yet
+    chain.join()
+    assert store.count_rows() == 26
+    assert committed == [{("spool:a", 0): 20, ("spool:b", 3): 110}]
+    letters = [orjson.loads(line) for line in (tmp_path / "dead.jsonl").read_bytes().splitlines()]
+    assert [(d["reason"], d["source"]) for d in letters] == [("bad_json", f"spool:a:0:{i}") for i in (0, 5, 10, 15)]
+    assert chain.stats.rows == 26 and chain.stats.dead_letters == 4 and chain.stats.messages == 30
+
+
+def test_a_failed_dead_letter_flush_inserts_and_commits_nothing(store: EventStore) -> None:
+    committed: list[object] = []
+    chain = build_chain(writer=BatchWriter(store), dead_letters=_FailingSink(), commit=committed.append,
+                        max_rows=1_000, max_seconds=60)
+    chain.submit(_chunk("t", 0, 0, _values(10, bad_every=3)))
+    with pytest.raises(ConnectionError):
+        chain.join()
+    assert store.count_rows() == 0 and committed == []
+
+
+def test_a_crash_before_commit_replays_the_batch_with_the_same_token(store: EventStore, tmp_path) -> None:
+    def crash(batch) -> None:
+        raise RuntimeError("crash before commit")
+
+    values = _values(50)
+    for before_commit in (crash, None):
+        committed: list[object] = []
+        chain = build_chain(writer=BatchWriter(store), dead_letters=DeadLetterFile(tmp_path / "d.jsonl"),
+                            commit=committed.append, max_rows=1_000, max_seconds=60, before_commit=before_commit)
+        chain.submit(_chunk("t", 0, 0, values))
+        if before_commit is crash:
+            with pytest.raises(RuntimeError):
+                chain.join()
+            assert committed == []
+        else:
+            chain.join()
+            assert len(committed) == 1
+    assert store.count_rows() == 50  # the replayed insert was dropped by its token
+
+
+def test_the_burst_policy_stops_the_flush_before_any_letter_is_sent(store: EventStore, tmp_path) -> None:
+    sink = DeadLetterFile(tmp_path / "dead.jsonl")
+    committed: list[object] = []
+    policy = BurstPolicy(InvalidBurstBreaker(max_consecutive=30, max_ratio=1.0, window=100))
+    chain = build_chain(writer=BatchWriter(store), dead_letters=sink, commit=committed.append,
+                        max_rows=1_000, max_seconds=60, policy=policy)
+    chain.submit(_chunk("t", 0, 0, _values(10)))
+    chain.submit(_chunk("t", 0, 10, [b"{bad"] * 40))
+    with pytest.raises(InvalidBurstError, match="30 consecutive") as trip:
+        chain.join()
+    assert trip.value.offset == 39
+    assert not sink.path.exists() and store.count_rows() == 0 and committed == []
+
+
+def test_a_batch_is_handed_on_when_full_and_when_old() -> None:
+    clock = [0.0]
+    batch = Batch(max_rows=5, max_seconds=2.0, clock=lambda: clock[0])
+    assert not batch.is_due()
+    batch.add(_chunk("t", 0, 0, [b"x"]), EncodedChunk(1, b"", []))
+    assert not batch.is_due()
+    clock[0] = 2.5
+    assert batch.is_due()
+
+
+def test_status_says_whether_ingest_keeps_up() -> None:
+    now = [0.0]
+    status = IngestStatus(window_s=30, keep_up_seconds=5, clock=lambda: now[0])
+    assert status.snapshot()["keeping_up"] is True  # nothing read yet
+    for lag in (1_000, 20_000, 40_000):
+        now[0] += 10
+        status.record(messages=10_000, rows=10_000, lag=lag, insert_s=0.05)
+    falling_behind = status.snapshot()
+    assert falling_behind["eps"] == 1_000.0 and falling_behind["lag"] == 40_000
+    assert falling_behind["keeping_up"] is False
+    for lag in (30_000, 10_000, 2_000):
+        now[0] += 10
+        status.record(messages=10_000, rows=10_000, lag=lag, insert_s=0.05)
+    assert status.snapshot()["keeping_up"] is True and status.snapshot()["lag_trend"] < 0
