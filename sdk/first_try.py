@@ -109,7 +109,7 @@ class FirstTry:
         Tokens and cost are read off ``result`` when it carries a usage (see :mod:`.usage`).
         """
         if self.run is not None and self.attempt is not None:
-            self.run.succeed(self.attempt, result)
+            self.run.succeed(self.run.last_attempt or self.attempt, result)
             self.run.finish()
             return
         usage = None if type(result) in _PLAIN else usage_of(result)

@@ -36,6 +36,7 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from retrylens.errors import TaskStopped
 from retrylens.schemas.limits import MAX_REASON_CHARS
 from retrylens.schemas.taxonomy import EventKind
 
@@ -362,9 +363,9 @@ class Governor:
             _current_run.reset(token)
         run, attempt = first.materialize()
         with run:
-            if not isinstance(error, Exception):
+            if not isinstance(error, Exception) or isinstance(error, TaskStopped):
                 raise error
-            run.wait(run.fail(attempt, error))
+            run.wait(run.fail(run.last_attempt or attempt, error))
             return self._attempts(run, fn, args, kwargs, wants_attempt)
 
     def _attempts(
@@ -380,12 +381,14 @@ class Governor:
             token = _current_run.set(run)
             try:
                 result = fn(*args, **({**kwargs, "attempt": attempt} if wants_attempt else kwargs))
+            except TaskStopped:
+                raise  # a step inside already decided to stop
             except Exception as exc:  # noqa: BLE001 - every failure is classified
-                run.wait(run.fail(attempt, exc))
+                run.wait(run.fail(run.last_attempt or attempt, exc))
                 continue
             finally:
                 _current_run.reset(token)
-            run.succeed(attempt, result)
+            run.succeed(run.last_attempt or attempt, result)
             return result
 
     async def acall(
@@ -444,9 +447,11 @@ class Governor:
         if task_id is None:
             self.chains.attach_current_task(run.state.task_id)
         with run:
-            if not isinstance(error, Exception) and not self._chain_cancelled(run, error):
+            if isinstance(error, TaskStopped) or (
+                not isinstance(error, Exception) and not self._chain_cancelled(run, error)
+            ):
                 raise error
-            await run.await_backoff(run.fail(attempt, error))
+            await run.await_backoff(run.fail(run.last_attempt or attempt, error))
             return await self._aattempts(run, fn, args, kwargs, wants_attempt)
 
     async def _aattempts(
@@ -466,14 +471,16 @@ class Governor:
                 result = await fn(
                     *args, **({**kwargs, "attempt": attempt} if wants_attempt else kwargs)
                 )
+            except TaskStopped:
+                raise  # a step inside already decided to stop
             except (Exception, asyncio.CancelledError) as exc:  # noqa: BLE001
                 if isinstance(exc, asyncio.CancelledError) and not self._chain_cancelled(run, exc):
                     raise
-                await run.await_backoff(run.fail(attempt, exc))
+                await run.await_backoff(run.fail(run.last_attempt or attempt, exc))
                 continue
             finally:
                 _current_run.reset(token)
-            run.succeed(attempt, result)
+            run.succeed(run.last_attempt or attempt, result)
             return result
 
     def _chain_cancelled(self, run: TaskRun, error: BaseException) -> bool:
@@ -509,6 +516,18 @@ class Governor:
             return wrapper
 
         return decorate
+
+    def step(self, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """Run one step of the governed call in progress, retried in place (see ``TaskRun.step``).
+
+        ``governor.step("lookup", tool.lookup, order_id, dependency="orders")``: a failed
+        step is retried alone under the task's budget and rules, not the whole task; a
+        re-run task skips the steps it already completed.
+        """
+        run = current_run()
+        if run is None:
+            raise RuntimeError(f"{name}: steps must run inside a governed call")
+        return run.step(name, fn, *args, **kwargs)
 
     def cancel_chain(self, task_id: str) -> list[str]:
         """Cancel ``task_id`` and every sub-agent of its chain (threads and asyncio)."""

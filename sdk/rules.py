@@ -386,6 +386,7 @@ def record_failure(state: TaskState, failure_summary: str) -> None:
             state.dependency,
             state.last_failure.error_type,
             failure_summary,
+            state.current_step,
         )
     )
     state.consecutive_failures += 1

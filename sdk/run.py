@@ -380,6 +380,8 @@ class TaskRun:
         repeating it; ``unsafe=True`` stops the task for a person.
         """
         s = self.state
+        if self.last_attempt is not None:
+            self.last_attempt.tool_call(tool, {"args": args, "kwargs": kwargs})
         key = key or idempotency_key(s.task_id, step or tool, {"args": args, "kwargs": kwargs})
         store = self.g.key_store
         done = self._before_effect(tool, key, store.get(key), verify, args, kwargs)
@@ -423,6 +425,8 @@ class TaskRun:
         import asyncio
 
         s = self.state
+        if self.last_attempt is not None:
+            self.last_attempt.tool_call(tool, {"args": args, "kwargs": kwargs})
         key = key or idempotency_key(s.task_id, step or tool, {"args": args, "kwargs": kwargs})
         store = self.g.key_store
         io = _inline if type(store) is MemoryKeyStore else asyncio.to_thread
@@ -497,6 +501,61 @@ class TaskRun:
         if rollback is not None:
             self._debts.append((tool, key, lambda: rollback(*args, **kwargs)))
         return KeyRecord(key, s.task_id, tool, SideEffectStatus.FAILED), _RAISE
+
+    def step(
+        self,
+        name: str,
+        fn: Callable[..., T],
+        /,
+        *args: Any,
+        phase: str | None = None,
+        dependency: str | None = None,
+        side_effect: bool = False,
+        verify: Callable[..., object] | None = None,
+        unsafe: bool = False,
+        **kwargs: Any,
+    ) -> T:
+        """Run one step of the task, retried *in place* under the task's budget and rules.
+
+        A failed step does not re-run the task: the rules decide (class caps count per
+        step; the attempt budget, deadline and money are the task's), the governor waits,
+        and only this step runs again as the next attempt. A completed step is recorded,
+        so a task that is re-run anyway (its own code failed) resumes after its last
+        completed step: ``step`` returns the stored output instead of calling ``fn``.
+        ``side_effect=True`` (implied by ``verify``/``unsafe``) guards the call with an
+        idempotency key and the given contract (see :meth:`side_effect`).
+        """
+        s = self.state
+        if name in s.completed_steps:
+            return s.completed_steps[name]  # type: ignore[no-any-return]
+        attempt = self.last_attempt or self.begin(phase=phase, dependency=dependency)
+        guarded = side_effect or verify is not None or unsafe
+        outer_step, outer_phase, outer_dep = s.current_step, s.phase, s.dependency
+        s.current_step = name
+        try:
+            while True:
+                where = {"phase": phase or attempt.phase, "dependency": dependency or attempt.dependency}
+                try:
+                    if guarded:
+                        result = self.side_effect(
+                            name, fn, *args, step=name, verify=verify, unsafe=unsafe, **kwargs
+                        )
+                    else:
+                        result = fn(*args, **kwargs)
+                except Exception as exc:  # noqa: BLE001 - every failure is classified
+                    if isinstance(exc, TaskStopped):
+                        raise
+                    self.wait(self.fail(attempt, exc, **where))  # raises TaskStopped on stop
+                    attempt = self._begin(**where)
+                    continue
+                if where["dependency"]:
+                    self.observe(where["dependency"], True)
+                self.complete_step(name, result)
+                return result
+        finally:
+            s.current_step = outer_step
+            if self.outcome is None:
+                s.phase, s.dependency = outer_phase, outer_dep
 
     def finish(self, outcome: TaskOutcome | None = None) -> None:
         """Emit ``task_finished`` once; failed/handed-off tasks feed the fingerprint history."""
@@ -655,10 +714,10 @@ class TaskRun:
         previous = given[-2] if len(given) >= 2 else None
         if on_failure and not self._logged_full:
             self._logged_full = True
-            return snapshot(attempt.messages)
+            return snapshot(attempt.messages, tool_calls=attempt.tool_calls)
         if previous is None:
-            return snapshot(attempt.messages, last=0)
-        return snapshot(attempt.messages, previous=previous)
+            return snapshot(attempt.messages, last=0, tool_calls=attempt.tool_calls)
+        return snapshot(attempt.messages, previous=previous, tool_calls=attempt.tool_calls)
 
     def _side_effect_event(
         self, tool: str, key: str, status: SideEffectStatus, rollback: str | None = None

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from retrylens.schemas.taxonomy import Decision, ErrorType
 
 from .budget import TaskLedger
-from .context import ContextBuilder, Message, digest
+from .context import ContextBuilder, Message, digest, tool_call_digest
 from .sanitizer import Failure
 from .usage import Usage, usage_of
 
@@ -42,6 +42,7 @@ class FailureRecord:
     dependency: str
     error_type: ErrorType
     summary: str
+    step: str = ""  # the step that failed ("" for the task as a whole)
 
 
 @dataclass
@@ -60,6 +61,20 @@ class Attempt:
     patch: str | None = None
     degraded: bool = False
     usage: Usage | None = None
+    tool_calls: list[str] = field(default_factory=list)  # digests of (name, canonical args)
+
+    def tool_call(self, name: str, args: Any = None) -> bool:
+        """Record that this attempt called tool ``name`` with ``args``; True if it repeats the
+        call just before it exactly (a loop). Only a digest is kept, never the arguments.
+
+        ``side_effect`` and the adapters call it; call it yourself for other tools:
+        ``attempt.tool_call("search", {"q": query})``. The attempt's snapshot reports how many
+        calls repeated the previous one (``repeated_tool_calls``).
+        """
+        call = tool_call_digest(name, args)
+        repeats = bool(self.tool_calls) and self.tool_calls[-1] == call
+        self.tool_calls.append(call)
+        return repeats
 
     def report(self, usage: Usage | Any = None, /, **fields: Any) -> Usage:
         """Add what this attempt spent: a :class:`Usage`, a provider's usage object, or fields.
@@ -121,6 +136,7 @@ class TaskState:
     extra_try_used: bool = False
     decisions: list[Decision] = field(default_factory=list)
     preflight_note: str = ""
+    current_step: str = ""  # the step being retried in place (see TaskRun.step)
     review_first: bool = False  # pre-flight asked for a person before the first attempt
     ambiguous: str | None = None  # an unsafe side effect whose outcome is unknown
     # -- context layer -------------------------------------------------------------------
@@ -139,7 +155,9 @@ class TaskState:
         return self.last_failure.retry_after_ms if self.last_failure else None
 
     def failures_of(self, error_type: ErrorType) -> int:
-        return sum(1 for f in self.failures if f.error_type is error_type)
+        """Failures of one class, within the current step (class caps are per step)."""
+        step = self.current_step
+        return sum(1 for f in self.failures if f.error_type is error_type and f.step == step)
 
     def failures_in_phase(self, phase: str) -> int:
         return sum(1 for f in self.failures if f.phase == phase)

@@ -328,3 +328,88 @@ def test_acall_runs_blocking_key_store_io_off_the_event_loop() -> None:
 
     assert asyncio.run(main()) == 3
     assert io_threads and loop_thread[0] not in io_threads
+
+
+# -- 11. step-level retries ----------------------------------------------------------------
+class Tools:
+    """Two reads and a write without idempotency keys; the write times out once after it ran."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+        self.lookups = 0
+        self.booked: list[int] = []
+        self.faults = {"lookup": 1, "book_after": 1}
+
+    def read(self) -> int:
+        self.reads += 1
+        return 70
+
+    def lookup(self) -> int:
+        self.lookups += 1
+        if self.faults["lookup"]:
+            self.faults["lookup"] -= 1
+            raise TimeoutError("lookup timed out")
+        return 1
+
+    def book(self, amount: int) -> str:
+        self.booked.append(amount)
+        if self.faults["book_after"]:
+            self.faults["book_after"] -= 1
+            raise TimeoutError("booking timed out after it ran")
+        return "ok"
+
+
+def test_a_failed_step_is_retried_in_place_not_the_whole_task() -> None:
+    tools = Tools()
+    with capture_events() as captured:
+        gov = governor(emit=captured.emit)
+
+        def task() -> str:
+            amount = gov.step("read", tools.read)
+            gov.step("lookup", tools.lookup, dependency="orders")
+            return gov.step("book", tools.book, amount, verify=lambda a: a in tools.booked)
+
+        assert gov.call(task, goal="book it", agent="a") is None  # verified: no result value
+        decisions = captured.of_kind(EventKind.DECISION)
+    assert tools.reads == 1  # the completed read was not repeated
+    assert tools.lookups == 2  # the failed lookup was retried in place
+    assert tools.booked == [70]  # the ambiguous write was verified, not repeated
+    assert [d.decision for d in decisions] == [Decision.RETRY_BACKOFF]
+    assert decisions[0].dependency == "orders"
+
+
+def test_a_re_run_task_resumes_after_its_last_completed_step() -> None:
+    tools = Tools()
+    tools.faults["lookup"] = 0
+    runs = 0
+    gov = governor()
+
+    def task() -> int:
+        nonlocal runs
+        runs += 1
+        gov.step("read", tools.read)
+        gov.step("lookup", tools.lookup)
+        if runs == 1:
+            raise TimeoutError("the agent's own code timed out after both steps")
+        return runs
+
+    assert gov.call(task, goal="g", agent="a") == 2
+    assert (tools.reads, tools.lookups) == (1, 1)
+
+
+def test_step_retries_stop_at_the_class_cap_of_the_step() -> None:
+    calls = 0
+
+    def always_429() -> None:
+        nonlocal calls
+        calls += 1
+
+        class RateLimited(Exception):
+            status_code = 429
+
+        raise RateLimited("slow down")
+
+    gov = governor(policy=RetryPolicy(budget=TaskBudget(max_attempts=20)))
+    with pytest.raises(GaveUp):
+        gov.call(lambda: gov.step("s", always_429), goal="g", agent="a")
+    assert calls == 1 + RetryPolicy().cap(classify(type("E", (Exception,), {"status_code": 429})()).error_type)
