@@ -14,6 +14,7 @@ task; only what leaves the process for the event store loses it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -37,8 +38,9 @@ class redact_event:  # noqa: N801 - reads as a sentence in a chain
     def __init__(self, patterns: Iterable[str] = (NAME_PATTERN,), replacement: str = "[NAME]") -> None:
         self.patterns = [LazyPattern(p) for p in patterns]
         self.replacement = replacement
+        self.clean = functools.lru_cache(maxsize=4_096)(self._clean)  # texts repeat a lot
 
-    def clean(self, text: str, limit: int) -> str:
+    def _clean(self, text: str, limit: int) -> str:
         text = redact(text, limit=limit)
         for pattern in self.patterns:
             text = pattern.sub(self.replacement, text)

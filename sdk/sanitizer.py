@@ -9,6 +9,7 @@ put on an event or shown to a model.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -69,7 +70,22 @@ def _card(match: re.Match[str]) -> str:
 
 
 def redact(text: str, *, limit: int | None = None) -> str:
-    """``text`` without secrets or personal data, optionally cut to ``limit`` characters."""
+    """``text`` without secrets or personal data, optionally cut to ``limit`` characters.
+
+    Memoised for short texts: an agent's reasons, summaries and prompts repeat a lot, and
+    each text passes a dozen patterns (events re-check what a snapshot already cleaned).
+    """
+    if len(text) <= 2_048:
+        return _redact_cached(text, limit)
+    return _redact(text, limit)
+
+
+@functools.lru_cache(maxsize=4_096)
+def _redact_cached(text: str, limit: int | None) -> str:
+    return _redact(text, limit)
+
+
+def _redact(text: str, limit: int | None) -> str:
     if limit is not None and len(text) > limit + 256:
         text = text[
             : limit + 256
