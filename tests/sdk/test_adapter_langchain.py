@@ -6,6 +6,7 @@ Each test reads what reached the store (real emitter → ingest processor → Cl
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -180,3 +181,23 @@ def test_concurrent_calls_with_retries_keep_every_operation_apart(store: EventSt
     assert [a.content for a in answers] == [f"answer to {p}" for p in prompts]
     assert (metrics.tasks, metrics.calls, metrics.failures) == (16, 18, 2)
     assert (metrics.retries, metrics.retry_successes, metrics.tasks_recovered) == (2, 2, 2)
+
+
+def test_async_chains_are_recorded_like_sync_ones() -> None:
+    flaky = FlakyChatModel(responses=["unused"], fail={"async question": 1})
+    chain = RunnableLambda(lambda q: q) | flaky.with_retry(
+        stop_after_attempt=2, wait_exponential_jitter=False
+    )
+    with recording() as rec:
+        handler = RetryLensCallbackHandler(rec.governor, agent="async")
+        answer = asyncio.run(chain.ainvoke("async question", {"callbacks": [handler]}))
+        events = rec.events()
+    assert answer.content == "answer to async question"
+    assert [(e.attempt, e.kind.value) for e in events if e.kind is not EventKind.TASK_STARTED] == [
+        (1, "attempt_started"),
+        (1, "attempt_failed"),
+        (1, "decision"),
+        (2, "attempt_started"),
+        (2, "attempt_succeeded"),
+        (2, "task_finished"),
+    ]

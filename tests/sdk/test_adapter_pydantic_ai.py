@@ -111,3 +111,26 @@ def test_usage_limits_carry_the_policy_token_budget_and_test_model_runs_clean() 
     assert result.output == "fine"
     compact = [e for e in events if e.kind is EventKind.ATTEMPT_SUCCEEDED]
     assert len(events) == 1 and compact[0].tokens_in + compact[0].tokens_out > 0
+
+
+def test_model_retry_from_an_output_validator_is_a_schema_mismatch_of_the_turn() -> None:
+    answers = iter(["twelve", "12"])
+    agent = Agent(
+        FunctionModel(lambda m, i: ModelResponse(parts=[TextPart(next(answers))])), name="calc"
+    )
+
+    @agent.output_validator
+    def digits_only(output: str) -> str:
+        if not output.isdigit():
+            raise ModelRetry("answer with digits only")
+        return output
+
+    with recording() as rec:
+        result = run_governed_sync(agent, "what is 7+5?", rec.governor)
+        failed = rec.captured.of_kind(EventKind.ATTEMPT_FAILED)
+        outcomes = list(rec.captured.outcomes().values())
+        attempts = [e.attempt for e in rec.captured.of_kind(EventKind.ATTEMPT_SUCCEEDED)]
+    assert result.output == "12"
+    assert [(f.attempt, f.error_type.value) for f in failed] == [(1, "schema_mismatch")]
+    assert "digits only" in (failed[0].error_detail.message if failed[0].error_detail else "")
+    assert outcomes == [TaskOutcome.SUCCEEDED] and attempts == [2]
