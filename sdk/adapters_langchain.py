@@ -71,6 +71,7 @@ class _Observer:
         self._live: dict[UUID, _Operation] = {}  # running model/tool run id -> operation
         self._failed: dict[tuple[UUID | None, str], list[_Operation]] = {}
         self._held: dict[UUID, list[_Operation]] = {}  # run id -> finished model runs below it
+        self._parsers: set[UUID] = set()  # running output parsers
 
     # -- chains --------------------------------------------------------------------------
     def on_chain_start(
@@ -87,6 +88,8 @@ class _Observer:
             key = self._enter(run_id, parent_run_id, _rooted(name, parent_run_id, inputs))
             errored = self._errored.get(key)
             self._logical[run_id] = errored.pop(0)[0] if errored else run_id
+            if kwargs.get("run_type") == "parser":
+                self._parsers.add(run_id)
 
     def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
         with self._lock:
@@ -97,7 +100,7 @@ class _Observer:
     def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         with self._lock:
             parent = self._parent.get(run_id)
-            if _is_parser_error(error) and parent is not None:
+            if run_id in self._parsers and parent is not None:
                 self._fail_latest_held(parent, error)
             self._pass_up(run_id)
             key = self._key.get(run_id)
@@ -274,6 +277,7 @@ class _Observer:
         op.run.finish(TaskOutcome.FAILED)
 
     def _forget(self, run_id: UUID) -> None:
+        self._parsers.discard(run_id)
         for table in (self._parent, self._key, self._ancestry, self._logical):
             table.pop(run_id, None)
 
@@ -303,10 +307,6 @@ def _rooted(name: str, parent_run_id: UUID | None, inputs: Any) -> str:
         return name
     digest = hashlib.blake2b(repr(inputs).encode(), digest_size=8).hexdigest()
     return f"{name}#{digest}"
-
-
-def _is_parser_error(error: BaseException) -> bool:
-    return any(c.__name__ == "OutputParserException" for c in type(error).__mro__)
 
 
 def _usage(response: Any) -> tuple[int, int]:

@@ -201,3 +201,23 @@ def test_async_chains_are_recorded_like_sync_ones() -> None:
         (2, "attempt_succeeded"),
         (2, "task_finished"),
     ]
+
+
+def test_a_parser_rejection_fails_only_the_model_call_it_parsed() -> None:
+    first = FakeListChatModel(responses=["an outline"], name="planner")
+    second = FakeListChatModel(responses=["not json at all"], name="writer")
+    inner = second | JsonOutputParser()
+    # nested two levels below the outer chain, so the parser error passes the planner's level
+    chain = first | RunnableLambda(_next) | RunnableLambda(lambda text: inner.invoke(text))
+    with recording() as rec:
+        handler = RetryLensCallbackHandler(rec.governor, agent="pipeline")
+        with pytest.raises(OutputParserException):
+            chain.invoke("plan", config={"callbacks": [handler]})
+        handler.close()
+        events = rec.events()
+    outcomes = {e.dependency: e.outcome for e in events if e.outcome is not None}
+    failed = [
+        (e.dependency, e.error_type.value) for e in events if e.kind is EventKind.ATTEMPT_FAILED
+    ]
+    assert outcomes == {"planner": TaskOutcome.SUCCEEDED, "writer": TaskOutcome.FAILED}
+    assert failed == [("writer", "schema_mismatch")]
