@@ -68,6 +68,8 @@ class TaskRun:
         self.verdicts: list[Verdict] = []
         self._debts: list[tuple[str, str, Callable[[], object]]] = []
         self._source_policy = governor.source.current
+        # committed effects with a rollback, undone if their attempt fails as a whole
+        self._undoable: list[tuple[str, str, Callable[[], object], str]] = []
         self._logged_full = False
         self._observed: set[str] = set()
 
@@ -183,6 +185,7 @@ class TaskRun:
             tokens_in, tokens_out, cost_usd = usage.tokens_in, usage.tokens_out, usage.cost_usd
             latency_ms = latency_ms if latency_ms is not None else usage.latency_ms
         self._spend(tokens_in + tokens_out, cost_usd)
+        self._undoable = []
         if attempt.dependency and attempt.dependency not in self._observed:
             self.observe(attempt.dependency, True)
         s.consecutive_failures = 0
@@ -283,6 +286,16 @@ class TaskRun:
             failure = classify(error)
         s.last_failure = failure
         s.last_validation = failure.error_type.value
+        if not s.current_step and self._undoable:
+            # the seed's rollback protocol: the attempt failed after these effects returned,
+            # so they are undone before the next attempt (which then performs them again);
+            # an effect whose step was completed stays: the task resumes after that step
+            self._debts.extend(
+                (tool, key, undo)
+                for tool, key, undo, step in self._undoable
+                if step not in s.completed_steps
+            )
+            self._undoable = []
         if attempt.usage is not None and not (tokens_in or tokens_out or cost_usd):
             u = attempt.usage
             tokens_in, tokens_out, cost_usd = u.tokens_in, u.tokens_out, u.cost_usd
@@ -402,7 +415,20 @@ class TaskRun:
             raise
         store.put(KeyRecord(key, s.task_id, tool, SideEffectStatus.COMMITTED, result))
         self._side_effect_event(tool, key, SideEffectStatus.COMMITTED)
+        self._note_undo(tool, key, step or tool, rollback, args, kwargs)
         return result
+
+    def _note_undo(
+        self,
+        tool: str,
+        key: str,
+        step: str,
+        rollback: Callable[..., object] | None,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> None:
+        if rollback is not None and not self.state.current_step:
+            self._undoable.append((tool, key, lambda: rollback(*args, **kwargs), step))
 
     async def aside_effect(
         self,
@@ -448,6 +474,7 @@ class TaskRun:
             raise
         await io(store.put, KeyRecord(key, s.task_id, tool, SideEffectStatus.COMMITTED, result))
         self._side_effect_event(tool, key, SideEffectStatus.COMMITTED)
+        self._note_undo(tool, key, step or tool, rollback, args, kwargs)
         return result
 
     def _before_effect(

@@ -413,3 +413,31 @@ def test_step_retries_stop_at_the_class_cap_of_the_step() -> None:
     with pytest.raises(GaveUp):
         gov.call(lambda: gov.step("s", always_429), goal="g", agent="a")
     assert calls == 1 + RetryPolicy().cap(classify(type("E", (Exception,), {"status_code": 429})()).error_type)
+
+
+def test_rollback_runs_when_the_attempt_fails_after_the_tool_returned() -> None:
+    reserved: list[str] = []
+    released: list[str] = []
+    runs = 0
+    with capture_events() as captured:
+        gov = governor(emit=captured.emit)
+        reserve = gov.side_effect("inventory.reserve", rollback=released.append)(
+            lambda item: reserved.append(item) or "r-1"
+        )
+
+        def task() -> str:
+            nonlocal runs
+            runs += 1
+            reserve("sku-1")
+            if runs == 1:
+                raise TimeoutError("the model timed out after the reservation")
+            return "ok"
+
+        assert gov.call(task, goal="reserve and confirm", agent="a") == "ok"
+        statuses = [e.side_effects[0].status for e in captured.of_kind(EventKind.SIDE_EFFECT)]
+    assert released == ["sku-1"] and reserved == ["sku-1", "sku-1"]
+    assert statuses == [
+        SideEffectStatus.COMMITTED,
+        SideEffectStatus.ROLLED_BACK,
+        SideEffectStatus.COMMITTED,
+    ]
