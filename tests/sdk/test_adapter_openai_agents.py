@@ -10,12 +10,16 @@ from typing import Any
 
 import pytest
 from adapter_store import recording
-from agents import Agent, ModelSettings, Runner, set_tracing_disabled
+from agents import Agent, ModelSettings, Runner, function_tool, set_tracing_disabled
 from agents.items import ModelResponse
 from agents.models.interface import Model
 from agents.retry import ModelRetryAdvice
 from agents.usage import Usage
-from openai.types.responses import ResponseOutputMessage, ResponseOutputText
+from openai.types.responses import (
+    ResponseFunctionToolCall,
+    ResponseOutputMessage,
+    ResponseOutputText,
+)
 
 from retrylens.schemas import RETRYING_DECISIONS, Decision, EventKind, TaskOutcome
 from retrylens.sdk import PolicySource
@@ -35,13 +39,24 @@ def _no_trace_export() -> Any:
 class FakeModel(Model):
     """Answers every call; the call numbers in ``fail`` raise ``error`` instead."""
 
-    def __init__(self, fail: set[int], error: Exception, *, unsafe: bool = False) -> None:
+    def __init__(
+        self, fail: set[int], error: Exception, *, unsafe: bool = False, tool_first: bool = False
+    ) -> None:
         self.fail, self.error, self.unsafe, self.calls = fail, error, unsafe, 0
+        self.tool_first = tool_first
 
-    async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
+    async def get_response(self, system: Any, input: Any, *args: Any, **kwargs: Any) -> Any:
         self.calls += 1
+        usage = Usage(requests=1, input_tokens=12, output_tokens=5, total_tokens=17)
         if self.calls in self.fail:
             raise type(self.error)(*self.error.args)
+        if self.tool_first and not any(
+            isinstance(i, dict) and i.get("type") == "function_call_output" for i in input
+        ):
+            call = ResponseFunctionToolCall(
+                type="function_call", call_id="call_1", name="lookup", arguments='{"order": "7"}'
+            )
+            return ModelResponse(output=[call], usage=usage, response_id=None)
         text = ResponseOutputText(type="output_text", text=f"answer {self.calls}", annotations=[])
         message = ResponseOutputMessage(
             id=f"msg_{self.calls}",
@@ -50,7 +65,6 @@ class FakeModel(Model):
             status="completed",
             content=[text],
         )
-        usage = Usage(requests=1, input_tokens=12, output_tokens=5, total_tokens=17)
         return ModelResponse(output=[message], usage=usage, response_id=None)
 
     def stream_response(self, *args: Any, **kwargs: Any) -> Any:
@@ -127,3 +141,26 @@ def test_the_governor_budget_ends_the_retries_with_its_own_decision() -> None:
         d in RETRYING_DECISIONS for d in decisions[:-1]
     )
     assert fake.calls == len(decisions) and outcomes == [TaskOutcome.FAILED]
+
+
+def test_a_retried_call_then_a_tool_turn_keeps_the_turns_apart(store: EventStore) -> None:
+    @function_tool
+    def lookup(order: str) -> str:
+        """Look an order up."""
+        return f"order {order} shipped"
+
+    fake = FakeModel({1}, ConnectionResetError("connection reset by peer"), tool_first=True)
+    with recording("oa-tools") as rec:
+        model = governed_model(fake, rec.governor, agent="support")
+        agent = Agent(
+            name="support",
+            model=model,
+            tools=[lookup],
+            model_settings=ModelSettings(retry=retry_settings(model)),
+        )
+        result = asyncio.run(Runner.run(agent, "where is order 7?"))
+        metrics = rec.store(store)
+    assert result.final_output == "answer 3" and fake.calls == 3
+    # turn 1: failed, retried (the tool call); turn 2: the answer, a first attempt
+    assert (metrics.tasks, metrics.calls, metrics.failures) == (2, 3, 1)
+    assert (metrics.retries, metrics.retry_successes) == (1, 1)
