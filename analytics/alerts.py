@@ -1,7 +1,9 @@
 """Alert rules on any metric: a threshold over a trailing window, overall or per slice.
 
 A rule watches one metric of :mod:`.metrics` (e.g. ``retry_rate > 0.3`` over 15 minutes,
-per agent, in project ``shop``). :func:`evaluate_alerts` computes it from the rollups
+per agent, in project ``shop``) or one loop/pollution signal of
+:data:`~.pollution.SIGNAL_MEASURES` (e.g. ``max_trailing_errors >= 3``; read from the
+events, exact). :func:`evaluate_alerts` computes it from the rollups
 (window aligned to 5-minute buckets) and compares with the state stored in
 ``alert_state``: a breach that is not yet firing **fires** (one notification), a firing
 slice that no longer breaches — or has no traffic left — **resolves** (one notification);
@@ -29,11 +31,14 @@ from retrylens.store.sql import query_rows
 
 from .filters import Slice, dimension_of
 from .metrics import METRIC_NAMES, Metrics, metrics_by, metrics_summary
+from .pollution import SIGNAL_MEASURES, signal_measures
 
 log = logging.getLogger("retrylens.alerts")
 Op = Literal[">", ">=", "<", "<="]
 _OPS: dict[str, Callable[[float, float], bool]] = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
 _SLICE_FIELDS = ("project", "agent", "phase", "error_type", "policy_version")
+#: What a rule may watch: the metrics, then the loop and pollution signals.
+RULE_METRICS: tuple[str, ...] = (*METRIC_NAMES, *SIGNAL_MEASURES)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,8 +56,8 @@ class AlertRule:
     rule_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
 
     def __post_init__(self) -> None:
-        if self.metric not in METRIC_NAMES:
-            raise ValueError(f"unknown metric {self.metric!r}; choose one of {', '.join(METRIC_NAMES)}")
+        if self.metric not in RULE_METRICS:
+            raise ValueError(f"unknown metric {self.metric!r}; choose one of {', '.join(RULE_METRICS)}")
         if self.op not in _OPS:
             raise ValueError(f"unknown operator {self.op!r}; choose one of {', '.join(_OPS)}")
         if self.per:
@@ -60,9 +65,13 @@ class AlertRule:
         if self.window_minutes < 1:
             raise ValueError("window_minutes must be at least 1")
 
-    def breached(self, metrics: Metrics) -> tuple[bool, float | None]:
-        value = getattr(metrics, self.metric)
-        if value is None or metrics.calls < self.min_calls:
+    def breached(self, metrics: Metrics | dict[str, float]) -> tuple[bool, float | None]:
+        """Whether ``metrics`` (a :class:`Metrics` or a :func:`signal_measures` row) breach."""
+        if isinstance(metrics, dict):
+            value, calls = metrics.get(self.metric), metrics.get("calls", 0)
+        else:
+            value, calls = getattr(metrics, self.metric), metrics.calls
+        if value is None or calls < self.min_calls:
             return False, value
         return _OPS[self.op](float(value), self.threshold), float(value)
 
@@ -150,7 +159,10 @@ def alert_history(store: EventStore, *, limit: int = 100) -> list[dict[str, Any]
     return query_rows(store.client, sql, {"limit": max(0, int(limit))})
 
 
-def _current(store: EventStore, rule: AlertRule, where: Slice) -> dict[str, tuple[Metrics, bool, float | None]]:
+def _current(store: EventStore, rule: AlertRule, where: Slice) -> dict[str, tuple[Any, bool, float | None]]:
+    if rule.metric in SIGNAL_MEASURES:
+        signals = signal_measures(store, where, per=rule.per)
+        return {value: (row, *rule.breached(row)) for value, row in signals.items()}
     if rule.per:
         results = [(s.value, s.metrics) for s in metrics_by(store, rule.per, where, limit=10_000)]
     else:

@@ -6,7 +6,13 @@ Signals, computed in ClickHouse from a task's events (exact, ``FINAL``):
   digests, or equal consecutive user messages) — the echoed-input bug;
 - ``carried_errors``: retry attempts whose context contains the text of an earlier
   attempt's error — the failed attempt leaking into the next one;
-- ``repeated_tool_calls``: side-effect idempotency keys used again by a later attempt;
+- ``repeated_tool_calls``: tool calls identical (name and canonical arguments) to the call
+  just before them within one attempt, summed over the task's attempts — the commonest real
+  loop (7.3 % of the tool calls in ../shared/data/agent_traces/dev.jsonl repeat the previous
+  call exactly; ``bench/tool_call_repeats.py``). The SDK counts them per attempt
+  (``Attempt.tool_call``, ``side_effect``, the adapters) into the snapshot's column;
+- ``trailing_errors``: most error messages back to back at the end of one attempt's context;
+- ``recent_error_share``: highest error share of the last N messages of a context;
 - ``context_growth``: context tokens of the last attempt / of the first;
 - ``loop_failures``: most failures of the task in one phase (3 or more reads as a loop);
 - ``sdk_score``: the highest ``pollution_score`` the SDK put on the task's events.
@@ -40,8 +46,10 @@ _PER_TASK = (
     " groupArrayIf((attempt, arrayStringConcat(arrayMap(m -> m.2, lm), '\\n')),"
     "   context_snapshot != '' AND attempt >= 2) AS ctxs,"
     " arrayCount(c -> arrayExists(e -> e.1 < c.1 AND position(c.2, e.2) > 0, errs), ctxs) AS carried_errors,"
-    " length(arrayDistinct(arrayFlatten(groupArray(arrayMap(k -> (correlation_id, k), side_effect_keys)))))"
-    "   - length(arrayDistinct(arrayFlatten(groupArray(side_effect_keys)))) AS repeated_tool_calls,"
+    " groupArrayIf((attempt, _repeats), _repeats > 0) AS repeats,"
+    " arraySum(arrayMap(a -> arrayMax(arrayMap(r -> r.2, arrayFilter(r -> r.1 = a, repeats))),"
+    "   arrayDistinct(arrayMap(r -> r.1, repeats)))) AS repeated_tool_calls,"
+    " max(_trailing) AS trailing_errors, max(_recent) AS recent_error_share,"
     " argMinIf(context_token_count, attempt, context_token_count > 0 AND attempt >= 1) AS first_tokens,"
     " argMaxIf(context_token_count, attempt, context_token_count > 0 AND attempt >= 1) AS last_tokens,"
     " if(first_tokens = 0, 1., last_tokens / first_tokens) AS context_growth,"
@@ -55,7 +63,8 @@ _PER_TASK = (
     f"   + {WEIGHTS['repeated']} * (repeated_tool_calls > 0) + {WEIGHTS['growth']} * (context_growth > {GROWTH_LIMIT})))"
     "   AS score"
     " FROM (SELECT *, JSONExtract(context_snapshot, 'message_digests', 'Array(String)') AS dg,"
-    "   JSONExtract(context_snapshot, 'last_messages', 'Array(Tuple(role String, content String))') AS lm"
+    "   JSONExtract(context_snapshot, 'last_messages', 'Array(Tuple(role String, content String))') AS lm,"
+    "   repeated_tool_calls AS _repeats, trailing_errors AS _trailing, recent_error_share AS _recent"
     "   FROM [[db]].events FINAL WHERE {where})"
     " GROUP BY project, task_id"
 )
@@ -68,6 +77,8 @@ class TaskPollution:
     duplicate_messages: int
     carried_errors: int
     repeated_tool_calls: int
+    trailing_errors: int
+    recent_error_share: float
     context_growth: float
     loop_failures: int
     sdk_score: float
@@ -108,6 +119,7 @@ def _task(row: dict[str, Any]) -> TaskPollution:
     return TaskPollution(
         project=row["project"], task_id=row["task_id"], duplicate_messages=int(row["duplicate_messages"]),
         carried_errors=int(row["carried_errors"]), repeated_tool_calls=int(row["repeated_tool_calls"]),
+        trailing_errors=int(row["trailing_errors"]), recent_error_share=round(float(row["recent_error_share"]), 4),
         context_growth=float(row["context_growth"]), loop_failures=int(row["loop_failures"]),
         sdk_score=float(row["sdk_score"]), score=float(row["score"]),
         retried=bool(row["retried"]), recovered=bool(row["recovered"]),
@@ -132,6 +144,7 @@ _SIGNALS = {
     "duplicate_messages": "duplicate_messages > 0",
     "carried_errors": "carried_errors > 0",
     "repeated_tool_calls": "repeated_tool_calls > 0",
+    "trailing_errors": "trailing_errors > 0",
     "context_growth": f"context_growth > {GROWTH_LIMIT}",
     "looping": f"loop_failures >= {LOOP_FAILURES}",
 }
@@ -161,3 +174,38 @@ def pollution_report(store: EventStore, where: Slice = Slice()) -> PollutionRepo
         for name in _SIGNALS
     ]
     return PollutionReport(int(row["tasks"]), int(row["polluted"]), int(row["looping"]), effects)
+
+
+# --- signal measures for alert rules ------------------------------------------------------
+
+#: Alertable measures of the loop and pollution signals over a window, per attempt outcome
+#: event (each attempt's snapshot counts once): name → (SQL aggregate, meaning).
+SIGNAL_MEASURES: dict[str, tuple[str, str]] = {
+    "max_trailing_errors": ("max(trailing_errors)", "most error messages back to back at a context's end"),
+    "max_recent_error_share": ("max(recent_error_share)", "highest error share of a context's last N messages"),
+    "repeated_tool_calls": ("sum(repeated_tool_calls)", "tool calls identical to the call just before"),
+    "looping_attempts": ("countIf(repeated_tool_calls > 0)", "attempts with a repeated tool call"),
+    "looping_attempt_rate": (
+        "countIf(repeated_tool_calls > 0) / greatest(count(), 1)", "looping attempts / attempts",
+    ),
+}
+_ATTEMPT_ENDS = "kind IN ('attempt_failed', 'attempt_succeeded')"
+
+
+def signal_measures(
+    store: EventStore, where: Slice = Slice(), *, per: str = ""
+) -> dict[str, dict[str, float]]:
+    """Slice value (``""`` overall, else the ``per`` dimension's value) → ``calls`` and every
+    :data:`SIGNAL_MEASURES` value, from the attempts that ended in the slice (exact, ``FINAL``)."""
+    clause, params = where.where()
+    group = per or "''"
+    aggregates = ", ".join(f"{sql} AS m_{name}" for name, (sql, _m) in SIGNAL_MEASURES.items())
+    sql = store.sql(
+        f"SELECT toString({group}) AS slice_value, count() AS calls, {aggregates}"
+        f" FROM [[db]].events FINAL WHERE {_ATTEMPT_ENDS} AND ({clause}) GROUP BY slice_value"
+    )
+    return {
+        str(row["slice_value"]): {"calls": float(row["calls"])}
+        | {name: float(row[f"m_{name}"]) for name in SIGNAL_MEASURES}
+        for row in query_rows(store.client, sql, params)
+    }

@@ -103,6 +103,12 @@ class ContextSnapshot(_Part):
     last_messages: list[ContextMessage] = Field(default_factory=list, max_length=limits.MAX_LAST_MESSAGES)
     pollution_score: float = Field(default=0.0, ge=0.0, le=1.0)
     is_delta: bool = False
+    #: Messages at the end of the context that carry error text, back to back.
+    trailing_errors: int = Field(default=0, ge=0, le=limits.MAX_COUNT)
+    #: Share of the last N (the SDK's ``RECENT_WINDOW``) messages that carry error text.
+    recent_error_share: float = Field(default=0.0, ge=0.0, le=1.0)
+    #: The attempt's tool calls identical (name and arguments) to the call just before.
+    repeated_tool_calls: int = Field(default=0, ge=0, le=limits.MAX_COUNT)
 
 
 class SideEffect(_Part):

@@ -89,6 +89,9 @@ class WireContextSnapshot(_Part, kw_only=True):
     ] = msgspec.field(default_factory=list)
     pollution_score: Annotated[float, Meta(ge=0.0, le=1.0)] = 0.0
     is_delta: bool = False
+    trailing_errors: Count = 0
+    recent_error_share: Annotated[float, Meta(ge=0.0, le=1.0)] = 0.0
+    repeated_tool_calls: Count = 0
 
 
 class WireSideEffect(_Part, kw_only=True):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -28,6 +29,10 @@ if TYPE_CHECKING:
     from retrylens.schemas import ContextSnapshot
 
 Message = dict[str, Any]
+
+#: The "last N messages" window of :func:`recent_error_share`: the tail an agent's next
+#: model call reads most closely (about two or three tool round-trips).
+RECENT_WINDOW = 10
 
 _ERROR_MARKERS = (
     "traceback (most recent call last)",
@@ -100,6 +105,50 @@ def pollution_score(messages: Sequence[Message]) -> float:
     return round(min(1.0, (error_share + repeat_share + dup_share) / 3.0), 4)
 
 
+def trailing_errors(messages: Sequence[Message]) -> int:
+    """How many messages at the end of the context, back to back, carry error text.
+
+    The governor's own one-line failure note (``summary``) is transparent: it neither
+    counts nor ends the run of errors before it.
+    """
+    run = 0
+    for message in reversed(messages):
+        if message.get("summary"):
+            continue
+        if not _carries_error(message):
+            break
+        run += 1
+    return run
+
+
+def recent_error_share(messages: Sequence[Message], window: int = RECENT_WINDOW) -> float:
+    """Share of the last ``window`` messages (:data:`RECENT_WINDOW`) that carry error text."""
+    recent = list(messages)[-window:] if window > 0 else []
+    if not recent:
+        return 0.0
+    return round(sum(1 for m in recent if _carries_error(m)) / len(recent), 4)
+
+
+def tool_call_digest(name: str, args: Any = None) -> str:
+    """16-hex digest of a tool call: its name and its arguments in canonical JSON.
+
+    Arguments given as a JSON text are parsed first, so ``'{"b":1,"a":2}'`` and
+    ``{"a": 2, "b": 1}`` are the same call; anything JSON cannot hold is compared by ``str``.
+    """
+    if isinstance(args, str | bytes):
+        try:
+            args = json.loads(args)
+        except ValueError:
+            pass
+    canonical = json.dumps(args, sort_keys=True, separators=(",", ":"), default=str, ensure_ascii=False)
+    return hashlib.sha256(f"{name}\x00{canonical}".encode()).hexdigest()[:16]
+
+
+def repeated_calls(digests: Sequence[str]) -> int:
+    """Tool calls identical to the call immediately before them (same name, same arguments)."""
+    return sum(1 for before, after in zip(digests, digests[1:], strict=False) if before == after)
+
+
 def _carries_error(message: Message) -> bool:
     if message.get("summary"):
         return False  # the governor's own one-line, redacted failure note
@@ -110,9 +159,19 @@ def _carries_error(message: Message) -> bool:
 
 
 def snapshot(
-    messages: Sequence[Message], *, previous: Sequence[str] | None = None, last: int = 3
+    messages: Sequence[Message],
+    *,
+    previous: Sequence[str] | None = None,
+    last: int = 3,
+    tool_calls: Sequence[str] = (),
 ) -> ContextSnapshot:
-    """A bounded, redacted snapshot; with ``previous`` digests, only what changed (a delta)."""
+    """A bounded, redacted snapshot; with ``previous`` digests, only what changed (a delta).
+
+    The loop and pollution signals always describe the whole context (a delta too):
+    trailing error messages, the error share of the last :data:`RECENT_WINDOW` messages,
+    and the attempt's ``tool_calls`` digests (:func:`tool_call_digest`) that repeat the
+    call just before them.
+    """
     from retrylens.schemas.event import ContextMessage, ContextSnapshot
 
     digests = [digest(m) for m in messages]
@@ -141,6 +200,9 @@ def snapshot(
         last_messages=tail,
         pollution_score=pollution_score(messages),
         is_delta=is_delta,
+        trailing_errors=trailing_errors(messages),
+        recent_error_share=recent_error_share(messages),
+        repeated_tool_calls=repeated_calls(tool_calls),
     )
 
 
