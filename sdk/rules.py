@@ -10,8 +10,9 @@ can be evaluated for a shadow candidate without side effects.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from retrylens.schemas.taxonomy import (
     RETRYING_DECISIONS,
@@ -22,6 +23,9 @@ from retrylens.schemas.taxonomy import (
 
 from .backoff import wait_from_policy
 from .state import FailureRecord, TaskState
+
+if TYPE_CHECKING:
+    from .policy import TaskBudget
 
 RuleFn = Callable[[TaskState], "Verdict | None"]
 
@@ -160,11 +164,19 @@ class hand_off_unclassified(Rule):  # noqa: N801
 
 
 class stop_on_budget(Rule):  # noqa: N801
+    """The task's budget; ``budget`` fixes one instead of reading the (reloadable) policy's."""
+
     name = "stop_on_budget"
+
+    def __init__(self, budget: TaskBudget | None = None) -> None:
+        self.budget = budget
+
+    def __repr__(self) -> str:
+        return f"stop_on_budget({self.budget!r})" if self.budget is not None else "stop_on_budget()"
 
     def __call__(self, s: TaskState) -> Verdict | None:
         now = s.env.now() if s.env is not None else s.ledger.started_at
-        reason = s.ledger.exhausted(s.policy.budget, now)
+        reason = s.ledger.exhausted(self.budget or s.policy.budget, now)
         return _stop(s, reason, self.name) if reason else None
 
 
@@ -186,8 +198,14 @@ class stop_on_known_bad_input(Rule):  # noqa: N801
 class stop_at_phase_cap(Rule):  # noqa: N801
     name = "stop_at_phase_cap"
 
+    def __init__(self, caps: Mapping[str, int] | None = None) -> None:
+        self.caps = caps
+
+    def __repr__(self) -> str:
+        return f"stop_at_phase_cap({dict(self.caps)!r})" if self.caps is not None else "stop_at_phase_cap()"
+
     def __call__(self, s: TaskState) -> Verdict | None:
-        cap = s.policy.phase_caps.get(s.phase)
+        cap = (self.caps if self.caps is not None else s.policy.phase_caps).get(s.phase)
         failed = s.failures_in_phase(s.phase)
         if cap is not None and failed >= cap:
             return _stop(s, f"phase {s.phase} failed {failed} times (cap {cap})", self.name)
@@ -199,9 +217,17 @@ class stop_at_class_cap(Rule):  # noqa: N801
 
     name = "stop_at_class_cap"
 
+    def __init__(self, caps: Mapping[ErrorType, int] | None = None) -> None:
+        self.caps = caps  # None: the policy's caps (they follow reloads)
+
+    def __repr__(self) -> str:
+        if self.caps is None:
+            return "stop_at_class_cap()"
+        return f"stop_at_class_cap({ {k.value: v for k, v in self.caps.items()} })"
+
     def __call__(self, s: TaskState) -> Verdict | None:
         error = _err(s)
-        cap = s.policy.cap(error)
+        cap = self.caps.get(error, 0) if self.caps is not None else s.policy.cap(error)
         failed = s.failures_of(error)
         if failed <= cap:
             return None
@@ -305,12 +331,19 @@ class retry_by_class(Rule):  # noqa: N801
 
     name = "retry_by_class"
 
+    def __init__(self, wait: Callable[[Any], float] | None = None) -> None:
+        self.wait = wait  # None: the policy's backoff, e.g. wait_exponential(...) * jitter(0.3)
+
+    def __repr__(self) -> str:
+        return f"retry_by_class(wait={self.wait!r})" if self.wait is not None else "retry_by_class()"
+
     def __call__(self, s: TaskState) -> Verdict | None:
         error = _err(s)
         failure = s.last_failure
         assert failure is not None
         if error in TRANSIENT_ERROR_TYPES:
-            wait = round(wait_from_policy(s.policy.backoff)(_BackoffView(s)))
+            wait_fn = self.wait or wait_from_policy(s.policy.backoff)
+            wait = round(wait_fn(_BackoffView(s)))
             why = f"{error.value} is transient: retry after {wait} ms"
             if error is ErrorType.RATE_LIMIT and failure.retry_after_ms:
                 why = f"rate limited: honouring Retry-After ({failure.retry_after_ms} ms), waiting {wait} ms"

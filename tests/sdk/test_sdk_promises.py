@@ -441,3 +441,38 @@ def test_rollback_runs_when_the_attempt_fails_after_the_tool_returned() -> None:
         SideEffectStatus.ROLLED_BACK,
         SideEffectStatus.COMMITTED,
     ]
+
+
+# -- composable rules with their own parameters --------------------------------------------
+def test_a_user_chain_of_parameterised_rules_decides() -> None:
+    from retrylens.schemas import ErrorType
+    from retrylens.sdk.backoff import wait_exponential
+    from retrylens.sdk.rules import retry_by_class, stop_at_class_cap, stop_on_budget
+
+    rules = (
+        stop_on_budget(TaskBudget(max_attempts=10))
+        | stop_at_class_cap({ErrorType.TIMEOUT: 1})
+        | retry_by_class(wait=wait_exponential(100, cap_ms=100))
+    )
+    assert repr(rules) == (
+        "stop_on_budget(TaskBudget(max_attempts=10, max_tokens=None, max_cost_usd=None, "
+        "deadline_s=None)) | stop_at_class_cap({'timeout': 1}) | "
+        "retry_by_class(wait=wait_exponential(100, cap_ms=100))"
+    )
+    calls = 0
+
+    def slow() -> None:
+        nonlocal calls
+        calls += 1
+        raise TimeoutError("slow")
+
+    with capture_events() as captured:
+        gov = governor(emit=captured.emit, rules=rules)
+        with pytest.raises(GaveUp):
+            gov.call(slow, goal="g", agent="a")
+        decisions = captured.of_kind(EventKind.DECISION)
+    assert calls == 2
+    assert [(d.decision, d.backoff_ms) for d in decisions] == [
+        (Decision.RETRY_BACKOFF, 100),
+        (Decision.GIVE_UP, 0),
+    ]
