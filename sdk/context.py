@@ -223,6 +223,26 @@ class ContextBuilder:
         base.append({"role": "user", "content": user_input})
         return cls(base=base, dropped=dropped)
 
+    def rebuild(self) -> list[Message]:
+        """Drop from the base what pollutes it: messages carrying error text and copies of an
+        earlier message (the system prompt and the current input always stay). Returns what
+        was dropped (also added to :attr:`dropped`); the governor calls it when a context's
+        :func:`pollution_score` reaches ``rules.pollution_rebuild_threshold``."""
+        kept: list[Message] = []
+        removed: list[Message] = []
+        seen: set[str] = set()
+        last = len(self.base) - 1
+        for i, message in enumerate(self.base):
+            essential = i == last or (i == 0 and message.get("role") == "system")
+            if not essential and (_carries_error(message) or digest(message) in seen):
+                removed.append(message)
+                continue
+            seen.add(digest(message))
+            kept.append(message)
+        self.base = kept
+        self.dropped.extend(removed)
+        return removed
+
     def add_fact(self, fact: str) -> None:
         """A verified result of a completed sub-step, carried into later attempts."""
         if fact not in self.facts:

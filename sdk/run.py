@@ -32,7 +32,7 @@ from retrylens.schemas.taxonomy import (
 )
 
 from .chain import is_async_cancellation
-from .context import snapshot
+from .context import pollution_score, snapshot
 from .handoff import HandoffPackage
 from .rules import Verdict, apply_verdict, record_failure, stop_verdict
 from .sanitizer import Failure, classify
@@ -111,6 +111,8 @@ class TaskRun:
         s.attempt += 1
         s.ledger.charge(attempts=1)
         messages = s.next_messages()
+        if pollution_score(messages) >= s.policy.rules.pollution_rebuild_threshold and s.context.rebuild():
+            messages = s.next_messages()  # a polluted context (errors, copies) is rebuilt clean
         s.record_given(messages)
         attempt = Attempt(
             number=s.attempt,
