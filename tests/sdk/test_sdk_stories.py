@@ -339,6 +339,29 @@ def test_secrets_never_reach_handoff_packages_or_their_events() -> None:
             assert secret.encode() not in text, f"{name} secret in the hand-off package"
 
 
+def test_secrets_never_reach_events_from_the_tenacity_adapter() -> None:
+    import tenacity
+
+    from retrylens.sdk import TenacityHooks
+
+    with capture_events() as captured:
+        hooks = TenacityHooks(governor(emit=captured.emit), goal=SECRET_GOAL, agent="billing")
+        calls: list[int] = []
+
+        @tenacity.retry(
+            **hooks.kwargs(stop=tenacity.stop_after_attempt(3), wait=tenacity.wait_none())
+        )
+        def sync() -> str:
+            calls.append(1)
+            if len(calls) < 2:
+                raise ConnectionResetError(SECRET_ERROR)
+            return "synced"
+
+        assert sync() == "synced"
+        blob = _flushed_bytes(captured)
+    _assert_no_secret(blob)
+
+
 def test_secrets_and_customer_names_never_reach_events_from_the_simulated_fleet() -> None:
     from retrylens.simulation.fleet import run_fleet
     from retrylens.simulation.scenario import load_scenario
