@@ -100,6 +100,9 @@ def run_fleet(
     start: datetime | None = None,
     validate_events: bool = True,
     compact: bool = False,
+    task_range: range | None = None,
+    preflight: Callable[[str], Any] | None = None,
+    on_task: Callable[[Tally], object] | None = None,
 ) -> FleetResult:
     """Run ``tasks`` seeded tasks of ``scenario`` under ``driver``; events go to ``emit``.
 
@@ -107,6 +110,11 @@ def run_fleet(
     from seeded generators, no real sleeps. ``start`` defaults to now minus the span, so
     the events end about now. ``compact``: the governor records clean first-try successes
     in the compact form (one event).
+
+    ``task_range`` runs only those tasks of the seeded list (the rest of the fleet keeps its
+    timeline, so a later range happens later); ``preflight(project)`` gives each project's
+    governor a pre-flight client (the demo's API-path risk checks); ``on_task`` sees each
+    task's tally as it ends (progress bars).
     """
     if driver not in ("governor", "naive"):
         raise ValueError(f"driver must be 'governor' or 'naive', not {driver!r}")
@@ -122,7 +130,9 @@ def run_fleet(
 
     clock = VirtualClock()
     world = World(scenario)
-    id_rng = random.Random(f"{seed}:ids:{driver}")
+    # A later range draws its ids from a stream of its own, so they never repeat the first part's.
+    part = f":from{task_range.start}" if task_range is not None and task_range.start else ""
+    id_rng = random.Random(f"{seed}:ids:{driver}{part}")
     policy = fleet_policy(scenario)
     handoffs: list[object] = []
     if driver == "naive":
@@ -132,10 +142,14 @@ def run_fleet(
         policy = NaiveDriver.POLICY
     else:
         runner = _GovernedFleet(world, policy, clock, start, id_rng, count_and_emit, handoffs.append,
-                                validate_events, compact)
+                                validate_events, compact, preflight)
     tallies: list[Tally] = []
-    for task in generate_tasks(scenario, tasks, seed):
-        tallies.append(runner.run(task, random.Random(f"{seed}:faults:{task.index}")))
+    fleet = generate_tasks(scenario, tasks, seed)
+    for task in fleet if task_range is None else [fleet[i] for i in task_range]:
+        tally = runner.run(task, random.Random(f"{seed}:faults:{task.index}"))
+        tallies.append(tally)
+        if on_task is not None:
+            on_task(tally)
     return FleetResult(
         driver=driver, scenario=scenario.name, seed=seed, tasks=len(tallies),
         succeeded=sum(t.outcome is TaskOutcome.SUCCEEDED for t in tallies),
@@ -156,9 +170,10 @@ class _GovernedFleet:
 
     def __init__(self, world: World, policy: RetryPolicy, clock: VirtualClock, start: datetime, rng: random.Random,
                  emit: Callable[[RetryEvent], object], on_handoff: Callable[[object], object],
-                 validate_events: bool, compact: bool) -> None:
+                 validate_events: bool, compact: bool, preflight: Callable[[str], Any] | None = None) -> None:
         self.world, self.policy, self.clock, self.start, self.rng = world, policy, clock, start, rng
         self.compact = compact
+        self.preflight = preflight
         self.emit, self.channel, self.validate = emit, CallbackChannel(on_handoff), validate_events
         self.key_store = MemoryKeyStore()
         self.drivers: dict[str, GovernedDriver] = {}
@@ -172,6 +187,7 @@ class _GovernedFleet:
                 wall=lambda: self.start + timedelta(seconds=self.clock()), sleep=self.clock.advance,
                 asleep=self.clock.aadvance, rng=self.rng, key_store=self.key_store, handoff=self.channel,
                 history=FailureHistory(), validate_events=self.validate,
+                preflight=self.preflight(project) if self.preflight is not None else None,
             )
             driver = self.drivers[project] = GovernedDriver(self.world, governor, self.clock, compact=self.compact)
         return driver.run(task, rng)

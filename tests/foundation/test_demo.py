@@ -22,17 +22,31 @@ def _demo(env: dict[str, str], *args: str) -> dict:
     return json.loads(result.stdout)
 
 
+START = "2026-11-30T06:00:00+00:00"  # a fixed timeline: the model reads the hour of day
+EXACT = ("calls", "failures", "retries", "retry_successes", "degrades", "handoffs", "tasks", "retry_rate",
+         "retry_success_rate", "handoff_rate", "degradation_rate")
+
+
 @pytest.mark.clickhouse
-def test_embedded_demo_stores_every_emitted_event_and_reports_metrics(tmp_path: Path) -> None:
+def test_embedded_demo_runs_the_whole_loop_and_its_numbers_are_the_truth(tmp_path: Path) -> None:
     env = {**os.environ, "RETRYLENS_DATA_DIR": str(tmp_path), "KAFKA_BOOTSTRAP_SERVERS": ""}
-    report = _demo(env, "--tasks", "150", "--seed", "3")
+    report = _demo(env, "--tasks", "150", "--seed", "3", "--start", START)
     assert report["mode"] == "embedded"
     assert report["events_emitted"] > 150
     assert report["events_stored"] == report["events_emitted"]
-    assert report["metrics"]["calls"] > 0
-    assert 0 <= report["metrics"]["retry_rate"] <= 1
-    again = _demo(env, "--tasks", "150", "--seed", "3")
-    assert again["fleet"] == report["fleet"]  # same seed, same fleet run
+    assert {name: report["metrics"][name] for name in EXACT} == {name: report["truth"][name] for name in EXACT}
+    # the loop: a model trained on the first half, the second half pre-checked through the API
+    assert report["model"]["version"] == "v0001"
+    assert report["prechecks"]["checked"] == 75
+    assert set(report["prechecks"]["changed"]["success_rate"]) == {"with_prechecks", "without_prechecks"}
+    assert Path(report["policy_report"]["html"]).is_file()
+    assert report["dashboard"] == f"RETRYLENS_DATA_DIR={tmp_path} retrylens up"
+    # Same seed on a fresh store, same run (on the same store the second run would learn from
+    # the first one's history, and its pre-checks would rightly advise otherwise).
+    again = _demo({**env, "RETRYLENS_DATA_DIR": str(tmp_path / "again")}, "--tasks", "150", "--seed", "3",
+                  "--start", START)
+    assert again["fleet"] == report["fleet"]
+    assert again["prechecks"] == report["prechecks"]
 
 
 @pytest.mark.kafka
@@ -45,6 +59,7 @@ def test_demo_through_kafka_stores_every_emitted_event(kafka_settings: Settings)
 
 def test_demo_rejects_bad_arguments(tmp_path: Path) -> None:
     env = {**os.environ, "RETRYLENS_DATA_DIR": str(tmp_path)}
-    for args in (["--tasks", "0"], ["--driver", "yolo"], ["--scenario", str(tmp_path / "nope.yaml")]):
+    for args in (["--tasks", "0"], ["--driver", "yolo"], ["--scenario", str(tmp_path / "nope.yaml")],
+                 ["--learn-share", "1.5"], ["--learn-share", "half"], ["--start", "yesterday"]):
         result = subprocess.run([sys.executable, "-m", "retrylens", "demo", *args], env=env, capture_output=True, text=True, timeout=60)
         assert result.returncode == 2, (args, result.stderr)
