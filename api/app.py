@@ -29,6 +29,7 @@ from retrylens.store import EventStore, open_store
 
 from . import events, otlp, policies, precheck, reads
 from .auth import KeyRing, local_token
+from .contract import answer_405_with_every_method, declare_errors
 from .middleware import BodySizeLimit, RequestMetrics
 from .shadow import ShadowReportProvider
 
@@ -74,6 +75,7 @@ def create_app(
     app.add_middleware(RequestMetrics)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(Exception, _unexpected_error)
+    answer_405_with_every_method(app)
 
     @app.get("/healthz", tags=["ops"], summary="Liveness (no auth)")
     async def healthz() -> dict[str, Any]:
@@ -86,6 +88,7 @@ def create_app(
     async def prometheus_metrics() -> Response:
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
+    declare_errors(precheck.router, events.router, otlp.router, policies.router, reads.router)
     app.include_router(precheck.router)
     app.include_router(events.router)
     app.include_router(otlp.router)
