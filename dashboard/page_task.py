@@ -125,6 +125,10 @@ def _attempt(a: Attempt) -> None:
         cols[1].metric("Backoff", ms(a.backoff_ms) if a.backoff_ms else "—")
         cols[2].metric("Context", f"{a.message_count} msgs · {a.token_count:,} tok")
         cols[3].metric("Pollution score", f"{a.pollution_score:.2f}")
+        loops = st.columns(3)
+        loops[0].metric("Trailing errors", a.trailing_errors)
+        loops[1].metric("Error share, last msgs", f"{a.recent_error_share:.0%}")
+        loops[2].metric("Repeated tool calls", a.repeated_tool_calls)
         if a.error_message:
             st.markdown(f"**Error** `{a.error_type}` {a.error_code}: {a.error_message}")
         if a.decision:

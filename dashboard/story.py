@@ -7,7 +7,12 @@ endpoint), so the task view's warnings can be tested without Streamlit:
   attempt's context, or repeated from the previous attempt's context), or the same user
   message twice in a row — the agent fed its input back to itself;
 - a **carried error**: the text of an earlier attempt's error inside a later attempt's
-  last messages — the failure leaked into the retry.
+  last messages — the failure leaked into the retry;
+- a **tool loop**: tool calls identical to the call just before them within the attempt
+  (``repeated_tool_calls``, recorded by the SDK's ``Attempt.tool_call``);
+- **trailing errors**: the context ends with error messages back to back (at least
+  :data:`TRAILING_ERRORS_WARNING`); ``recent_error_share`` is the error share of its last
+  N messages.
 
 The error text is matched on its first :data:`CARRY_PREFIX` characters, as the
 pollution signal in :mod:`retrylens.analytics.pollution` does.
@@ -21,6 +26,8 @@ from datetime import datetime
 from typing import Any
 
 CARRY_PREFIX = 40
+#: Trailing error messages from which the task view warns (one error can be the answer itself).
+TRAILING_ERRORS_WARNING = 2
 _MIN_ERROR_CHARS = 8
 #: Task-level kinds: they carry the task's correlation id, not an attempt's.
 _TASK_KINDS = {"task_started", "task_finished", "handoff"}
@@ -50,6 +57,9 @@ class Attempt:
     message_count: int = 0
     token_count: int = 0
     pollution_score: float = 0.0
+    trailing_errors: int = 0
+    recent_error_share: float = 0.0
+    repeated_tool_calls: int = 0
     digests: list[str] = field(default_factory=list)
     last_messages: list[dict[str, str]] = field(default_factory=list)
     side_effects: list[dict[str, Any]] = field(default_factory=list)
@@ -72,6 +82,10 @@ class Attempt:
         if self.echoed_digests or self.echoed_messages:
             out.append("echoed duplicate message")
         out += [f"carries the error of attempt {n}" for n in self.carried_from]
+        if self.repeated_tool_calls:
+            out.append(f"tool loop: {self.repeated_tool_calls} call(s) identical to the one before")
+        if self.trailing_errors >= TRAILING_ERRORS_WARNING:
+            out.append(f"context ends with {self.trailing_errors} error messages")
         return out
 
 
@@ -137,6 +151,10 @@ def _absorb(attempt: Attempt, row: dict[str, Any]) -> None:
         attempt.digests = list(snapshot.get("message_digests") or [])
         attempt.last_messages = [m for m in snapshot.get("last_messages") or [] if isinstance(m, dict)]
     attempt.pollution_score = max(attempt.pollution_score, float(row.get("pollution_score") or 0.0))
+    signals = snapshot if isinstance(snapshot, dict) else {}
+    for name, kind in (("trailing_errors", int), ("recent_error_share", float), ("repeated_tool_calls", int)):
+        value = kind(row.get(name) or signals.get(name) or 0)  # a column, or the API's decoded snapshot
+        setattr(attempt, name, max(getattr(attempt, name), value))
     effects = _json(row.get("side_effects"))
     if isinstance(effects, list):
         for effect in effects:
@@ -202,6 +220,8 @@ def attempt_rows(story: TaskStory) -> list[dict[str, Any]]:
             "error_type": a.error_type, "error": a.error_message[:120], "decision": a.decision,
             "reason": a.decision_reason, "backoff_ms": a.backoff_ms, "context_msgs": a.message_count,
             "context_tokens": a.token_count, "pollution": round(a.pollution_score, 3),
+            "trailing_errors": a.trailing_errors, "recent_error_share": round(a.recent_error_share, 3),
+            "repeated_tool_calls": a.repeated_tool_calls,
             "side_effects": len(a.side_effects), "cost_usd": round(a.cost_usd, 6),
             "warnings": "; ".join(a.warnings),
         }

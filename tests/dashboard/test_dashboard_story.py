@@ -75,3 +75,37 @@ def test_decoded_api_rows_read_like_stored_rows():
     snapshot = {"message_digests": ["a", "a"], "last_messages": [], "message_count": 2, "token_count": 9}
     story = build_story("acme", "t1", [_event(1, 1, "attempt_failed", context_snapshot=snapshot, side_effects=[])])
     assert story.attempts[0].echoed_digests == [1]
+
+
+def test_the_task_view_shows_loop_and_pollution_signals_from_the_store(store):
+    """A governed attempt that loops on one tool and ends its context with two errors."""
+    import random
+
+    from retrylens.ingest.processor import SourceRef, process
+    from retrylens.sdk import Governor, parse_policy
+    from retrylens.testing import capture_events
+
+    policy = parse_policy({"backoff": {"jitter": 0.0, "base_ms": 1, "cap_ms": 2}})
+    error = {"role": "tool", "content": "Error: status 503 from search", "error": True}
+    with capture_events() as captured:
+        g = Governor(policy, project="story-loops", emit=captured.emit, rng=random.Random(1))
+
+        def work(attempt):
+            if attempt.number == 1:
+                for _ in range(4):
+                    attempt.tool_call("search", {"q": "oslo"})
+                attempt.messages.extend([error, error])
+                raise TimeoutError("search timed out")
+            return "ok"
+
+        g.call(work, goal="find a hotel", task_id="t-loop")
+        captured.events  # noqa: B018 - flush
+        store.insert_rows([process(v, SourceRef("t", 0, i)).row for i, (_, v) in enumerate(captured.sink.records)])
+    story = build_story("story-loops", "t-loop", store.task_events("story-loops", "t-loop"))
+    first = story.attempts[0]
+    assert (first.trailing_errors, first.repeated_tool_calls) == (2, 3)
+    assert first.recent_error_share > 0
+    assert "tool loop: 3 call(s) identical to the one before" in first.warnings
+    assert "context ends with 2 error messages" in first.warnings
+    row = attempt_rows(story)[0]
+    assert (row["trailing_errors"], row["repeated_tool_calls"]) == (2, 3)
