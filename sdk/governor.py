@@ -376,20 +376,16 @@ class Governor:
         kwargs: dict[str, Any],
         wants_attempt: bool,
     ) -> T:
-        while True:
-            attempt = run.begin()
-            token = _current_run.set(run)
-            try:
-                result = fn(*args, **({**kwargs, "attempt": attempt} if wants_attempt else kwargs))
-            except TaskStopped:
-                raise  # a step inside already decided to stop
-            except Exception as exc:  # noqa: BLE001 - every failure is classified
-                run.wait(run.fail(run.last_attempt or attempt, exc))
-                continue
-            finally:
-                _current_run.reset(token)
-            run.succeed(run.last_attempt or attempt, result)
-            return result
+        for scope in run.attempts():  # the one state machine: TaskRun decides
+            with scope:
+                token = _current_run.set(run)
+                try:
+                    scope.result = fn(
+                        *args, **({**kwargs, "attempt": scope.attempt} if wants_attempt else kwargs)
+                    )
+                finally:
+                    _current_run.reset(token)
+        return scope.result  # type: ignore[no-any-return]
 
     async def acall(
         self,

@@ -17,7 +17,7 @@ from __future__ import annotations
 import inspect
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -165,6 +165,23 @@ class TaskRun:
         if verdict is not None:
             self.record_decision(self.last_attempt, verdict)
             self._stop(verdict, None)
+
+    def attempts(self) -> Iterator[AttemptScope]:
+        """The task's attempts as a loop (tenacity's ``AttemptManager``)::
+
+            with governor.start(goal, agent="support") as run:
+                for attempt in run.attempts():
+                    with attempt:
+                        attempt.result = work(attempt.messages)
+
+        A failure inside ``with attempt`` is recorded and decided (the loop waits the
+        backoff and goes on, or :class:`TaskStopped` ends it); a clean exit succeeds.
+        """
+        while True:
+            scope = AttemptScope(self, self.begin())
+            yield scope
+            if scope.done:
+                return
 
     def succeed(
         self,
@@ -788,6 +805,35 @@ class TaskRun:
         held, self._held = self._held, None
         for event in held or ():
             self.g.emit(event)
+
+
+class AttemptScope:
+    """One attempt of :meth:`TaskRun.attempts`: a context manager that records its ending."""
+
+    __slots__ = ("run", "attempt", "result", "done")
+
+    def __init__(self, run: TaskRun, attempt: Attempt) -> None:
+        self.run, self.attempt, self.result, self.done = run, attempt, None, False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.attempt, name)  # messages, number, scope, report(), ...
+
+    def __enter__(self) -> AttemptScope:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> bool:
+        run = self.run
+        attempt = run.last_attempt or self.attempt  # steps may have moved on in place
+        if exc is None:
+            run.succeed(attempt, self.result)
+            self.done = True
+            return False
+        if isinstance(exc, TaskStopped) or not isinstance(exc, Exception):
+            return False
+        run.wait(run.fail(attempt, exc))  # raises TaskStopped when the task stops
+        return True
 
 
 _RAISE = object()  # "re-raise the tool's exception"

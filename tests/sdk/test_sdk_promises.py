@@ -476,3 +476,28 @@ def test_a_user_chain_of_parameterised_rules_decides() -> None:
         (Decision.RETRY_BACKOFF, 100),
         (Decision.GIVE_UP, 0),
     ]
+
+
+# -- one state machine: the attempts loop --------------------------------------------------
+def test_attempts_loop_records_failures_and_the_success() -> None:
+    answers = iter([TimeoutError("slow"), "fine"])
+    with capture_events() as captured:
+        gov = governor(emit=captured.emit)
+        with gov.start("g", agent="a") as run:
+            for attempt in run.attempts():
+                with attempt:
+                    answer = next(answers)
+                    if isinstance(answer, Exception):
+                        raise answer
+                    attempt.result = answer
+        kinds = captured.kinds()
+    assert attempt.result == "fine" and attempt.number == 2
+    assert kinds == [
+        "task_started",
+        "attempt_started",
+        "attempt_failed",
+        "decision",
+        "attempt_started",
+        "attempt_succeeded",
+        "task_finished",
+    ]
