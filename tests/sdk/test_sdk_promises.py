@@ -501,3 +501,38 @@ def test_attempts_loop_records_failures_and_the_success() -> None:
         "attempt_succeeded",
         "task_finished",
     ]
+
+
+def test_file_channel_given_a_folder_writes_a_file_inside_it(tmp_path) -> None:  # noqa: ANN001
+    import json
+
+    from retrylens.sdk.handoff import FileChannel
+
+    folder = f"{tmp_path}/handoffs/"
+    gov = governor(handoff=FileChannel(folder))
+    with pytest.raises(HandedOff):
+        gov.call(lambda: (_ for _ in ()).throw(RuntimeError("odd")), goal="g", agent="a")
+    (written,) = (tmp_path / "handoffs").iterdir()
+    assert written.name == "handoffs.jsonl"
+    assert json.loads(written.read_text())["error"]["code"] == "RuntimeError"
+
+
+def test_acall_runs_the_preflight_check_off_the_event_loop() -> None:
+    import threading
+
+    threads: list[int] = []
+
+    class Advice:
+        def adapt(self, run):  # noqa: ANN001, ANN202
+            threads.append(threading.get_ident())
+
+    gov = governor(preflight=Advice())
+
+    async def work() -> str:
+        return "ok"
+
+    async def main() -> tuple[str, int]:
+        return await gov.acall(work, goal="g", agent="a"), threading.get_ident()
+
+    answer, loop_thread = asyncio.run(main())
+    assert answer == "ok" and threads and threads[0] != loop_thread
