@@ -4,7 +4,9 @@ Messages are normalised in ClickHouse (timestamps, URLs, e-mails, UUIDs, quoted 
 paths, hex ids and numbers become placeholders; see migration 0002), and a group id is
 the hash of (error type, normalised message). Rate-limit and quota failures are flagged
 as noise so that the bug list is not buried under throttling. Everything reads the
-``failure_groups_daily`` rollup.
+``failure_groups_daily`` rollup, except each group's class (transient or permanent, caused
+by a dependency or by the input; :mod:`.failure_classes`), which also reads how many
+dependencies the group's inputs failed on from the events.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from typing import Any
 from retrylens.store import EventStore
 from retrylens.store.migrations.m0002_rollups import normalised_message_sql
 from retrylens.store.sql import query_rows, query_scalar
+
+from .failure_classes import Cause, Persistence, cause_of, persistence_of
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,19 @@ class FailureGroup:
     recent_failures: int = 0
     previous_failures: int = 0
     daily: list[tuple[date, int]] = field(default_factory=list)
+    #: Most distinct dependencies one of the group's inputs failed on (with this failure).
+    dependencies_per_input: int = 0
+
+    @property
+    def persistence(self) -> Persistence:
+        """``transient`` (a retry can fix it) or ``permanent``, from the error type."""
+        return persistence_of([self.error_type])
+
+    @property
+    def cause(self) -> Cause:
+        """``dependency`` or ``input``: the history (one input failing on several
+        dependencies → input), else the error type."""
+        return cause_of([self.error_type], dependencies_per_input=self.dependencies_per_input)
 
     @property
     def trend(self) -> str:
@@ -99,6 +116,7 @@ def failure_groups(
     ids = [int(row["group_id"]) for row in rows]
     daily = _daily(store, project, ids, params["since"])
     examples = _example_tasks(store, project, ids, params["since"])
+    spread = _dependencies_per_input(store, project, ids, params["since"])
     groups = []
     for row in rows:
         groups.append(
@@ -117,6 +135,7 @@ def failure_groups(
                 recent_failures=int(row["recent_n"]),
                 previous_failures=int(row["previous_n"]),
                 daily=daily.get(int(row["group_id"]), []),
+                dependencies_per_input=spread.get(int(row["group_id"]), 0),
             )
         )
     return groups
@@ -143,6 +162,24 @@ def _example_tasks(store: EventStore, project: str, group_ids: list[int], since:
     for row in query_rows(store.client, sql, {"project": project, "ids": group_ids, "since": since}):
         out.setdefault(int(row["group_id"]), []).append(row["task_id"])
     return out
+
+
+def _dependencies_per_input(store: EventStore, project: str, group_ids: list[int], since: date) -> dict[int, int]:
+    """Per group: the most distinct dependencies that one input fingerprint failed on."""
+    if not group_ids:
+        return {}
+    sql = store.sql(
+        "SELECT group_id, max(deps) AS spread FROM ("
+        f" SELECT cityHash64(toString(error_type), {normalised_message_sql()}) AS group_id,"
+        "  input_fingerprint, uniqExactIf(dependency, dependency != '') AS deps"
+        " FROM [[db]].events"
+        " WHERE project = {project:String} AND kind = 'attempt_failed' AND toDate(ts) >= {since:Date}"
+        "  AND input_fingerprint != ''"
+        " GROUP BY group_id, input_fingerprint HAVING group_id IN {ids:Array(UInt64)})"
+        " GROUP BY group_id"
+    )
+    rows = query_rows(store.client, sql, {"project": project, "ids": group_ids, "since": since})
+    return {int(row["group_id"]): int(row["spread"]) for row in rows}
 
 
 def _daily(store: EventStore, project: str, group_ids: list[int], since: date) -> dict[int, list[tuple[date, int]]]:

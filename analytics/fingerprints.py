@@ -8,12 +8,14 @@ Only events that carry ``input_fingerprint`` are counted.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date, datetime
 from typing import Any
 
 from retrylens.store import EventStore
 from retrylens.store.sql import query_rows
+
+from .failure_classes import Cause, Persistence, cause_of, persistence_of
 
 #: The governor's rule: an input that failed this many attempts is not retried again.
 KNOWN_BAD_FAILURES = 3
@@ -33,6 +35,19 @@ class FingerprintStats:
     last_seen: datetime | None = None
     #: Error types of its failed attempts, most recently seen first.
     recent_error_types: list[str] = field(default_factory=list)
+    #: Distinct dependencies its failed attempts called (several: the input is at fault).
+    failed_dependencies: int = 0
+
+    @property
+    def persistence(self) -> Persistence:
+        """``transient`` when every failure class it hit is transient, else ``permanent``."""
+        return persistence_of(self.recent_error_types)
+
+    @property
+    def cause(self) -> Cause:
+        """``input`` when it failed on several dependencies or with an input-class error,
+        ``dependency`` when only dependency-class errors hit it (:mod:`.failure_classes`)."""
+        return cause_of(self.recent_error_types, dependencies_per_input=self.failed_dependencies)
 
     @property
     def failure_rate(self) -> float | None:
@@ -56,6 +71,23 @@ _SELECT = (
 )
 
 
+def _failed_dependencies(store: EventStore, project: str, fingerprints: list[str]) -> dict[str, int]:
+    if not fingerprints:
+        return {}
+    sql = store.sql(
+        "SELECT input_fingerprint, uniqExactIf(dependency, dependency != '') AS deps FROM [[db]].events"
+        " WHERE project = {project:String} AND input_fingerprint IN {fps:Array(String)}"
+        " AND kind = 'attempt_failed' GROUP BY input_fingerprint"
+    )
+    rows = query_rows(store.client, sql, {"project": project, "fps": fingerprints})
+    return {row["input_fingerprint"]: int(row["deps"]) for row in rows}
+
+
+def _with_dependencies(store: EventStore, project: str, stats: list[FingerprintStats]) -> list[FingerprintStats]:
+    spread = _failed_dependencies(store, project, [s.fingerprint for s in stats if s.failures])
+    return [replace(s, failed_dependencies=spread.get(s.fingerprint, 0)) for s in stats]
+
+
 def _stats(row: dict[str, Any]) -> FingerprintStats:
     names, seen = row["errors"]
     recent = [name for name, _ in sorted(zip(names, seen, strict=True), key=lambda p: p[1], reverse=True)]
@@ -73,21 +105,26 @@ def _stats(row: dict[str, Any]) -> FingerprintStats:
 
 
 def fingerprint_stats(
-    store: EventStore, project: str, fingerprint: str, *, since: date | None = None
+    store: EventStore, project: str, fingerprint: str, *, since: date | None = None, classify: bool = True
 ) -> FingerprintStats:
-    """History of one fingerprint in ``project`` (optionally only days from ``since``)."""
+    """History of one fingerprint in ``project`` (optionally only days from ``since``);
+    ``classify=False`` skips the read of its failed dependencies (the rollup alone)."""
     params: dict[str, Any] = {"project": project, "fp": fingerprint, "since": since or date(1970, 1, 1)}
     sql = store.sql(
         _SELECT + " WHERE project = {project:String} AND input_fingerprint = {fp:String}"
         " AND day >= {since:Date} GROUP BY project, input_fingerprint"
     )
     rows = query_rows(store.client, sql, params)
-    return _stats(rows[0]) if rows else FingerprintStats(project=project, fingerprint=fingerprint)
+    if not rows:
+        return FingerprintStats(project=project, fingerprint=fingerprint)
+    if not classify:
+        return _stats(rows[0])
+    return _with_dependencies(store, project, [_stats(rows[0])])[0]
 
 
 def fingerprint_failures(store: EventStore, project: str, fingerprint: str) -> int:
     """Failed attempts of this input so far: the number the "failed ≥ 3 times" rule reads."""
-    return fingerprint_stats(store, project, fingerprint).failures
+    return fingerprint_stats(store, project, fingerprint, classify=False).failures
 
 
 def top_failing_fingerprints(
@@ -105,4 +142,4 @@ def top_failing_fingerprints(
         " GROUP BY project, input_fingerprint HAVING n_failures >= {min:UInt64}"
         " ORDER BY n_failures DESC, input_fingerprint LIMIT {limit:UInt32}"
     )
-    return [_stats(row) for row in query_rows(store.client, sql, params)]
+    return _with_dependencies(store, project, [_stats(row) for row in query_rows(store.client, sql, params)])

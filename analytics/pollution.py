@@ -28,6 +28,7 @@ from typing import Any
 from retrylens.store import EventStore
 from retrylens.store.sql import query_rows
 
+from .failure_classes import RETRIES_EXHAUSTED
 from .filters import Slice
 
 WEIGHTS = {"duplicate": 0.25, "carried": 0.35, "repeated": 0.2, "growth": 0.2}
@@ -180,29 +181,36 @@ def pollution_report(store: EventStore, where: Slice = Slice()) -> PollutionRepo
 
 #: Alertable measures of the loop and pollution signals over a window, per attempt outcome
 #: event (each attempt's snapshot counts once): name → (SQL aggregate, meaning).
+_ATTEMPT_ENDS = "kind IN ('attempt_failed', 'attempt_succeeded')"
 SIGNAL_MEASURES: dict[str, tuple[str, str]] = {
-    "max_trailing_errors": ("max(trailing_errors)", "most error messages back to back at a context's end"),
-    "max_recent_error_share": ("max(recent_error_share)", "highest error share of a context's last N messages"),
-    "repeated_tool_calls": ("sum(repeated_tool_calls)", "tool calls identical to the call just before"),
-    "looping_attempts": ("countIf(repeated_tool_calls > 0)", "attempts with a repeated tool call"),
+    "max_trailing_errors": (f"maxIf(trailing_errors, {_ATTEMPT_ENDS})", "most error messages back to back at a context's end"),
+    "max_recent_error_share": (
+        f"maxIf(recent_error_share, {_ATTEMPT_ENDS})", "highest error share of a context's last N messages",
+    ),
+    "repeated_tool_calls": (f"sumIf(repeated_tool_calls, {_ATTEMPT_ENDS})", "tool calls identical to the call just before"),
+    "looping_attempts": (f"countIf({_ATTEMPT_ENDS} AND repeated_tool_calls > 0)", "attempts with a repeated tool call"),
     "looping_attempt_rate": (
-        "countIf(repeated_tool_calls > 0) / greatest(count(), 1)", "looping attempts / attempts",
+        f"countIf({_ATTEMPT_ENDS} AND repeated_tool_calls > 0) / greatest(countIf({_ATTEMPT_ENDS}), 1)",
+        "looping attempts / attempts",
+    ),
+    "retries_exhausted": (
+        f"uniqExactIf(cityHash64(project, task_id), {RETRIES_EXHAUSTED})",
+        "tasks stopped because a retry cap or their budget ran out",
     ),
 }
-_ATTEMPT_ENDS = "kind IN ('attempt_failed', 'attempt_succeeded')"
 
 
 def signal_measures(
     store: EventStore, where: Slice = Slice(), *, per: str = ""
 ) -> dict[str, dict[str, float]]:
-    """Slice value (``""`` overall, else the ``per`` dimension's value) → ``calls`` and every
-    :data:`SIGNAL_MEASURES` value, from the attempts that ended in the slice (exact, ``FINAL``)."""
+    """Slice value (``""`` overall, else the ``per`` dimension's value) → ``calls`` (attempts
+    that ended) and every :data:`SIGNAL_MEASURES` value, from the slice's events (exact, ``FINAL``)."""
     clause, params = where.where()
     group = per or "''"
     aggregates = ", ".join(f"{sql} AS m_{name}" for name, (sql, _m) in SIGNAL_MEASURES.items())
     sql = store.sql(
-        f"SELECT toString({group}) AS slice_value, count() AS calls, {aggregates}"
-        f" FROM [[db]].events FINAL WHERE {_ATTEMPT_ENDS} AND ({clause}) GROUP BY slice_value"
+        f"SELECT toString({group}) AS slice_value, countIf({_ATTEMPT_ENDS}) AS calls, {aggregates}"
+        f" FROM [[db]].events FINAL WHERE ({clause}) GROUP BY slice_value"
     )
     return {
         str(row["slice_value"]): {"calls": float(row["calls"])}

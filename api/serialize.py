@@ -30,7 +30,7 @@ def plain(value: Any) -> Any:
         return None if math.isnan(value) or math.isinf(value) else value
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         data = {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-        for name in ("trend", "failure_rate", "task_failure_rate", "looping"):
+        for name in ("trend", "failure_rate", "task_failure_rate", "looping", "persistence", "cause"):
             if hasattr(type(value), name) and isinstance(getattr(type(value), name), property):
                 data[name] = plain(getattr(value, name))
         return data
