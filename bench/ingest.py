@@ -12,6 +12,8 @@ process (the agent fleet; its rate is reported as ``produce_eps``):
   ClickHouse, commit — from the first poll until the last offset is committed, with
   ``--workers`` ingest workers (default 1: validation and encoding on a second process,
   Kafka and ClickHouse on the consumer's); ``e2e_inline_eps`` is the same with none.
+  ``e2e_inline_sync_insert_eps`` is inline with the insert on the consumer's own thread
+  (the chain before the insert step got its helper thread), for a side-by-side baseline.
 * ``consume_only_eps``: the same Kafka client settings, but the consumer only counts
   messages — the ceiling the pipeline can reach.
 * ``naive_eps``: validate and insert one event at a time (what a first version does).
@@ -191,15 +193,19 @@ def stage_cpu_us(settings: Settings, kind: str, n: int = 10_000) -> dict[str, fl
     }
 
 
-def end_to_end(settings: Settings, n: int, workers: int) -> float:
-    """Poll, validate, batch, insert into ClickHouse and commit every message."""
+def end_to_end(settings: Settings, n: int, workers: int, *, threaded_insert: bool = True) -> tuple[float, float]:
+    """Poll, validate, batch, insert into ClickHouse and commit every message.
+
+    Returns the rate and this process's CPU µs per event (all its threads, chDB's
+    included; not the workers'): on a shared machine the CPU figure is the steadier one.
+    """
     settings = settings.model_copy(update={"ingest_workers": workers})
     store = open_store(settings)
-    started = time.perf_counter()
-    IngestConsumer(settings, store).run(max_messages=n)
-    elapsed = time.perf_counter() - started
+    started, cpu_started = time.perf_counter(), time.process_time()
+    IngestConsumer(settings, store, threaded_insert=threaded_insert).run(max_messages=n)
+    elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu_started
     assert store.count_distinct_events() == n, "benchmark lost or duplicated events"
-    return n / elapsed
+    return n / elapsed, cpu / n * 1e6
 
 
 def naive(settings: Settings, n: int, kind: str) -> float:
@@ -241,16 +247,22 @@ def main() -> None:
     consume_topic, produce_eps = _prefilled_topic(settings, args.events, "co", args.payload)
     e2e_topic, _ = _prefilled_topic(settings, args.events, "e2e", args.payload)
     inline_topic, _ = _prefilled_topic(settings, args.events, "inl", args.payload)
+    sync_topic, _ = _prefilled_topic(settings, args.events, "syn", args.payload)
     consume_rate, fetch_cpu_us = consume_only(consume_topic, args.events)
+    e2e = end_to_end(e2e_topic, args.events, workers=args.workers)
+    inline = end_to_end(inline_topic.model_copy(update={"clickhouse_database": "bench_inline"}), args.events, 0)
+    sync = end_to_end(
+        sync_topic.model_copy(update={"clickhouse_database": "bench_sync"}), args.events, 0, threaded_insert=False
+    )
     results = {
         "events": args.events,
         "payload": args.payload,
         "produce_eps": round(produce_eps),
         "consume_only_eps": round(consume_rate),
-        "e2e_eps": round(end_to_end(e2e_topic, args.events, workers=args.workers)),
-        "e2e_inline_eps": round(
-            end_to_end(inline_topic.model_copy(update={"clickhouse_database": "bench_inline"}), args.events, 0)
-        ),
+        "e2e_eps": round(e2e[0]),
+        "e2e_inline_eps": round(inline[0]),
+        "e2e_inline_sync_insert_eps": round(sync[0]),
+        "e2e_consumer_cpu_us": {"workers": round(e2e[1], 1), "inline": round(inline[1], 1), "inline_sync_insert": round(sync[1], 1)},
         "naive_eps": round(naive(settings, args.naive_events, args.payload)),
     }
     results["workers"] = args.workers

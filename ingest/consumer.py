@@ -22,8 +22,9 @@ import threading
 import time
 from collections.abc import Callable
 
-from kafka import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
+from kafka import AsyncConsumerRebalanceListener, KafkaConsumer, TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
+from kafka.future import Future
 from kafka.structs import OffsetAndMetadata
 
 from retrylens.config import Settings
@@ -58,16 +59,24 @@ def raw_chunk(messages: list[ConsumerRecord]) -> RawChunk:
     )
 
 
-class _FlushOnRevoke(ConsumerRebalanceListener):
-    """Insert and commit what we hold before partitions move to another consumer."""
+class _FlushOnRevoke(AsyncConsumerRebalanceListener):
+    """Insert and commit what we hold before partitions move to another consumer.
 
-    def __init__(self, flush: Callable[[], None]) -> None:
+    kafka-python runs rebalance callbacks on its IO thread, where a blocking ``commit``
+    is refused; the commits of this flush are sent with ``commit_async`` and awaited, so
+    the partitions change hands only after their rows are stored and committed.
+    """
+
+    def __init__(self, flush: Callable[[], list[Future]]) -> None:
         self._flush = flush
 
-    def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
-        self._flush()
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        for commit in self._flush():
+            await commit
+            if commit.failed():
+                raise commit.exception
 
-    def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
         log.info("assigned partitions: %s", sorted((tp.topic, tp.partition) for tp in assigned))
 
 
@@ -80,9 +89,12 @@ class IngestConsumer:
         store: EventStore,
         *,
         before_commit: Callable[[Batch], None] | None = None,
+        threaded_insert: bool = True,
     ) -> None:
-        """``before_commit`` runs between the insert and the commit: a seam for crash tests."""
+        """``before_commit`` runs between the insert and the commit: a seam for crash tests.
+        ``threaded_insert``: insert on a helper thread while the next batch is decoded."""
         self._settings = settings
+        self._threaded_insert = threaded_insert
         self._before_commit = before_commit
         self._writer = BatchWriter(store)
         self._policy = BurstPolicy(
@@ -93,6 +105,7 @@ class IngestConsumer:
         self._chain: Chain | None = None
         self._failed = False
         self._lag: dict[int, int] = {}
+        self._rebalance_commits: list[Future] | None = None
         self.stats = ConsumeStats()
         self.status = IngestStatus()
 
@@ -125,6 +138,7 @@ class IngestConsumer:
             workers=settings.ingest_workers,
             policy=self._policy,
             before_commit=self._before_commit,
+            threaded_insert=self._threaded_insert,
         )
         self.stats = chain.stats
         self._consumer.subscribe([settings.kafka_topic], listener=_FlushOnRevoke(self._join))
@@ -157,10 +171,17 @@ class IngestConsumer:
         left = chain.seconds_left()
         return 500 if left is None else max(1, int(min(0.5, left) * 1000))
 
-    def _join(self) -> None:
-        """Insert and commit everything read so far (a rebalance), unless we are failing."""
-        if self._chain is not None and not self._failed:
+    def _join(self) -> list[Future]:
+        """Insert everything read so far (a rebalance), unless we are failing; returns the
+        commits sent for it, which the listener awaits on the IO thread."""
+        if self._chain is None or self._failed:
+            return []
+        self._rebalance_commits = []
+        try:
             self._chain.join()
+            return self._rebalance_commits
+        finally:
+            self._rebalance_commits = None
 
     def _commit(self, batch: Batch) -> None:
         assert self._consumer is not None
@@ -168,7 +189,10 @@ class IngestConsumer:
             TopicPartition(topic, partition): OffsetAndMetadata(position, "", -1)
             for (topic, partition), position in batch.positions.items()
         }
-        self._consumer.commit(offsets)
+        if self._rebalance_commits is not None:
+            self._rebalance_commits.append(self._consumer.commit_async(offsets))
+        else:
+            self._consumer.commit(offsets)
         for tp, meta in offsets.items():
             high = self._consumer.highwater(tp)
             if high is not None:

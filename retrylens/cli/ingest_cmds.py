@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
+import threading
 from pathlib import Path
 
 import typer
@@ -32,6 +34,9 @@ def consume(
     max_messages: int | None = typer.Option(None, min=1, help="Exit after this many messages."),
     metrics_port: int | None = typer.Option(None, min=0, max=65535, help="Prometheus port (0 = off)."),
     batch_max_rows: int | None = typer.Option(None, min=1, help="Rows per insert."),
+    stats: float | None = typer.Option(
+        None, min=0.5, help="Every this many seconds, print to stderr whether ingest keeps up (lag, throughput)."
+    ),
 ) -> None:
     """Consume retry events from Kafka into ClickHouse (one consumer-group member)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -43,8 +48,20 @@ def consume(
         start_http_server(settings.metrics_port)
     consumer = IngestConsumer(settings, open_store(settings))
     consumer.install_signal_handlers()
-    stats = consumer.run(idle_exit_s=idle_exit, max_messages=max_messages)
-    typer.echo(json.dumps(stats.__dict__))
+    done = threading.Event()
+    if stats:
+        threading.Thread(target=_report_status, args=(consumer, stats, done), daemon=True).start()
+    try:
+        result = consumer.run(idle_exit_s=idle_exit, max_messages=max_messages)
+    finally:
+        done.set()
+    typer.echo(json.dumps(result.__dict__))
+
+
+def _report_status(consumer: IngestConsumer, every_s: float, done: threading.Event) -> None:
+    """One JSON line per interval: throughput, lag and its trend, and the verdict."""
+    while not done.wait(every_s):
+        print(json.dumps({"status": consumer.status.snapshot()}), file=sys.stderr, flush=True)
 
 
 @handle_errors

@@ -210,12 +210,14 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def test_sigterm_finishes_the_batch_commits_and_exits_cleanly(kafka_settings: Settings) -> None:
+def test_sigterm_finishes_the_batch_commits_and_exits_cleanly_and_stats_say_it_keeps_up(
+    kafka_settings: Settings,
+) -> None:
     env = cli_env(kafka_settings)
     produce(kafka_settings, fast_payloads(5_000))
     port = _free_port()
     consumer = subprocess.Popen(
-        [sys.executable, "-m", "retrylens", "consume", "--metrics-port", str(port)],
+        [sys.executable, "-m", "retrylens", "consume", "--metrics-port", str(port), "--stats", "0.5"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
@@ -226,6 +228,8 @@ def test_sigterm_finishes_the_batch_commits_and_exits_cleanly(kafka_settings: Se
         exposed = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
         assert "retrylens_ingest_rows_inserted_total 5000.0" in exposed
         assert 'retrylens_ingest_lag_messages{partition="0"} 0.0' in exposed
+        assert "retrylens_ingest_batch_rows_count" in exposed and "retrylens_ingest_batch_bytes_sum" in exposed
+        time.sleep(1.2)  # at least one status line after the last commit
         consumer.send_signal(signal.SIGTERM)
         out, err = consumer.communicate(timeout=60)
     finally:
@@ -233,6 +237,8 @@ def test_sigterm_finishes_the_batch_commits_and_exits_cleanly(kafka_settings: Se
             consumer.kill()
     assert consumer.returncode == 0, err
     assert json.loads(out.strip().splitlines()[-1])["rows"] == 5_000
+    status = [json.loads(line)["status"] for line in err.splitlines() if line.startswith('{"status"')][-1]
+    assert (status["rows"], status["lag"], status["keeping_up"]) == (5_000, 0, True)
     assert _store_stats(kafka_settings)["events"] == 5_000
 
 
