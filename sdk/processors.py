@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 Processor = Callable[["RetryEvent"], "RetryEvent | None"]
 
 #: Two or more capitalised words in a row ("Mei Chen", "Ana Silva"): treated as a name.
-NAME_PATTERN = r"\b[A-Z][a-z]+(?:[ \-][A-Z][a-z]+)+\b"
+NAME_PATTERN = r"\b[A-Z][a-z]+(?: [A-Z][a-z]+)+\b"  # not "Retry-After": words joined by spaces
 
 
 class redact_event:  # noqa: N801 - reads as a sentence in a chain

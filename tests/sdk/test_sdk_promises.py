@@ -536,3 +536,24 @@ def test_acall_runs_the_preflight_check_off_the_event_loop() -> None:
 
     answer, loop_thread = asyncio.run(main())
     assert answer == "ok" and threads and threads[0] != loop_thread
+
+
+def test_the_name_processor_keeps_technical_words_of_a_reason() -> None:
+    class RateLimited(Exception):
+        status_code = 429
+        headers = {"Retry-After": "2"}
+
+    calls = 0
+
+    def limited() -> str:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise RateLimited("slow down")
+        return "ok"
+
+    with capture_events() as captured:
+        gov = governor(emit=captured.emit)
+        gov.call(limited, goal="g", agent="a")
+        (decision,) = captured.of_kind(EventKind.DECISION)
+    assert "Retry-After" in decision.decision_reason
