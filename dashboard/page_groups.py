@@ -1,5 +1,6 @@
 """Failure groups (one per normalised error message) with trends and example tasks, and the
-input-fingerprint lookup."""
+input-fingerprint lookup; each group and input shows its class: transient or permanent,
+caused by a dependency or by the input (:mod:`retrylens.analytics.failure_classes`)."""
 
 from __future__ import annotations
 
@@ -46,13 +47,15 @@ def _groups(source: DataSource, project: str, include_noise: bool, error_type: s
     if not groups:
         return
     rows = [{"pattern": g.pattern, "error_type": g.error_type, "failures": g.failures, "tasks": g.tasks,
-             "trend": g.trend, "last 24 h": g.recent_failures, "noise": g.is_noise,
+             "trend": g.trend, "last 24 h": g.recent_failures, "persistence": g.persistence,
+             "cause": g.cause, "noise": g.is_noise,
              "first_seen": g.first_seen, "last_seen": g.last_seen, "group": g.group_id} for g in groups]
     picked = table(rows, key="groups_table", selectable=True)
     st.plotly_chart(charts.group_trends({g.pattern: g.daily for g in groups[:8]}), key="chart_groups")
     group = groups[picked if picked is not None else 0]
     st.subheader(f"{group.error_type}: {group.pattern}")
-    st.caption(f"group {group.group_id} · example message: {group.example_message}")
+    st.caption(f"group {group.group_id} · {group.persistence}, caused by the {group.cause}"
+               f" · example message: {group.example_message}")
     table([{"task_id": t, "open": task_link(group.project, t)} for t in group.example_tasks],
           key="group_examples", column_config={"open": _LINK})
 
@@ -74,7 +77,9 @@ def _fingerprints(source: DataSource, project: str) -> None:
             cols[2].metric("Failure rate", pct(stats.failure_rate))
             cols[3].metric("Tasks failed", f"{stats.tasks_failed} / {stats.tasks}")
             cols[4].metric("Known bad", "yes" if stats.known_bad() else "no")
-            st.caption(f"first seen {stats.first_seen} · last seen {stats.last_seen} · recent error types: "
+            st.caption(f"{stats.persistence}, caused by the {stats.cause} · failed on"
+                       f" {stats.failed_dependencies} dependencies · first seen {stats.first_seen}"
+                       f" · last seen {stats.last_seen} · recent error types: "
                        f"{', '.join(stats.recent_error_types) or '—'}")
     st.markdown("**Most-failing inputs**")
     try:
@@ -86,6 +91,7 @@ def _fingerprints(source: DataSource, project: str) -> None:
         st.info("No failing input fingerprints recorded for this project.")
         return
     table([{"fingerprint": s.fingerprint, "failures": s.failures, "attempts": s.attempts,
-            "failure_rate": pct(s.failure_rate), "tasks_failed": s.tasks_failed, "tasks": s.tasks,
+            "failure_rate": pct(s.failure_rate), "persistence": s.persistence, "cause": s.cause,
+            "tasks_failed": s.tasks_failed, "tasks": s.tasks,
             "recent_error_types": ", ".join(s.recent_error_types), "last_seen": s.last_seen} for s in top],
           key="fp_table")
