@@ -458,26 +458,16 @@ class Governor:
         kwargs: dict[str, Any],
         wants_attempt: bool,
     ) -> T:
-        import asyncio  # loaded already: this coroutine runs on an event loop
-
-        while True:
-            attempt = run.begin()
-            token = _current_run.set(run)
-            try:
-                result = await fn(
-                    *args, **({**kwargs, "attempt": attempt} if wants_attempt else kwargs)
-                )
-            except TaskStopped:
-                raise  # a step inside already decided to stop
-            except (Exception, asyncio.CancelledError) as exc:  # noqa: BLE001
-                if isinstance(exc, asyncio.CancelledError) and not self._chain_cancelled(run, exc):
-                    raise
-                await run.await_backoff(run.fail(run.last_attempt or attempt, exc))
-                continue
-            finally:
-                _current_run.reset(token)
-            run.succeed(run.last_attempt or attempt, result)
-            return result
+        for scope in run.attempts():  # the same state machine as call(), awaited
+            async with scope:
+                token = _current_run.set(run)
+                try:
+                    scope.result = await fn(
+                        *args, **({**kwargs, "attempt": scope.attempt} if wants_attempt else kwargs)
+                    )
+                finally:
+                    _current_run.reset(token)
+        return scope.result  # type: ignore[no-any-return]
 
     def _chain_cancelled(self, run: TaskRun, error: BaseException) -> bool:
         """Whether ``error`` is the asyncio cancellation that ``cancel_chain`` caused."""

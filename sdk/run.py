@@ -835,6 +835,28 @@ class AttemptScope:
         run.wait(run.fail(attempt, exc))  # raises TaskStopped when the task stops
         return True
 
+    async def __aenter__(self) -> AttemptScope:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> bool:
+        """The asyncio form: the backoff is awaited; a ``cancel_chain`` cancellation is decided."""
+        run = self.run
+        attempt = run.last_attempt or self.attempt
+        if exc is None:
+            run.succeed(attempt, self.result)
+            self.done = True
+            return False
+        if isinstance(exc, TaskStopped):
+            return False
+        if not isinstance(exc, Exception) and not (
+            is_async_cancellation(exc) and run.g.chains.is_cancelled(run.state.task_id)
+        ):
+            return False
+        await run.await_backoff(run.fail(attempt, exc))
+        return True
+
 
 _RAISE = object()  # "re-raise the tool's exception"
 
