@@ -80,11 +80,16 @@ def _target(source: DataSource) -> tuple[str, str] | None:
     return match["project"], match["task_id"]
 
 
+#: A recovered task is shown apart from a clean success (the resilience4j outcome kinds).
+OUTCOME_LABELS = {"successful_without_retry": "succeeded first try", "successful_with_retry": "recovered after retries"}
+
+
 def _story(story: TaskStory) -> None:
     st.subheader(f"{story.project} / {story.task_id}")
     cols = st.columns(6)
     cols[0].metric("Agent", story.agent or "—")
-    cols[1].metric("Outcome", story.outcome or "running")
+    cols[1].metric("Outcome", OUTCOME_LABELS.get(story.outcome_kind, story.outcome or "running"),
+                   help=story.outcome_kind or None)
     cols[2].metric("Attempts", len(story.attempts))
     cols[3].metric("Cost", usd(story.cost_usd))
     cols[4].metric("Tokens", f"{story.tokens:,}")

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from retrylens.analytics.definitions import FIRST_RETRY_ATTEMPT
+
 CARRY_PREFIX = 40
 #: Trailing error messages from which the task view warns (one error can be the answer itself).
 TRAILING_ERRORS_WARNING = 2
@@ -100,6 +102,16 @@ class TaskStory:
     attempts: list[Attempt] = field(default_factory=list)
     handoffs: list[dict[str, Any]] = field(default_factory=list)
     events: int = 0
+
+    @property
+    def outcome_kind(self) -> str:
+        """The task's kind as the metrics count it (:mod:`retrylens.analytics.definitions`):
+        a success after retries is ``successful_with_retry``, apart from a clean first-try
+        ``successful_without_retry``; ``""`` while it runs."""
+        if not self.outcome:
+            return ""
+        retried = max((a.attempt for a in self.attempts), default=1) >= FIRST_RETRY_ATTEMPT
+        return ("successful" if self.outcome == "succeeded" else "failed") + ("_with_retry" if retried else "_without_retry")
 
     @property
     def cost_usd(self) -> float:

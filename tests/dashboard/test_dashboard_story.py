@@ -109,3 +109,29 @@ def test_the_task_view_shows_loop_and_pollution_signals_from_the_store(store):
     assert "context ends with 2 error messages" in first.warnings
     row = attempt_rows(story)[0]
     assert (row["trailing_errors"], row["repeated_tool_calls"]) == (2, 3)
+
+
+def test_a_recovered_task_is_told_apart_from_a_clean_success(store):
+    """Stored events of a task that succeeded on its second attempt, and of a first-try one."""
+    import random
+
+    from retrylens.ingest.processor import SourceRef, process
+    from retrylens.sdk import Governor, parse_policy
+    from retrylens.testing import capture_events
+
+    policy = parse_policy({"backoff": {"jitter": 0.0, "base_ms": 1, "cap_ms": 2}})
+    with capture_events() as captured:
+        g = Governor(policy, project="story-kinds", emit=captured.emit, rng=random.Random(2))
+
+        def flaky(attempt):
+            if attempt.number == 1:
+                raise TimeoutError("slow")
+            return "ok"
+
+        g.call(flaky, goal="recover", task_id="t-recovered")
+        g.call(lambda: "ok", goal="clean", task_id="t-clean")
+        captured.events  # noqa: B018 - flush
+        store.insert_rows([process(v, SourceRef("t", 0, i)).row for i, (_, v) in enumerate(captured.sink.records)])
+    kinds = {t: build_story("story-kinds", t, store.task_events("story-kinds", t)).outcome_kind
+             for t in ("t-recovered", "t-clean")}
+    assert kinds == {"t-recovered": "successful_with_retry", "t-clean": "successful_without_retry"}
