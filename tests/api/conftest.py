@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import pytest
 from apitest_support import KEYS, seed
 from fastapi.testclient import TestClient
+from serve_support import shared_server_fixture  # noqa: F401 - one real `retrylens serve` per session
 
 from retrylens.api.app import create_app
 from retrylens.config import Settings

@@ -1,5 +1,7 @@
 """A real ``retrylens serve`` process for end-to-end tests (OTLP, curl, schemathesis).
 
+``shared_server`` is a session fixture (registered in ``conftest.py``).
+
 The server owns a fresh embedded store under the test's folder, knows the ``acme`` and
 ``globex`` keys of :mod:`apitest_support` and listens on a free port; extra environment
 (``RETRYLENS_*`` settings) is passed through.
@@ -16,6 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
 from apitest_support import KEYS
 
 from retrylens.sdk.client import wait_until_healthy
@@ -51,3 +54,17 @@ def running_server(data_dir: Path, extra_env: dict[str, str] | None = None) -> I
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+
+
+#: What the shared server is started with: the OTLP test's price table.
+SHARED_ENV = {"RETRYLENS_OTLP_PRICES": json.dumps({"gpt-4o": [2.5, 10.0]})}
+
+
+@pytest.fixture(scope="session", name="shared_server")
+def shared_server_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One embedded ``retrylens serve`` for the end-to-end tests that can share it (saves a start-up).
+
+    Its users must not assume an empty store: each reads back only what it sent.
+    """
+    with running_server(tmp_path_factory.mktemp("shared-serve"), SHARED_ENV) as url:
+        yield url

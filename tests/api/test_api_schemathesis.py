@@ -21,7 +21,6 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
-from serve_support import running_server
 
 pytestmark = [pytest.mark.clickhouse, pytest.mark.slow]
 EXAMPLES = {GenerationMode.POSITIVE: 10, GenerationMode.NEGATIVE: 5}
@@ -62,12 +61,12 @@ def test_generated_requests_never_get_a_server_error(app):
     assert statuses[2] >= 100 and statuses[4] >= 100, statuses  # valid requests reached the queries
 
 
-def test_schemathesis_with_all_checks_passes_against_a_real_server(tmp_path):
+def test_schemathesis_with_all_checks_passes_against_a_real_server(shared_server, tmp_path):
     cli = Path(sys.executable).with_name("schemathesis")
-    with running_server(tmp_path / "data") as url:
-        run = subprocess.run(
-            [str(cli), "run", f"{url}/openapi.json", "--checks", "all", "-H", f"X-API-Key: {KEYS['acme']}",
-             "--max-examples", "3", "--generation-deterministic", "--no-color", "--request-timeout", "30"],
-            capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    url = shared_server
+    run = subprocess.run(
+        [str(cli), "run", f"{url}/openapi.json", "--checks", "all", "-H", f"X-API-Key: {KEYS['acme']}",
+         "--max-examples", "3", "--generation-deterministic", "--no-color", "--request-timeout", "30"],
+        capture_output=True, text=True, timeout=240, cwd=tmp_path)
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
     assert " passed" in run.stdout and "failures" not in run.stdout, run.stdout[-2000:]

@@ -9,7 +9,6 @@ the errors and the retry decisions (marked inferred), and store a re-sent batch 
 from __future__ import annotations
 
 import gzip
-import json
 import time
 import uuid
 from collections.abc import Iterator
@@ -25,7 +24,6 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from serve_support import running_server
 
 from retrylens.api.app import create_app
 from retrylens.config import load_settings
@@ -93,48 +91,47 @@ def _wait_events(url: str, task_id: str, count: int) -> list[dict]:
 
 
 @pytest.mark.slow
-def test_a_real_otlp_exporter_with_a_tenacity_retry_loop_becomes_attempts_and_inferred_decisions(tmp_path):
-    prices = json.dumps({"gpt-4o": [2.5, 10.0]})
-    with running_server(tmp_path, {"RETRYLENS_OTLP_PRICES": prices}) as url:
-        exporter = OTLPSpanExporter(endpoint=f"{url}/v1/traces", headers={"X-API-Key": KEYS["acme"]}, timeout=10)
-        captured = InMemorySpanExporter()
-        provider = TracerProvider(resource=Resource.create({"service.name": "travel-agent"}))
-        provider.add_span_processor(SimpleSpanProcessor(exporter))  # one export per span: across batches
-        provider.add_span_processor(SimpleSpanProcessor(captured))
-        trace_id = _run_agent(provider.get_tracer("test-agent"))
-        provider.force_flush()
+def test_a_real_otlp_exporter_with_a_tenacity_retry_loop_becomes_attempts_and_inferred_decisions(shared_server):
+    url = shared_server  # its price table: gpt-4o at 2.5 / 10 USD per million tokens
+    exporter = OTLPSpanExporter(endpoint=f"{url}/v1/traces", headers={"X-API-Key": KEYS["acme"]}, timeout=10)
+    captured = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "travel-agent"}))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))  # one export per span: across batches
+    provider.add_span_processor(SimpleSpanProcessor(captured))
+    trace_id = _run_agent(provider.get_tracer("test-agent"))
+    provider.force_flush()
 
-        events = _wait_events(url, f"otel-{trace_id}", 12)
-        kinds = [e["kind"] for e in events]
-        assert kinds == ["task_started", "attempt_started", "attempt_failed", "decision", "attempt_started",
-                         "attempt_failed", "decision", "attempt_started", "attempt_succeeded",
-                         "attempt_started", "attempt_succeeded", "task_finished"]
-        chat = [e for e in events if e["dependency"] == "openai/gpt-4o"]
-        assert [e["attempt"] for e in chat if e["kind"] == "attempt_started"] == [1, 2, 3]
-        assert len({e["correlation_id"] for e in chat}) == 1  # one operation, three attempts
-        failed = [e for e in events if e["kind"] == "attempt_failed"]
-        assert {e["error_type"] for e in failed} == {"rate_limit"} and all(e["retryable"] for e in failed)
-        assert all(e["error_status"] == 429 and "RateLimited" in e["error_code"] for e in failed)
-        decisions = [e for e in events if e["kind"] == "decision"]
-        assert [e["decision"] for e in decisions] == ["retry_backoff", "retry_backoff"]
-        assert all(e["decision_reason"].startswith("inferred from OTLP") for e in decisions)
-        assert all(20 <= e["backoff_ms"] < 2_000 for e in decisions)  # tenacity waited 30 ms
-        success = next(e for e in chat if e["kind"] == "attempt_succeeded")
-        assert (success["tokens_in"], success["tokens_out"]) == (1200, 300)
-        assert success["cost_usd"] == pytest.approx((1200 * 2.5 + 300 * 10.0) / 1e6)
-        tool = [e for e in events if e["kind"] == "attempt_started" and e["dependency"] == ""]
-        assert [e["attempt"] for e in tool] == [1]  # a different operation starts at attempt 1
-        assert events[-1]["outcome"] == "succeeded" and {e["agent_name"] for e in events} == {"travel-agent"}
-        assert {e["trace_id"] for e in events} == {trace_id}
+    events = _wait_events(url, f"otel-{trace_id}", 12)
+    kinds = [e["kind"] for e in events]
+    assert kinds == ["task_started", "attempt_started", "attempt_failed", "decision", "attempt_started",
+                     "attempt_failed", "decision", "attempt_started", "attempt_succeeded",
+                     "attempt_started", "attempt_succeeded", "task_finished"]
+    chat = [e for e in events if e["dependency"] == "openai/gpt-4o"]
+    assert [e["attempt"] for e in chat if e["kind"] == "attempt_started"] == [1, 2, 3]
+    assert len({e["correlation_id"] for e in chat}) == 1  # one operation, three attempts
+    failed = [e for e in events if e["kind"] == "attempt_failed"]
+    assert {e["error_type"] for e in failed} == {"rate_limit"} and all(e["retryable"] for e in failed)
+    assert all(e["error_status"] == 429 and "RateLimited" in e["error_code"] for e in failed)
+    decisions = [e for e in events if e["kind"] == "decision"]
+    assert [e["decision"] for e in decisions] == ["retry_backoff", "retry_backoff"]
+    assert all(e["decision_reason"].startswith("inferred from OTLP") for e in decisions)
+    assert all(20 <= e["backoff_ms"] < 2_000 for e in decisions)  # tenacity waited 30 ms
+    success = next(e for e in chat if e["kind"] == "attempt_succeeded")
+    assert (success["tokens_in"], success["tokens_out"]) == (1200, 300)
+    assert success["cost_usd"] == pytest.approx((1200 * 2.5 + 300 * 10.0) / 1e6)
+    tool = [e for e in events if e["kind"] == "attempt_started" and e["dependency"] == ""]
+    assert [e["attempt"] for e in tool] == [1]  # a different operation starts at attempt 1
+    assert events[-1]["outcome"] == "succeeded" and {e["agent_name"] for e in events} == {"travel-agent"}
+    assert {e["trace_id"] for e in events} == {trace_id}
 
-        # the same spans again, in one batch: stored once (event ids derive from the span ids)
-        again = OTLPSpanExporter(endpoint=f"{url}/v1/traces", headers={"Authorization": f"Bearer {KEYS['acme']}"})
-        assert again.export(captured.get_finished_spans()).name == "SUCCESS"
-        time.sleep(1.5)
-        metrics = httpx.get(f"{url}/v1/projects/acme/metrics", params={"source": "raw"}, headers=ACME).json()
-        assert len(_wait_events(url, f"otel-{trace_id}", 12)) == 12
-        assert metrics["metrics"]["tasks"] == 1
-        provider.shutdown()
+    # the same spans again, in one batch: stored once (event ids derive from the span ids)
+    again = OTLPSpanExporter(endpoint=f"{url}/v1/traces", headers={"Authorization": f"Bearer {KEYS['acme']}"})
+    assert again.export(captured.get_finished_spans()).name == "SUCCESS"
+    time.sleep(1.5)
+    assert len(_wait_events(url, f"otel-{trace_id}", 12)) == 12
+    found = httpx.get(f"{url}/v1/projects/acme/tasks/search", params={"q": trace_id}, headers=ACME).json()
+    assert len(found) == 1, found
+    provider.shutdown()
 
 
 def _otlp_json(trace: str, spans: list[dict]) -> bytes:
