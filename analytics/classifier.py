@@ -3,13 +3,17 @@
 Features are the event's ``input_features`` (from :func:`extract_input_features`, the
 function agents, training and the risk API share) plus context known before the run:
 phase, hour, and the input fingerprint's earlier task failure rate. :func:`feature_dict`
-turns them into one sparse dict — keywords and keyword pairs, log sizes, agent/model/tool
-indicators — and a stateless :class:`FeatureHasher` maps that to columns, so that the
-same code serves small in-memory training and out-of-core training over chunks.
+turns them into one sparse dict — keywords, log sizes, agent/model/tool indicators, and,
+where the task text itself is known (trace files, the pre-check), its words and word
+pairs instead of the 12 stored keywords — and a stateless :class:`FeatureHasher` maps
+that to columns, so that the same code serves small in-memory training and out-of-core
+training over chunks. Nothing about the run itself (steps, errors, outcome) is an input.
 
 Two fitting paths, one model type (:class:`RiskModel`):
 
-- :func:`fit_in_memory` — logistic regression, sigmoid-calibrated by 5-fold CV;
+- :func:`fit_in_memory` — logistic regression (:class:`CompactLogisticRegression`), its
+  regularisation chosen and its sigmoid calibration fitted on folds grouped by task
+  (``groups``), so a task never informs its own score;
 - :func:`fit_incremental` — ``SGDClassifier.partial_fit`` chunk by chunk (the whole
   history never sits in memory), the last chunk held out to fit the calibration.
 
@@ -20,25 +24,41 @@ Two fitting paths, one model type (:class:`RiskModel`):
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
+from scipy import sparse
+from scipy.special import expit
+from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.calibration import CalibratedClassifierCV
 from sklearn.feature_extraction import FeatureHasher
 from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LogisticRegression, SGDClassifier
 from sklearn.metrics import average_precision_score, brier_score_loss, roc_auc_score
+from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold
 
-FEATURE_SET_VERSION = "v1"
+from retrylens.sdk.features import normalise_input
+
+FEATURE_SET_VERSION = "v2"
 N_FEATURES = 2**18
 FEATURE_FAMILIES = (
     "kw:<word>", "tool:<name>", "agent=<name>", "model=<name>", "language=<code>",
     "log1p(n_chars|n_words|n_lines|n_numbers|n_entities)", "has_url|has_email|has_code|is_question",
     "phase=<name>", "hour=<0-23>", "fp_seen", "fp_failure_rate",
+    "tok:<word>|tok:<word> <word> (task text known: l2-normalised 1+log tf, replaces kw:)",
 )
-C_GRID = (0.03, 0.1, 0.3, 1.0)
+#: Pre-run inputs only: a feature name must start with one of these (a test checks it).
+PRE_RUN_PREFIXES = (
+    "kw:", "tok:", "tool:", "agent=", "model=", "language=", "phase=", "hour=", "fp_seen", "fp_failure_rate",
+    "n_chars", "n_words", "n_lines", "n_numbers", "n_entities", "has_url", "has_email", "has_code", "is_question",
+)
+C_GRID = (1.0, 3.0, 10.0)
+TEXT_SIZE_SCALE = 10.0
+MIN_CALIBRATION_ROWS = 100
+_TOKEN = re.compile(r"[a-z][a-z0-9_\-]+")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,20 +71,40 @@ class RiskContext:
     fingerprint_failed_tasks: int = 0
 
 
-def feature_dict(features: Mapping[str, Any], context: RiskContext | None = None) -> dict[str, float]:
+def text_tokens(text: str) -> dict[str, float]:
+    """Words and adjacent word pairs of a task text, 1 + log(tf), scaled to unit length.
+
+    Sublinear, normalised term frequency as in TF-IDF (without the corpus-wide idf, which
+    would make the transformation stateful); measured under grouped CV it does as well.
+    """
+    words = _TOKEN.findall(normalise_input(text))
+    counts: dict[str, int] = {}
+    for token in (*words, *(f"{a} {b}" for a, b in zip(words, words[1:], strict=False))):
+        counts[token] = counts.get(token, 0) + 1
+    weights = {f"tok:{t}": 1.0 + math.log(n) for t, n in counts.items()}
+    norm = math.sqrt(sum(v * v for v in weights.values())) or 1.0
+    return {k: v / norm for k, v in weights.items()}
+
+
+def feature_dict(
+    features: Mapping[str, Any], context: RiskContext | None = None, *, text: str | None = None,
+) -> dict[str, float]:
     """The model's sparse input for one task (the single training/serving transformation).
 
-    Keyword pairs are left to :mod:`.patterns`: as model features they overfit more than
-    they help on the data we have (measured on the synthetic fleet and the real traces).
+    With ``text`` (the task input itself) its :func:`text_tokens` replace the ``kw:``
+    keywords, which are a lossy 12-word summary of the same text. Keyword pairs are left
+    to :mod:`.patterns`: as model features they overfit more than they help.
     """
     context = context or RiskContext()
     out: dict[str, float] = {}
     for key, value in features.items():
+        if text is not None and key.startswith("kw:"):
+            continue
         if isinstance(value, bool):
             if value:
                 out[key] = 1.0
-        elif isinstance(value, int | float):
-            out[key] = math.log1p(max(0.0, float(value)))
+        elif isinstance(value, int | float):  # sizes; beside unit-length text tokens, on their scale
+            out[key] = math.log1p(max(0.0, float(value))) / (TEXT_SIZE_SCALE if text is not None else 1.0)
         elif value:
             out[f"{key}={value}"] = 1.0
     if context.phase:
@@ -74,6 +114,8 @@ def feature_dict(features: Mapping[str, Any], context: RiskContext | None = None
     if context.fingerprint_tasks:
         out["fp_seen"] = math.log1p(context.fingerprint_tasks)
         out["fp_failure_rate"] = context.fingerprint_failed_tasks / context.fingerprint_tasks
+    if text is not None:
+        out.update(text_tokens(text))
     return out
 
 
@@ -88,22 +130,68 @@ def vectorise(dicts: Sequence[Mapping[str, float]]) -> Any:
     return _HASHER.transform(dicts)
 
 
+class CompactLogisticRegression(ClassifierMixin, BaseEstimator):
+    """L2 logistic regression fitted on the hashed columns the training rows use.
+
+    Why: lbfgs over all 2**18 hashed columns is ~50× slower than over the few thousand a
+    training set touches. The weights are scattered back to full width, so the model
+    scores hashed rows directly and :mod:`retrylens.api.fast_model` reads ``coef_``,
+    ``intercept_`` and ``classes_`` as from a ``LogisticRegression``. The intercept is
+    not penalised (liblinear's is, which biased small models towards 0.5).
+    """
+
+    def __init__(self, C: float = 1.0, max_iter: int = 2000) -> None:  # noqa: N803 - sklearn's name
+        self.C = C
+        self.max_iter = max_iter
+
+    def fit(self, x: Any, y: Any) -> CompactLogisticRegression:
+        x = sparse.csr_matrix(x)
+        used = np.unique(x.indices)
+        inner = LogisticRegression(C=self.C, max_iter=self.max_iter).fit(x[:, used], y)
+        self.classes_ = inner.classes_
+        self.coef_ = np.zeros((1, x.shape[1]))
+        self.coef_[0, used] = inner.coef_[0]
+        self.intercept_ = inner.intercept_.astype(float).copy()
+        self.n_features_in_ = x.shape[1]
+        return self
+
+    def decision_function(self, x: Any) -> np.ndarray:
+        return np.asarray(sparse.csr_matrix(x) @ self.coef_[0]).ravel() + self.intercept_[0]
+
+    def predict_proba(self, x: Any) -> np.ndarray:
+        p = expit(self.decision_function(x))
+        return np.column_stack([1.0 - p, p])
+
+    def predict(self, x: Any) -> np.ndarray:
+        return self.classes_[(self.decision_function(x) > 0).astype(int)]
+
+
 @dataclass
 class RiskModel:
-    """A fitted classifier over hashed :func:`feature_dict` output."""
+    """A fitted classifier over hashed :func:`feature_dict` output.
+
+    ``text_features``: trained with the task text's tokens (:func:`text_tokens`); scoring
+    must then pass the text too — use :meth:`model_input`, which knows which it needs.
+    """
 
     calibrated: Any
     coef: np.ndarray
     intercept: float
     meta: dict[str, Any] = field(default_factory=dict)
+    text_features: bool = False
+
+    def model_input(self, features: Mapping[str, Any], context: RiskContext | None = None,
+                    text: str | None = None) -> dict[str, float]:
+        """:func:`feature_dict` as this model was trained on it."""
+        return feature_dict(features, context, text=text if self.text_features else None)
 
     def predict_proba(self, dicts: Sequence[Mapping[str, float]]) -> np.ndarray:
         if not dicts:
             return np.zeros(0)
         return self.calibrated.predict_proba(vectorise(dicts))[:, 1]
 
-    def risk(self, features: Mapping[str, Any], context: RiskContext | None = None) -> float:
-        return float(self.predict_proba([feature_dict(features, context)])[0])
+    def risk(self, features: Mapping[str, Any], context: RiskContext | None = None, text: str | None = None) -> float:
+        return float(self.predict_proba([self.model_input(features, context, text)])[0])
 
     def contributions(self, fdict: Mapping[str, float], top: int = 5) -> list[tuple[str, float]]:
         """Named features that moved this task's log-odds most (linear weight × value)."""
@@ -124,29 +212,67 @@ def _mean_coef(calibrated: CalibratedClassifierCV) -> tuple[np.ndarray, float]:
     return coef, intercept
 
 
-def choose_c(x: Any, y: np.ndarray, grid: Sequence[float] = C_GRID) -> float:
-    """Regularisation picked on the last 20 % of the (time-ordered) training rows by Brier score."""
-    cut = int(len(y) * 0.8)
-    if len(np.unique(y[:cut])) < 2 or len(np.unique(y[cut:])) < 2:
-        return 0.1
+def folds(labels: Sequence[int], groups: Sequence[str] | None = None, *, n_splits: int = 5,
+          seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Stratified folds; with ``groups``, no group (task) on both sides of any fold.
+
+    Folds whose training or test side lacks a class are dropped (tiny data sets).
+    """
+    y = np.asarray(labels, dtype=int)
+    k = int(max(2, min(n_splits, np.bincount(y, minlength=2).min())))
+    if groups is None:
+        splitter: Any = StratifiedKFold(k, shuffle=True, random_state=seed)
+        splits = splitter.split(np.zeros(len(y)), y)
+    else:
+        k = min(k, len(set(groups)))
+        splits = StratifiedGroupKFold(k, shuffle=True, random_state=seed).split(np.zeros(len(y)), y, list(groups))
+    return [(tr, te) for tr, te in splits if len(np.unique(y[tr])) == 2 and len(np.unique(y[te])) == 2]
+
+
+def choose_c(x: Any, y: np.ndarray, grid: Sequence[float] = C_GRID, *, groups: Sequence[str] | None = None) -> float:
+    """Regularisation by Brier score: on grouped folds with ``groups``, else on the last
+    20 % of the (time-ordered) training rows."""
+    if groups is not None:
+        splits = folds(y, groups, n_splits=3, seed=1)
+    else:
+        cut = int(len(y) * 0.8)
+        splits = [(np.arange(cut), np.arange(cut, len(y)))]
+        splits = [(tr, te) for tr, te in splits if len(np.unique(y[tr])) == 2 and len(np.unique(y[te])) == 2]
+    if not splits:
+        return 1.0
+    x = sparse.csr_matrix(x)
     scores = []
     for c in grid:
-        model = LogisticRegression(C=c, solver="liblinear").fit(x[:cut], y[:cut])
-        scores.append(brier_score_loss(y[cut:], model.predict_proba(x[cut:])[:, 1]))
+        losses = [brier_score_loss(y[te], CompactLogisticRegression(C=c).fit(x[tr], y[tr]).predict_proba(x[te])[:, 1])
+                  for tr, te in splits]
+        scores.append(float(np.mean(losses)))
     return float(grid[int(np.argmin(scores))])
 
 
-def fit_in_memory(dicts: Sequence[Mapping[str, float]], labels: Sequence[int], *, c: float | None = None) -> RiskModel:
-    """Logistic regression (``c`` chosen by :func:`choose_c` unless given), 5-fold sigmoid calibration."""
+def fit_in_memory(dicts: Sequence[Mapping[str, float]], labels: Sequence[int], *, c: float | None = None,
+                  groups: Sequence[str] | None = None, text_features: bool = False) -> RiskModel:
+    """Logistic regression, ``c`` by :func:`choose_c` unless given, sigmoid calibration
+    fitted on the out-of-fold scores of all rows (folds grouped by ``groups`` when given) and
+    applied to one model fitted on every row; below :data:`MIN_CALIBRATION_ROWS` rows the
+    regression's own probabilities are kept."""
     y = np.asarray(labels, dtype=int)
     _require_both_classes(y)
     x = vectorise(dicts)
-    c = choose_c(x, y) if c is None else c
-    folds = int(max(2, min(5, np.bincount(y, minlength=2).min())))
-    base = LogisticRegression(C=c, solver="liblinear")
-    calibrated = CalibratedClassifierCV(base, method="sigmoid", cv=folds).fit(x, y)
+    c = choose_c(x, y, groups=groups) if c is None else c
+    splits = folds(y, groups)
+    cover = sum(len(te) for _, te in splits) == len(y)
+    calibrated = CalibratedClassifierCV(CompactLogisticRegression(C=c), method="sigmoid",
+                                        cv=splits if cover else 2, ensemble=False).fit(x, y)
+    (calibrator,) = calibrated.calibrated_classifiers_[0].calibrators
+    if len(y) < MIN_CALIBRATION_ROWS or calibrator.a_ >= 0:
+        # Too few out-of-fold scores to fit a sigmoid on (on 40 rows it can invert the ranking):
+        # keep the regression's own probabilities, i.e. the identity sigmoid(1 · score + 0).
+        calibrator.a_, calibrator.b_ = -1.0, 0.0
     coef, intercept = _mean_coef(calibrated)
-    return RiskModel(calibrated, coef, intercept, {"estimator": f"LogisticRegression(C={c})+sigmoid(cv={folds})"})
+    how = "grouped " if groups is not None else ""
+    n = len(calibrated.calibrated_classifiers_)
+    return RiskModel(calibrated, coef, intercept, {"estimator": f"LogisticRegression(C={c})+sigmoid({how}cv={n})"},
+                     text_features=text_features)
 
 
 def fit_incremental(chunks: Iterable[tuple[Sequence[Mapping[str, float]], Sequence[int]]]) -> RiskModel:

@@ -4,12 +4,12 @@ Only what is known before a run starts becomes a feature: the task text, the sys
 runs it (``source_subset``) and the model — through :func:`extract_input_features`, the
 same function agents use for events. The outcome is the label; the trajectory is never
 read. Records of one ``task_key`` (attempts at the same task) always land on the same side
-of a train/test split, so a model cannot pass the test by remembering a task's text.
+of a cross-validation fold (:func:`.classifier.folds`), so a model cannot pass the test by
+remembering a task's text.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,11 +36,6 @@ class TraceRecord:
 
     def features(self) -> dict[str, FeatureValue]:
         return extract_input_features(self.task_text, agent=self.agent, model=self.model)
-
-    def is_test(self, test_share: float = 0.25) -> bool:
-        """Deterministic group split on ``task_key``."""
-        digest = int.from_bytes(hashlib.sha256(self.task_key.encode()).digest()[:8], "big")
-        return digest / 2**64 < test_share
 
 
 _OUTCOMES = {"success": False, "failure": True}

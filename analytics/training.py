@@ -6,7 +6,10 @@ handed off". The fingerprint's earlier record is computed per task from tasks th
 *started before it* (a window function), so training sees no future. The split is by
 time: the last ``test_share`` of tasks is the test set.
 
-Trace path: :mod:`.traces` records, split by ``task_key`` (there is no time in that format).
+Trace path: :mod:`.traces` records (there is no time in that format). The report is
+cross-validation grouped by ``task_key`` (:mod:`.validation`: no task on both sides of a
+fold), the model against the base rate, input length and TF-IDF + logistic regression;
+the saved model is then fitted on every record, with the task text's tokens as features.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import orjson
 from retrylens.store import EventStore
 
 from . import classifier as clf
+from . import validation
 from .classifier import RiskContext, RiskModel, feature_dict
 from .filters import Slice
 from .model_store import ModelStore
@@ -35,9 +39,11 @@ class Example:
     features: dict[str, Any]
     context: RiskContext
     label: int
+    text: str | None = None  # the task input, where known (trace files)
+    group: str = ""  # what must not straddle folds: the task key
 
     def as_model_input(self) -> dict[str, float]:
-        return feature_dict(self.features, self.context)
+        return feature_dict(self.features, self.context, text=self.text)
 
 
 _TASKS = (
@@ -155,23 +161,32 @@ def train_from_store(
     return TrainingResult(model, meta, version)
 
 
-def trace_examples(path: str | Path) -> tuple[list[Example], list[Example]]:
-    """(train, test) examples of a trace file, split by task key."""
-    train, test = [], []
-    for record in read_traces(path):
-        example = Example(None, dict(record.features()), RiskContext(), int(record.failed))
-        (test if record.is_test() else train).append(example)
-    return train, test
+def trace_examples(path: str | Path) -> list[Example]:
+    """Every record of a trace file as an example, grouped by task key."""
+    return [Example(None, dict(r.features()), RiskContext(), int(r.failed), text=r.task_text, group=r.task_key)
+            for r in read_traces(path)]
 
 
-def train_from_traces(path: str | Path, *, model_store: ModelStore | None = None) -> TrainingResult:
-    """Fit on the training share of a trace file, report on its held-out tasks, save."""
-    train, test = trace_examples(path)
-    if not test or len({e.label for e in test}) < 2:
-        train, test = train + test, []
-    model = clf.fit_in_memory([e.as_model_input() for e in train], [e.label for e in train])
-    report = _report(model, train, test) if test else {"n_train": len(train), "n_test": 0}
-    meta = _meta(f"traces:{Path(path).name}", train, report, model)
+def train_from_traces(path: str | Path, *, model_store: ModelStore | None = None, n_splits: int = 5) -> TrainingResult:
+    """Grouped-CV report (model vs baselines), then fit on every record and save.
+
+    ``metrics``/``baselines`` in the meta are the out-of-fold figures pooled over folds;
+    ``cv`` holds them per fold with mean and standard deviation.
+    """
+    examples = trace_examples(path)
+    labels = [e.label for e in examples]
+    groups = [e.group for e in examples]
+    splits = clf.folds(labels, groups, n_splits=n_splits)
+    report = validation.cross_validate(examples, splits) if splits else None
+    model = clf.fit_in_memory([e.as_model_input() for e in examples], labels, groups=groups, text_features=True)
+    summary: dict[str, Any] = {"n_train": len(examples), "n_test": 0}
+    if report is not None:
+        summary = {"metrics": report["pooled"]["model"],
+                   "baselines": {k: v for k, v in report["pooled"].items() if k != "model"},
+                   "n_train": len(examples), "n_test": len(examples),
+                   "validation": f"out-of-fold, {len(splits)} folds grouped by task_key",
+                   "cv": report["summary"], "cv_folds": report["folds"]}
+    meta = _meta(f"traces:{Path(path).name}", examples, summary, model)
     version = model_store.save(model, meta) if model_store else None
     return TrainingResult(model, meta, version)
 
@@ -179,5 +194,5 @@ def train_from_traces(path: str | Path, *, model_store: ModelStore | None = None
 def evaluate_traces(model: RiskModel, traces: str | Path | list[TraceRecord]) -> clf.Evaluation:
     """Score every record of a trace file (or already read records) with ``model``."""
     records = traces if isinstance(traces, list) else read_traces(traces)
-    probabilities = model.predict_proba([feature_dict(r.features()) for r in records])
+    probabilities = model.predict_proba([model.model_input(r.features(), text=r.task_text) for r in records])
     return clf.evaluate([int(r.failed) for r in records], probabilities)

@@ -27,7 +27,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.concurrency import run_in_threadpool
 from prometheus_client import Counter, Histogram
 
-from retrylens.analytics.classifier import RiskContext, RiskModel, feature_dict
+from retrylens.analytics.classifier import RiskContext, RiskModel
 from retrylens.analytics.filters import Slice
 from retrylens.analytics.fingerprints import KNOWN_BAD_FAILURES, FingerprintStats
 from retrylens.analytics.metrics import metrics_summary
@@ -170,7 +170,7 @@ class RiskScorer:
             features = {**extract_input_features(request.task_input, agent=request.agent), **extra}
             context = RiskContext(phase=phase, hour=datetime.now(UTC).hour, fingerprint_tasks=stats.tasks,
                                   fingerprint_failed_tasks=stats.tasks_failed)
-            fdict = feature_dict(features, context)
+            fdict = loaded.model.model_input(features, context, text=request.task_input)
             risk = self._linear_for(loaded.model).risk(fdict)
             contributions = top_contributions(loaded.model, fdict)
             version = loaded.version
