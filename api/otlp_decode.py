@@ -20,6 +20,7 @@ import orjson
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 _HEX = frozenset("0123456789abcdef")
+LATEST_NS = 7_258_118_400 * 10**9  # 2200-01-01, the store's latest time
 
 
 class OtlpDecodeError(ValueError):
@@ -89,6 +90,8 @@ def _from_protobuf(body: bytes) -> list[Span]:
         resource = {kv.key: _pb_value(kv.value) for kv in resource_spans.resource.attributes}
         for scope_spans in resource_spans.scope_spans:
             for s in scope_spans.spans:
+                if s.start_time_unix_nano >= LATEST_NS or s.end_time_unix_nano >= LATEST_NS:
+                    raise OtlpDecodeError("a span time must be nanoseconds since 1970, before 2200")
                 span = Span(
                     trace_id=_pb_id(s.trace_id, 16, "traceId"), span_id=_pb_id(s.span_id, 8, "spanId"),
                     parent_id=_pb_id(s.parent_span_id, 8, "parentSpanId") if s.parent_span_id else None,
@@ -200,8 +203,8 @@ def _hex_id(value: Any, size: int, what: str) -> str:
 
 def _uint(value: Any) -> int:
     number = int(value)
-    if not 0 <= number < 2**64:
-        raise ValueError("a time must be an unsigned 64-bit number of nanoseconds")
+    if not 0 <= number < LATEST_NS:
+        raise ValueError("a time must be nanoseconds since 1970, before 2200")
     return number
 
 

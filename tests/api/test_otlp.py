@@ -187,6 +187,11 @@ def test_otlp_json_a_failed_last_attempt_is_an_inferred_give_up(client):
     ({**ACME, "Content-Type": "application/json"}, b"{not json", 400, "not JSON"),
     ({**ACME, "Content-Type": "application/json"}, b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "xyz"}]}]}]}',
      400, "traceId"),
+    ({**ACME, "Content-Type": "application/json"}, b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "'
+     + b"1" * 32 + b'", "spanId": "' + b"2" * 16 + b'", "startTimeUnixNano": "18446744073709551615"}]}]}]}', 400, "2200"),
+    ({**ACME, "Content-Type": "application/x-protobuf"},  # a span starting at 2**64 - 1 ns
+     bytes.fromhex("0a2c122a12280a1001010101010101010101010101010101120802020202020202022a017839ffffffffffffffff"),
+     400, "2200"),
     ({**ACME, "Content-Type": "text/plain"}, b"hello", 415, "application/x-protobuf"),
     ({**ACME, "Content-Type": "application/json", "Content-Encoding": "br"}, b"{}", 415, "gzip"),
     ({"Content-Type": "application/x-protobuf"}, b"", 401, "missing API key"),
