@@ -270,7 +270,7 @@ def fit_in_memory(dicts: Sequence[Mapping[str, float]], labels: Sequence[int], *
         calibrator.a_, calibrator.b_ = -1.0, 0.0
     coef, intercept = _mean_coef(calibrated)
     how = "grouped " if groups is not None else ""
-    n = len(calibrated.calibrated_classifiers_)
+    n = len(splits) if cover else 2
     return RiskModel(calibrated, coef, intercept, {"estimator": f"LogisticRegression(C={c})+sigmoid({how}cv={n})"},
                      text_features=text_features)
 
