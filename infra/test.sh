@@ -49,6 +49,10 @@ case "$DEPS" in
     ;;
 esac
 VPY="$VENV/bin/python"
+# A public benchmark's real stateful tools for the governor's acceptance test
+# (tests/sdk/test_sdk_bfcl_acceptance.py). Its declared dependencies pull torch; its tool
+# classes need only mpmath, so it is installed without them, pinned.
+"$UV" pip install --quiet --python "$VPY" --no-deps "bfcl-eval==2026.3.23" "mpmath==1.4.1"
 # The suite must see the venv's packages and nothing else.
 "$VPY" - <<'EOF'
 import sys, sysconfig
