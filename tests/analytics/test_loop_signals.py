@@ -145,3 +145,16 @@ def test_migration_0010_adds_the_columns(store):
     assert columns() == list(EVENT_COLUMN_NAMES)
     source = Path(__file__).resolve().parents[2] / "store" / "migrations" / "m0010_loop_signals.py"
     assert "from .m0" not in source.read_text() and "event_table" not in source.read_text()
+
+
+def test_a_fresh_store_gets_the_signal_columns_from_migration_0010(store):
+    """0001 is frozen (its own column list); the live table equals the live definition."""
+    names = [r["name"] for r in query_rows(
+        store.client, f"SELECT name FROM system.columns WHERE database = '{store.database}' AND table = 'events'"
+        " ORDER BY position")]
+    assert names == list(EVENT_COLUMN_NAMES)
+    from retrylens.store.migrations import m0001_events
+
+    assert "repeated_tool_calls" not in [name for name, _t, _b in m0001_events.COLUMNS]
+    source = Path(m0001_events.__file__).read_text()
+    assert "import EVENT_COLUMNS" not in source and "from .m0" not in source
