@@ -6,8 +6,11 @@
     governor = Governor(load_policy("policy.yaml"), project="shop", emit=emitter.emit)
     answer = governor.call(ask_model, goal=question, agent="support", dependency="gpt-4o")
 
-Names load on first use (PEP 562), so importing the SDK costs a few milliseconds and an
-agent pays only for what it touches; nothing here imports the RetryLens server.
+What an agent needs is here; everything else (rules and waits to compose, context
+hygiene, the sanitizer, framework adapters) is in its submodule: ``retrylens.sdk.rules``,
+``.backoff``, ``.context``, ``.sanitizer``, ``.adapters_langchain`` and so on. Names load
+on first use (PEP 562), so importing the SDK costs a few milliseconds and an agent pays
+only for what it touches; nothing here imports the RetryLens server.
 """
 
 from __future__ import annotations
@@ -21,15 +24,14 @@ _EXPORTS: dict[str, str] = {
     "Governor": "governor",
     "TaskRun": "run",
     "Attempt": "state",
-    "TaskState": "state",
-    "Verdict": "rules",
+    "Usage": "usage",
+    "Failure": "sanitizer",
     "current_run": "governor",
-    "VirtualClock": "governor",
     # emitting events
     "build_emitter": "transport.build",
     "Emitter": "transport.emitter",
     "EmitterSettings": "transport.settings",
-    # policy and its parts
+    # the policy in force
     "RetryPolicy": "policy",
     "load_policy": "policy",
     "parse_policy": "policy",
@@ -38,41 +40,17 @@ _EXPORTS: dict[str, str] = {
     "FileWatcher": "hot_reload",
     "ApiPoller": "hot_reload",
     "poll_in_background": "hot_reload",
-    "Rule": "rules",
-    "default_rules": "rules",
-    "wait_exponential": "backoff",
-    "wait_retry_after": "backoff",
-    "wait_none": "backoff",
-    "jitter": "backoff",
-    "CircuitBreaker": "breaker",
-    "RetryThrottle": "budget",
-    "TaskLedger": "budget",
-    "FailureHistory": "history",
-    # failures, context, side effects
-    "Failure": "sanitizer",
-    "classify": "sanitizer",
-    "redact": "sanitizer",
-    "ContextBuilder": "context",
-    "drop_echoed_input": "context",
-    "pollution_score": "context",
-    "snapshot": "context",
-    "idempotency_key": "side_effects",
+    # side effects and hand-offs
     "MemoryKeyStore": "side_effects",
     "SqliteKeyStore": "side_effects",
     "ClickHouseKeyStore": "side_effects",
-    # hand-off, pre-flight, features
     "HandoffPackage": "handoff",
     "CallbackChannel": "handoff",
     "FileChannel": "handoff",
     "WebhookChannel": "handoff",
+    # the RetryLens API
     "Preflight": "preflight",
-    "PrecheckRequest": "preflight",
-    "PrecheckResponse": "preflight",
     "RetryLensClient": "client",
-    "extract_input_features": "features",
-    "input_fingerprint": "features",
-    # adapters
-    "TenacityHooks": "adapters_tenacity",
 }
 #: errors live in retrylens.errors (one hierarchy for the whole package)
 _ERRORS = (
@@ -89,10 +67,9 @@ __all__ = [
     "Governor",
     "TaskRun",
     "Attempt",
-    "TaskState",
-    "Verdict",
+    "Usage",
+    "Failure",
     "current_run",
-    "VirtualClock",
     "build_emitter",
     "Emitter",
     "EmitterSettings",
@@ -104,24 +81,6 @@ __all__ = [
     "FileWatcher",
     "ApiPoller",
     "poll_in_background",
-    "Rule",
-    "default_rules",
-    "wait_exponential",
-    "wait_retry_after",
-    "wait_none",
-    "jitter",
-    "CircuitBreaker",
-    "RetryThrottle",
-    "TaskLedger",
-    "FailureHistory",
-    "Failure",
-    "classify",
-    "redact",
-    "ContextBuilder",
-    "drop_echoed_input",
-    "pollution_score",
-    "snapshot",
-    "idempotency_key",
     "MemoryKeyStore",
     "SqliteKeyStore",
     "ClickHouseKeyStore",
@@ -130,12 +89,7 @@ __all__ = [
     "FileChannel",
     "WebhookChannel",
     "Preflight",
-    "PrecheckRequest",
-    "PrecheckResponse",
     "RetryLensClient",
-    "extract_input_features",
-    "input_fingerprint",
-    "TenacityHooks",
     "GovernorError",
     "PolicyError",
     "TaskStopped",
@@ -156,28 +110,21 @@ if TYPE_CHECKING:
         TaskStopped,
     )
 
-    from .adapters_tenacity import TenacityHooks
-    from .backoff import jitter, wait_exponential, wait_none, wait_retry_after
-    from .breaker import CircuitBreaker
-    from .budget import RetryThrottle, TaskLedger
     from .client import RetryLensClient
-    from .context import ContextBuilder, drop_echoed_input, pollution_score, snapshot
-    from .features import extract_input_features, input_fingerprint
-    from .governor import Governor, VirtualClock, current_run
+    from .governor import Governor, current_run
     from .handoff import CallbackChannel, FileChannel, HandoffPackage, WebhookChannel
-    from .history import FailureHistory
     from .hot_reload import ApiPoller, FileWatcher, poll_in_background
     from .policy import RetryPolicy, load_policy, parse_policy, policy_from_env
     from .policy_source import PolicySource
-    from .preflight import PrecheckRequest, PrecheckResponse, Preflight
-    from .rules import Rule, Verdict, default_rules
+    from .preflight import Preflight
     from .run import TaskRun
-    from .sanitizer import Failure, classify, redact
-    from .side_effects import ClickHouseKeyStore, MemoryKeyStore, SqliteKeyStore, idempotency_key
-    from .state import Attempt, TaskState
+    from .sanitizer import Failure
+    from .side_effects import ClickHouseKeyStore, MemoryKeyStore, SqliteKeyStore
+    from .state import Attempt
     from .transport.build import build_emitter
     from .transport.emitter import Emitter
     from .transport.settings import EmitterSettings
+    from .usage import Usage
 
 
 def __getattr__(name: str) -> Any:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -78,11 +79,23 @@ def _readme_sdk_snippet() -> str:
     return block.split("```python", 1)[1].split("```", 1)[0]
 
 
+def _source_copy(target: Path) -> Path:
+    """The distribution's sources (what an sdist holds), so a build never writes into the checkout."""
+    pyproject = (REPO / "pyproject.toml").read_text()
+    folders = set(re.findall(r'^"retrylens[.\w]*" = "(\w+)', pyproject, re.M))
+    for folder in folders:
+        shutil.copytree(REPO / folder, target / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(REPO / name, target / name)
+    return target
+
+
 def test_the_sdk_installs_alone_small_and_runs_the_readme_snippet_without_a_broker(tmp_path: Path) -> None:
     venv = tmp_path / "agent-venv"
     assert _uv("venv", "--quiet", "--python", sys.executable, str(venv)).returncode == 0
     python = venv / "bin" / "python"
-    installed = _uv("pip", "install", "--quiet", "--python", str(python), str(REPO))
+    source = _source_copy(tmp_path / "src")
+    installed = _uv("pip", "install", "--quiet", "--python", str(python), str(source))
     assert installed.returncode == 0, installed.stderr
     freeze = _uv("pip", "freeze", "--python", str(python)).stdout.lower()
     names = {line.split("==")[0].replace("_", "-") for line in freeze.splitlines() if "==" in line}

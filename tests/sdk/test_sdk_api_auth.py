@@ -7,7 +7,8 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from retrylens.sdk import ApiPoller, PolicySource, PrecheckRequest, Preflight
+from retrylens.sdk import ApiPoller, PolicySource, Preflight
+from retrylens.sdk.preflight import PrecheckRequest
 
 
 @pytest.fixture

@@ -15,11 +15,9 @@ from retrylens.sdk import (
     HandedOff,
     MemoryKeyStore,
     SqliteKeyStore,
-    drop_echoed_input,
-    pollution_score,
-    redact,
 )
-from retrylens.sdk.context import ContextBuilder, digest
+from retrylens.sdk.context import ContextBuilder, digest, drop_echoed_input, pollution_score
+from retrylens.sdk.sanitizer import redact
 from retrylens.testing import capture_events
 
 START = datetime(2024, 5, 1, tzinfo=UTC)
@@ -342,7 +340,7 @@ def test_secrets_never_reach_handoff_packages_or_their_events() -> None:
 def test_secrets_never_reach_events_from_the_tenacity_adapter() -> None:
     import tenacity
 
-    from retrylens.sdk import TenacityHooks
+    from retrylens.sdk.adapters_tenacity import TenacityHooks
 
     with capture_events() as captured:
         hooks = TenacityHooks(governor(emit=captured.emit), goal=SECRET_GOAL, agent="billing")
