@@ -31,6 +31,7 @@ import contextvars
 import inspect
 import logging
 import random
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
@@ -67,6 +68,18 @@ T = TypeVar("T")
 _current_run: contextvars.ContextVar[TaskRun | FirstTry | None] = contextvars.ContextVar(
     "retrylens_run", default=None
 )
+
+
+def _otel_configured() -> bool:
+    """Whether the application set a real global OpenTelemetry tracer provider.
+
+    Never imports OpenTelemetry: an application that configured it has imported it already.
+    """
+    trace = sys.modules.get("opentelemetry.trace")
+    if trace is None:
+        return False
+    provider = trace.get_tracer_provider()
+    return type(provider).__name__ not in {"ProxyTracerProvider", "NoOpTracerProvider"}
 
 
 async def _asyncio_sleep(seconds: float) -> None:
@@ -109,7 +122,10 @@ class Governor:
         rules: Rule | None = None,
         validate_events: bool = True,
         processors: list[Processor] | None = None,
+        otel: bool | None = None,
     ) -> None:
+        """``otel``: record tasks and attempts as OpenTelemetry spans (:mod:`.otel`); ``None``
+        does so when the application has set a global OpenTelemetry SDK tracer provider."""
         if not isinstance(policy, PolicySource):
             if policy is None:
                 from .policy import RetryPolicy  # pydantic loads with the first policy
@@ -119,6 +135,10 @@ class Governor:
         self.source = policy
         self.project = project
         self._emit = emit or (lambda event: None)
+        if otel if otel is not None else _otel_configured():
+            from .otel import traced
+
+            self._emit = traced(self._emit)
         self.clock = clock
         self.sleep = sleep
         self.asleep = asleep or _asyncio_sleep

@@ -151,3 +151,47 @@ def test_without_a_configured_sdk_events_keep_their_ids_and_nothing_breaks():
     assert gov.call(lambda: 1, goal="x", agent="a") == 1
     (event,) = events
     assert event.trace_id and event.span_id  # the governor's own ids
+
+
+def test_a_governor_traces_on_its_own_when_the_application_configured_opentelemetry(tmp_path) -> None:
+    """A global SDK tracer provider is enough: no wrapping of ``emit`` by hand (own interpreter,
+    since a global provider can be set only once per process)."""
+    import json
+    import subprocess
+    import sys
+
+    code = """
+import json
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from retrylens.sdk import Governor
+from retrylens.testing import capture_events
+
+exporter = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+trace.set_tracer_provider(provider)
+calls = []
+
+def flaky():
+    calls.append(1)
+    if len(calls) == 1:
+        raise TimeoutError("slow upstream")
+    return "ok"
+
+with capture_events() as captured:
+    governor = Governor.with_virtual_time(start=__import__("datetime").datetime(2026, 3, 1, tzinfo=__import__("datetime").UTC),
+                                          project="acme", emit=captured.emit)
+    governor.call(flaky, goal="look up order 7", agent="support")
+    events = captured.events
+spans = exporter.get_finished_spans()
+print(json.dumps({"spans": sorted(s.name for s in spans),
+                  "span_traces": sorted({format(s.context.trace_id, "032x") for s in spans}),
+                  "event_traces": sorted({e.trace_id for e in events})}))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["spans"] == ["attempt 1 support", "attempt 2 support", "invoke_agent support"]
+    assert result["event_traces"] == result["span_traces"]  # the task and its trace point at each other
