@@ -155,7 +155,7 @@ def alert_states(store: EventStore, rule_id: str | None = None) -> list[dict[str
 
 def alert_history(store: EventStore, *, limit: int = 100) -> list[dict[str, Any]]:
     """Notifications sent, newest first."""
-    sql = store.sql("SELECT * FROM [[db]].alert_log ORDER BY ts DESC LIMIT {limit:UInt32}")
+    sql = store.sql("SELECT * FROM [[db]].alert_log ORDER BY ts DESC, rule_id, slice_value, status LIMIT {limit:UInt32}")
     return query_rows(store.client, sql, {"limit": max(0, int(limit))})
 
 

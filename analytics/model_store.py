@@ -27,15 +27,11 @@ from typing import Any
 import joblib
 
 from retrylens.config import Settings
-from retrylens.errors import RetryLensError
+from retrylens.errors import ModelNotFoundError
 
 from .classifier import RiskModel
 
 _VERSION = re.compile(r"^v(\d{4,})$")
-
-
-class ModelNotFoundError(RetryLensError):
-    """No trained model exists yet; run ``retrylens train``."""
 
 
 @dataclass(frozen=True)

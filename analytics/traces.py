@@ -17,12 +17,8 @@ from typing import Any
 
 import orjson
 
-from retrylens.errors import ConfigError
+from retrylens.errors import TraceFormatError
 from retrylens.sdk.features import FeatureValue, extract_input_features
-
-
-class TraceFormatError(ConfigError):
-    """A trace file is missing or a line is not a valid trace record; names file and line."""
 
 
 @dataclass(frozen=True)

@@ -17,18 +17,12 @@ from typing import Any
 
 import orjson
 
+from retrylens.errors import OtlpDecodeError, OtlpUnsupported
+
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 _HEX = frozenset("0123456789abcdef")
 LATEST_NS = 7_258_118_400 * 10**9  # 2200-01-01, the store's latest time
-
-
-class OtlpDecodeError(ValueError):
-    """The body is not an OTLP trace export request."""
-
-
-class OtlpUnsupported(ValueError):
-    """The body's content type or encoding is not one this server reads (415)."""
 
 
 @dataclass(slots=True)

@@ -122,7 +122,7 @@ _FIND_TASKS = (
 )
 _FEATURE_SAMPLE = (
     "SELECT input_features FROM [[db]].events WHERE input_features != ''"
-    " ORDER BY ts DESC LIMIT {limit:UInt32}"
+    " ORDER BY ts DESC, event_id LIMIT {limit:UInt32}"
 )
 
 

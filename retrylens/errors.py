@@ -14,6 +14,8 @@ RetryLensError
 │   ├── SideEffectError         a guarded side effect is in an unknown or failed state
 │   └── HandoffError            a hand-off channel could not deliver the package
 ├── ApiError                    the RetryLens API answered with an error status
+├── OtlpDecodeError             a body sent to /v1/traces is not an OTLP trace export (400)
+│   └── OtlpUnsupported         its content type or encoding is not one the server reads (415)
 ├── StoreError                  the ClickHouse store could not do what was asked
 │   ├── StoreLockedError        an embedded store is owned by another process
 │   ├── MigrationError          a schema migration failed
@@ -133,6 +135,14 @@ class ApiError(RetryLensError):
         self.status = status
         self.detail = detail
         self.url = url
+
+
+class OtlpDecodeError(RetryLensError, ValueError):
+    """The body is not an OTLP trace export request."""
+
+
+class OtlpUnsupported(OtlpDecodeError):
+    """The body's content type or encoding is not one this server reads (415)."""
 
 
 # -- the store --------------------------------------------------------------------------
