@@ -100,6 +100,7 @@ def test_sample_traces_are_scored_with_sane_metrics():
     assert 0.5 < result.roc_auc <= 1.0 and 0.0 <= result.brier < 0.25
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not REAL.exists(), reason="the real agent traces are not on this machine")
 def test_beats_both_baselines_on_the_real_traces():
     result = train_from_traces(REAL)
@@ -118,6 +119,7 @@ def test_bad_trace_files_are_rejected_with_the_line(tmp_path):
         read_traces(bad)
 
 
+@pytest.mark.slow
 @pytest.mark.clickhouse
 def test_beats_both_baselines_on_the_simulated_fleet(store):
     from retrylens import simulation
