@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# What the dashboard's browser test needs on a fresh Debian machine: Debian's `chromium`
+# Debian packages the tests drive: `kcat` (the README's Kafka example for agents in other
+# languages, run as written), and for the dashboard's browser test Debian's `chromium`
 # (driven by Playwright through executable_path, so `playwright install` never runs and no
 # browser is downloaded from outside the distribution), fonts for readable screenshots,
 # and the Playwright Python package. Idempotent: installed pieces are skipped.
@@ -13,6 +14,7 @@ fi
 
 missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 dpkg -s fonts-dejavu-core >/dev/null 2>&1 || missing+=(fonts-dejavu-core)
 dpkg -s fonts-liberation >/dev/null 2>&1 || missing+=(fonts-liberation)
 if [[ ${#missing[@]} -gt 0 ]]; then

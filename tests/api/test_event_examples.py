@@ -2,9 +2,8 @@
 
 The payloads under ``examples/events/`` must validate against the published JSON Schema
 and pass the processor; then ``curl`` posts them to a real ``retrylens serve`` and the
-broker's own console producer (what the README's ``kcat`` line does, for machines
-without kcat) writes the keyed lines to the real topic, and the stored task timelines
-are read back. An event sent without ``event_id`` twice is stored once.
+README's ``kcat`` line writes the keyed lines to the real topic (``infra/browser.sh``
+installs Debian's kcat), and the stored task timelines are read back. An event sent without ``event_id`` twice is stored once.
 """
 
 from __future__ import annotations
@@ -61,14 +60,12 @@ def _timeline(url: str, task_id: str, count: int, project: str = "acme") -> list
     raise AssertionError(f"{task_id}: {len(events)} events after 60 s, wanted {count}")
 
 
-def _console_producer(bootstrap: str, topic: str, lines: bytes) -> None:
-    """The broker's kafka-console-producer (kcat -P -K'\\t' equivalent) from the local install."""
-    java, lib = shutil.which("java"), REPO / ".kafka" / "lib"
-    if java is None or not lib.is_dir():
-        pytest.skip("no local Kafka install (.kafka/lib) or java to run its console producer")
-    subprocess.run([java, "-cp", f"{lib}/*", "org.apache.kafka.tools.ConsoleProducer", "--bootstrap-server",
-                    bootstrap, "--topic", topic, "--property", "parse.key=true", "--property", "key.separator=\t"],
-                   input=lines, check=True, timeout=120, capture_output=True)
+def _kcat(bootstrap: str, topic: str, path: Path) -> None:
+    """The README's line: ``kcat -P -b <broker> -t <topic> -K $'\\t' -l <file>``."""
+    kcat = shutil.which("kcat")
+    assert kcat is not None, "kcat is not installed (infra/browser.sh installs it)"
+    subprocess.run([kcat, "-P", "-b", bootstrap, "-t", topic, "-K", "\t", "-l", str(path)],
+                   check=True, timeout=120, capture_output=True)
 
 
 @pytest.mark.slow
@@ -101,7 +98,9 @@ def test_curl_and_a_kafka_producer_deliver_the_examples_to_a_real_server(tmp_pat
         # the same task from a Kafka producer, as another project's copy would arrive
         lines = (EXAMPLES / "task_full.kafka.tsv").read_bytes()
         renamed = lines.replace(b"ts-task-0001", b"ts-task-kafka").replace(b"-9f00-0000", b"-9f00-1000")
-        _console_producer(kafka_bootstrap, topic, renamed)
+        produced = tmp_path / "task_kafka.tsv"
+        produced.write_bytes(renamed)
+        _kcat(kafka_bootstrap, topic, produced)
         via_kafka = _timeline(url, "ts-task-kafka", 7)
         assert [e["kind"] for e in via_kafka] == [e["kind"] for e in full]
         metrics = httpx.get(f"{url}/v1/projects/acme/metrics", params={"source": "raw"}, headers=ACME).json()
