@@ -18,6 +18,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 DEPS="${DEPS:-locked}"
+export DEPS  # tests read it: the lowest run checks every floor is what it installed
 PYTHON="${PYTHON:-python3}"
 VENV="${RETRYLENS_TEST_VENV:-$PWD/.venv-test-$DEPS}"
 TOOLS="${RETRYLENS_TOOLS_VENV:-$PWD/.venv-tools}"

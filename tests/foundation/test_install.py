@@ -126,3 +126,39 @@ def test_the_sdk_installs_alone_small_and_runs_the_readme_snippet_without_a_brok
     assert verdicts and all(isinstance(v, ValidEvent) for v in verdicts)
     kinds = {v.event.kind.value for v in verdicts}  # type: ignore[union-attr]
     assert "side_effect" in kinds  # the charge went through the governor, keyed
+
+
+def _direct_requirements() -> list[str]:
+    import tomllib
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    requirements = list(project["dependencies"])
+    for extra in project["optional-dependencies"].values():
+        requirements += [r for r in extra if not r.startswith("retrylens")]
+    return requirements
+
+
+def test_the_installed_dependencies_satisfy_the_declared_ranges_and_lowest_means_the_floors() -> None:
+    """Every direct dependency installed here is within its declared range; in CI's
+    lowest-deps run (``DEPS=lowest``) each one is exactly its declared lower bound, so no
+    floor claims a version the tests never ran on."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    lowest = os.environ.get("DEPS") == "lowest"
+    problems = []
+    for text in _direct_requirements():
+        requirement = Requirement(text)
+        try:
+            installed = Version(version(requirement.name))
+        except PackageNotFoundError:
+            problems.append(f"{requirement.name} is not installed")
+            continue
+        if installed not in requirement.specifier:
+            problems.append(f"{requirement.name} {installed} is outside {requirement.specifier}")
+        floors = [Version(s.version) for s in requirement.specifier if s.operator == ">="]
+        if lowest and floors and installed != floors[0]:
+            problems.append(f"{requirement.name}: the lowest run has {installed}, the declared floor is {floors[0]}")
+    assert problems == []
