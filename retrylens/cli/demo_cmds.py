@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import shlex
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -135,7 +136,16 @@ def _dashboard_command(settings: Settings, config: Path | None) -> str:
         parts.append(f"RETRYLENS_CLICKHOUSE_DSN={shlex.quote(settings.clickhouse_dsn)}")
     if config is not None:
         parts.append(f"RETRYLENS_CONFIG={shlex.quote(str(config))}")
-    return " ".join([*parts, "retrylens", "up"])
+    return " ".join([*parts, *_this_cli(), "up"])
+
+
+def _this_cli() -> list[str]:
+    """The command that started this process (``.venv/bin/retrylens``, or ``python -m retrylens``),
+    so the printed line works whether or not ``retrylens`` is on PATH."""
+    script = Path(sys.argv[0])
+    if script.name == "retrylens":
+        return [shlex.quote(str(script))]
+    return [shlex.quote(sys.executable), "-m", "retrylens"]
 
 
 def _print_report(report: dict) -> None:

@@ -99,7 +99,11 @@ def train(settings: Settings, store: EventStore) -> dict[str, Any]:
 @contextmanager
 def api_preflights(settings: Settings, store: EventStore, log: PrecheckLog) -> Iterator[Callable[[str], Any]]:
     """Per-project :class:`Preflight` clients that reach the real API app in process."""
-    from fastapi.testclient import TestClient
+    import warnings
+
+    with warnings.catch_warnings():  # starlette's advice to its own users, not to ours
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from fastapi.testclient import TestClient
 
     from retrylens.api.app import create_app
     from retrylens.api.auth import local_token

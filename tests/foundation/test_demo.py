@@ -40,7 +40,7 @@ def test_embedded_demo_runs_the_whole_loop_and_its_numbers_are_the_truth(tmp_pat
     assert report["prechecks"]["checked"] == 75
     assert set(report["prechecks"]["changed"]["success_rate"]) == {"with_prechecks", "without_prechecks"}
     assert Path(report["policy_report"]["html"]).is_file()
-    assert report["dashboard"] == f"RETRYLENS_DATA_DIR={tmp_path} retrylens up"
+    assert report["dashboard"] == f"RETRYLENS_DATA_DIR={tmp_path} {sys.executable} -m retrylens up"
     # Same seed on a fresh store, same run (on the same store the second run would learn from
     # the first one's history, and its pre-checks would rightly advise otherwise).
     again = _demo({**env, "RETRYLENS_DATA_DIR": str(tmp_path / "again")}, "--tasks", "150", "--seed", "3",
