@@ -46,11 +46,15 @@ class CapturedEvents:
     def emit(self, event: RetryEvent) -> bool:
         return self._emitter.emit(event)
 
+    def records(self) -> list[Record]:
+        """Every (key, bytes) record delivered so far, after flushing the emitter."""
+        self._emitter.flush(timeout_s=10)
+        return list(self.sink.records)
+
     @property
     def events(self) -> list[RetryEvent]:
         """Every event delivered so far, parsed back from its serialized bytes."""
-        self._emitter.flush(timeout_s=10)
-        return [RetryEvent.from_json_bytes(value) for _, value in list(self.sink.records)]
+        return [RetryEvent.from_json_bytes(value) for _, value in self.records()]
 
     def of_kind(self, kind: EventKind | str) -> list[RetryEvent]:
         return [e for e in self.events if e.kind == kind]

@@ -40,9 +40,8 @@ ERROR = {"role": "tool", "content": "Error: upstream returned status 503", "erro
 
 
 def _store_emitted(captured, store, project: str) -> None:
-    captured.events  # noqa: B018 - flush
     rows = []
-    for offset, (_, value) in enumerate(list(captured.sink.records)):
+    for offset, (_, value) in enumerate(captured.records()):
         valid = process(value, SourceRef(project, 0, offset))
         assert isinstance(valid, ValidEvent), valid
         rows.append(valid.row)

@@ -35,8 +35,7 @@ def _first_snapshot(store, project: str, threshold: float) -> dict:
             attempt = run.begin()
             run.wait(run.fail(attempt, TimeoutError("timed out")))
             run.succeed(run.begin(), "booked")
-        captured.events  # noqa: B018 - flush
-        rows = [process(value, SourceRef(project, 0, i)) for i, (_, value) in enumerate(captured.sink.records)]
+        rows = [process(value, SourceRef(project, 0, i)) for i, (_, value) in enumerate(captured.records())]
     assert all(isinstance(r, ValidEvent) for r in rows)
     store.insert_rows([r.row for r in rows])
     (row,) = query_rows(store.client, store.sql(

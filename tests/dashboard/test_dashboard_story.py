@@ -99,8 +99,7 @@ def test_the_task_view_shows_loop_and_pollution_signals_from_the_store(store):
             return "ok"
 
         g.call(work, goal="find a hotel", task_id="t-loop")
-        captured.events  # noqa: B018 - flush
-        store.insert_rows([process(v, SourceRef("t", 0, i)).row for i, (_, v) in enumerate(captured.sink.records)])
+        store.insert_rows([process(v, SourceRef("t", 0, i)).row for i, (_, v) in enumerate(captured.records())])
     story = build_story("story-loops", "t-loop", store.task_events("story-loops", "t-loop"))
     first = story.attempts[0]
     assert (first.trailing_errors, first.repeated_tool_calls) == (2, 3)
@@ -130,8 +129,7 @@ def test_a_recovered_task_is_told_apart_from_a_clean_success(store):
 
         g.call(flaky, goal="recover", task_id="t-recovered")
         g.call(lambda: "ok", goal="clean", task_id="t-clean")
-        captured.events  # noqa: B018 - flush
-        store.insert_rows([process(v, SourceRef("t", 0, i)).row for i, (_, v) in enumerate(captured.sink.records)])
+        store.insert_rows([process(v, SourceRef("t", 0, i)).row for i, (_, v) in enumerate(captured.records())])
     kinds = {t: build_story("story-kinds", t, store.task_events("story-kinds", t)).outcome_kind
              for t in ("t-recovered", "t-clean")}
     assert kinds == {"t-recovered": "successful_with_retry", "t-clean": "successful_without_retry"}

@@ -30,9 +30,8 @@ class Recorded:
 
     def store(self, store: EventStore) -> Metrics:
         """Ingest everything emitted so far into ``store``; the project's raw metrics."""
-        self.captured.events  # noqa: B018 - flush
         rows = []
-        for offset, (_, value) in enumerate(list(self.captured.sink.records)):
+        for offset, (_, value) in enumerate(self.captured.records()):
             valid = process(value, SourceRef(self.project, 0, offset))
             assert isinstance(valid, ValidEvent), valid
             rows.append(valid.row)
