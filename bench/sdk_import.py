@@ -26,26 +26,10 @@ import subprocess
 import sys
 import tempfile
 
-SERVER_LIBRARIES = (
-    "pandas",
-    "numpy",
-    "pyarrow",
-    "chdb",
-    "clickhouse_connect",
-    "streamlit",
-    "sklearn",
-    "fastapi",
-    "uvicorn",
-    "prometheus_client",
-    "retrylens.ingest",
-    "retrylens.store",
-    "retrylens.analytics",
-    "retrylens.api",
-    "retrylens.dashboard",
-    "retrylens.evaluation",
-    "retrylens.simulation",
-)
-WATCHED = (*SERVER_LIBRARIES, "pydantic", "kafka", "httpx", "yaml", "asyncio")
+from retrylens.layers import SERVER_LIBRARIES, SERVER_PACKAGES
+
+SERVER_MODULES = (*SERVER_LIBRARIES, *SERVER_PACKAGES)
+WATCHED = (*SERVER_MODULES, "pydantic", "kafka", "httpx", "yaml", "asyncio")
 TARGET_RATIO = 2.0
 
 _TIMER = """
@@ -95,8 +79,8 @@ def measure(runs: int) -> dict[str, object]:
     result["runs"] = runs
     result["ratio"] = round(float(result["sdk_import_ms"]) / float(result["tenacity_import_ms"]), 2)  # type: ignore[arg-type]
     result["target_ratio"] = TARGET_RATIO
-    result["server_modules_loaded"] = [m for m in loaded["sdk_import_ms"] if m in SERVER_LIBRARIES]
-    result["other_modules_loaded"] = [m for m in loaded["sdk_import_ms"] if m not in SERVER_LIBRARIES]
+    result["server_modules_loaded"] = [m for m in loaded["sdk_import_ms"] if m in SERVER_MODULES]
+    result["other_modules_loaded"] = [m for m in loaded["sdk_import_ms"] if m not in SERVER_MODULES]
     result["governor_ready_modules_loaded"] = loaded["governor_ready_ms"]
     return result
 

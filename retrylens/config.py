@@ -22,10 +22,6 @@ from .sdk.transport.settings import default_data_dir
 CONFIG_FILE_ENV = "RETRYLENS_CONFIG"
 
 
-def _default_data_dir() -> Path:
-    return default_data_dir()
-
-
 class Settings(BaseSettings):
     """All settings; environment variable = ``RETRYLENS_`` + upper-case name unless noted."""
 
@@ -34,7 +30,7 @@ class Settings(BaseSettings):
     )
 
     data_dir: Path = Field(
-        default_factory=_default_data_dir,
+        default_factory=default_data_dir,
         description="Where the embedded store, spool and model artifacts live.",
     )
     clickhouse_dsn: str = Field(

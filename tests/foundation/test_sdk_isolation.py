@@ -17,33 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from retrylens.layers import SERVER_LIBRARIES, SERVER_PACKAGES
+
 REPO = Path(__file__).resolve().parents[2]
-SERVER_PACKAGES = (
-    "retrylens.ingest",
-    "retrylens.store",
-    "retrylens.analytics",
-    "retrylens.api",
-    "retrylens.dashboard",
-    "retrylens.evaluation",
-    "retrylens.simulation",
-    "retrylens.cli",
-    "retrylens.config",
-)
-SERVER_LIBRARIES = (
-    "pandas",
-    "numpy",
-    "pyarrow",
-    "chdb",
-    "clickhouse_connect",
-    "streamlit",
-    "sklearn",
-    "fastapi",
-    "uvicorn",
-    "prometheus_client",
-    "msgspec",
-    "pydantic_settings",
-    "typer",
-)
 #: SDK modules that may import pydantic, httpx, yaml or kafka (only where used, lazily)
 #: schemas/wire.py is the consumer's msgspec decoder, kept beside the model it mirrors
 AGENT_SIDE_FILES = [
