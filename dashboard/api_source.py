@@ -24,7 +24,7 @@ from retrylens.analytics.metrics import ErrorTypeShare, Metrics, TaskCost, Trend
 from retrylens.config import Settings
 from retrylens.sdk.client import RetryLensClient
 
-from .source import ModelInfo, Report, default_reports_dir, read_reports
+from .local_files import ModelInfo, Report, default_reports_dir, read_reports
 
 _SLICE_FIELDS = ("project", "agent", "phase", "error_type", "policy_version", "start", "end")
 

@@ -16,6 +16,7 @@ import streamlit as st
 from retrylens.analytics.filters import Slice
 
 from . import charts, filters
+from .routes import PAGE_TASK, page
 from .source import DataSource
 from .widgets import count, ms, paginated, pct, table, task_link, usd
 
@@ -116,7 +117,5 @@ def _costly_tasks(source: DataSource, where: Slice) -> None:
 
 
 def _open_task(project: str, task_id: str) -> None:
-    from .nav import PAGE_TASK, page
-
     st.session_state["task_pick"] = {"project": project, "task_id": task_id}
     st.switch_page(page(PAGE_TASK), query_params={"project": project, "task_id": task_id})

@@ -23,7 +23,6 @@ import json
 import os
 import threading
 import uuid
-from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -53,32 +52,18 @@ from retrylens.config import Settings, load_settings
 from retrylens.store import EventStore
 from retrylens.store.sql import query_rows
 
+from .local_files import (
+    ModelInfo,
+    Report,
+    default_reports_dir,
+    model_info_from_disk,
+    read_reports,
+)
+
 SOURCE_ENV = "RETRYLENS_DASHBOARD_SOURCE"
-REPORTS_DIR_ENV = "RETRYLENS_DASHBOARD_REPORTS_DIR"
 #: The filter dimensions offered in the sidebar, as (label, metrics_by dimension).
 OPTION_DIMENSIONS = (("project", "project"), ("agent", "agent"), ("phase", "phase"),
                      ("policy_version", "policy_version"))
-
-
-@dataclass(frozen=True)
-class ModelInfo:
-    """The risk model in force: its meta file (metrics, baselines, window) and weights."""
-
-    version: str
-    versions: list[str]
-    meta: dict[str, Any]
-    #: (feature name, weight) of the features seen in recent inputs, largest |weight| first.
-    feature_weights: list[tuple[str, float]] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class Report:
-    """One policy-evaluation report: its JSON and, when written beside it, its HTML."""
-
-    name: str
-    modified: datetime
-    data: dict[str, Any]
-    html_path: Path | None = None
 
 
 @runtime_checkable
@@ -216,53 +201,6 @@ class StoreSource:
     def alert_history(self, project: str | None = None, *, limit: int = 200) -> list[dict[str, Any]]:
         wanted = {r.rule_id for r in self.alert_rules(project)} if project is not None else None
         return [h for h in alerting.alert_history(self.store, limit=limit) if wanted is None or h["rule_id"] in wanted]
-
-
-def default_reports_dir(settings: Settings | None) -> Path | None:
-    """``RETRYLENS_DASHBOARD_REPORTS_DIR``, else ``<data_dir>/reports``."""
-    if os.environ.get(REPORTS_DIR_ENV):
-        return Path(os.environ[REPORTS_DIR_ENV])
-    return settings.data_dir / "reports" if settings is not None else None
-
-
-def read_reports(folder: Path | None, *, limit: int = 50) -> list[Report]:
-    """Policy reports (``*.json``, newest first) in ``folder``; unreadable files are skipped."""
-    if folder is None or not folder.is_dir():
-        return []
-    reports = []
-    for path in sorted(folder.rglob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)[:limit]:
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if not isinstance(data, dict):
-            continue
-        html = next((p for p in (path.with_suffix(".html"), path.parent / "report.html") if p.is_file()), None)
-        reports.append(Report(str(path.relative_to(folder)), datetime.fromtimestamp(path.stat().st_mtime),
-                              data, html))
-    return reports
-
-
-def model_info_from_disk(settings: Settings, recent_features: list[dict[str, Any]]) -> ModelInfo | None:
-    """The current model's meta and the weights of features seen in ``recent_features``."""
-    from retrylens.analytics.classifier import feature_dict
-    from retrylens.analytics.model_store import (
-        ModelNotFoundError,
-        ModelStore,
-        load_current_model,
-        models_dir,
-    )
-
-    model_store = ModelStore(models_dir(settings))
-    try:
-        loaded = load_current_model(settings)
-    except ModelNotFoundError:
-        return None
-    names: dict[str, float] = {}
-    for features in recent_features:
-        names.update(dict.fromkeys(feature_dict(features), 1.0))
-    weights = loaded.model.contributions(names, top=25) if names else []
-    return ModelInfo(loaded.version, model_store.versions(), loaded.meta, weights)
 
 
 # --- choosing the source of this process -----------------------------------------------------

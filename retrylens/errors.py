@@ -31,10 +31,20 @@ nothing but the standard library, so the agent SDK can raise and catch every one
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from retrylens.sdk.rules import Verdict
+
+class _Verdict(Protocol):
+    """What a stopped task's error needs of the governor's verdict (``retrylens.sdk.rules``).
+
+    A protocol, so this module imports nothing of the SDK (no import cycle).
+    """
+
+    @property
+    def decision(self) -> Any: ...
+
+    @property
+    def reason(self) -> str: ...
 
 
 class RetryLensError(Exception):
@@ -94,7 +104,7 @@ class TaskStopped(GovernorError):
     """The governor stopped the task instead of retrying."""
 
     def __init__(
-        self, task_id: str, verdict: Verdict, last_error: BaseException | None = None
+        self, task_id: str, verdict: _Verdict, last_error: BaseException | None = None
     ) -> None:
         super().__init__(f"task {task_id}: {verdict.decision.value}: {verdict.reason}")
         self.task_id = task_id
