@@ -14,7 +14,7 @@ import streamlit as st
 from . import charts
 from .filters import options
 from .source import DataSource
-from .story import Attempt, TaskStory, attempt_rows, build_story
+from .story import Attempt, HandoffPackage, TaskStory, attempt_rows, build_story
 from .widgets import ms, table, usd
 
 ANY_PROJECT = "(any project)"
@@ -98,13 +98,33 @@ def _story(story: TaskStory) -> None:
     warnings = [(a, w) for a in story.attempts for w in a.warnings]
     for attempt, warning in warnings:
         st.warning(f"{attempt.label}: {warning}", icon=":material/warning:")
-    for handoff in story.handoffs:
-        st.info(f"Handed to a human: {handoff.get('decision_reason') or 'no reason recorded'}",
-                 icon=":material/support_agent:")
+    for number, package in enumerate(story.handoff_packages, start=1):
+        _handoff(number, package)
     st.plotly_chart(charts.task_timeline(_timeline_points(story)), key="chart_task_timeline")
     table(attempt_rows(story), key="attempt_table")
     for attempt in story.attempts:
         _attempt(attempt)
+
+
+def _handoff(number: int, package: HandoffPackage) -> None:
+    st.info(f"Handed to a human: {package.reason or 'no reason recorded'}", icon=":material/support_agent:")
+    with st.expander(f"Hand-off package {number}: what the person picking it up sees", expanded=True):
+        st.markdown("**Input**")
+        st.code(package.input or "—", language=None)
+        st.markdown("**Failed output**")
+        st.code(package.failed_output or "—", language=None)
+        if package.error:
+            st.markdown("**Last error**")
+            st.json(package.error, expanded=True)
+        if package.errors:
+            st.markdown("**Errors of every attempt**")
+            table(package.errors, key=f"handoff_errors_{number}")
+        if package.context:
+            st.markdown("**Last context messages**")
+            table(package.context, key=f"handoff_context_{number}")
+        for part, text in package.raw.items():
+            st.markdown(f"**{part}** (cut to the stored size)")
+            st.code(text, language=None)
 
 
 def _timeline_points(story: TaskStory) -> list[dict[str, Any]]:

@@ -91,6 +91,55 @@ class Attempt:
         return out
 
 
+@dataclass(frozen=True)
+class HandoffPackage:
+    """What a person picking up a handed-off task reads: the stored, redacted package.
+
+    The SDK stores the package in the ``handoff`` event's context snapshot, one message per
+    part (role ``handoff:<part>``): so it is kept with the task's events and found here.
+    """
+
+    ts: datetime | None
+    reason: str
+    input: str = ""
+    failed_output: str = ""
+    error: dict[str, Any] = field(default_factory=dict)
+    errors: list[dict[str, Any]] = field(default_factory=list)
+    context: list[dict[str, Any]] = field(default_factory=list)
+    #: parts stored as text that is not JSON (cut to the schema's message limit)
+    raw: dict[str, str] = field(default_factory=dict)
+
+
+def handoff_package(row: dict[str, Any]) -> HandoffPackage:
+    """The package of one ``handoff`` event row (stored or from the API)."""
+    snapshot = _json(row.get("context_snapshot"))
+    messages = snapshot.get("last_messages") or [] if isinstance(snapshot, dict) else []
+    parts = {str(m.get("role", ""))[len("handoff:"):]: str(m.get("content", ""))
+             for m in messages if isinstance(m, dict) and str(m.get("role", "")).startswith("handoff:")}
+    raw: dict[str, str] = {}
+
+    def decoded(name: str, kind: type) -> Any:
+        text = parts.get(name, "")
+        try:
+            value = json.loads(text) if text else kind()
+        except ValueError:
+            raw[name] = text
+            return kind()
+        return value if isinstance(value, kind) else kind()
+
+    error, errors, context = decoded("error", dict), decoded("errors", list), decoded("context", list)
+    return HandoffPackage(
+        ts=row.get("ts"),
+        reason=row.get("decision_reason") or "",
+        input=parts.get("input", ""),
+        failed_output=parts.get("output", ""),
+        error=error,
+        errors=[e for e in errors if isinstance(e, dict)],
+        context=[m for m in context if isinstance(m, dict)],
+        raw=raw,
+    )
+
+
 @dataclass
 class TaskStory:
     project: str
@@ -102,6 +151,11 @@ class TaskStory:
     attempts: list[Attempt] = field(default_factory=list)
     handoffs: list[dict[str, Any]] = field(default_factory=list)
     events: int = 0
+
+    @property
+    def handoff_packages(self) -> list[HandoffPackage]:
+        """The stored package of every hand-off, oldest first."""
+        return [handoff_package(row) for row in self.handoffs]
 
     @property
     def outcome_kind(self) -> str:

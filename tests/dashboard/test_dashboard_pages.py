@@ -262,3 +262,19 @@ def test_alerts_page_on_an_empty_store(empty_source):
     _no_errors(app)
     assert any("Nothing is firing" in s.value for s in app.success)
     assert any("No alert rules" in i.value for i in app.info)
+
+
+def test_task_view_shows_the_stored_handoff_package(seeded, seeded_source):
+    from test_dashboard_story import _handed_off_task
+
+    store, _ = seeded
+    _handed_off_task(store, "pages-handoff", "t-handoff")
+    app = run_page("task", project="pages-handoff", task_id="t-handoff")
+    _no_errors(app)
+    assert any("unclassified failure" in i.value for i in app.info)
+    [expander] = [e for e in app.expander if e.label.startswith("Hand-off package 1")]
+    shown = [c.value for c in expander.code]
+    assert shown[0].startswith("refund order 42") and "sk-proj-" not in shown[0]
+    errors = next(f.value for f in expander.dataframe if "error_type" in f.value.columns)
+    assert list(errors["attempt"]) == [1]
+    assert "inconsistent balance" in expander.json[0].value

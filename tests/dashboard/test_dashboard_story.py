@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from retrylens.dashboard.story import attempt_rows, build_story
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
@@ -133,3 +135,50 @@ def test_a_recovered_task_is_told_apart_from_a_clean_success(store):
     kinds = {t: build_story("story-kinds", t, store.task_events("story-kinds", t)).outcome_kind
              for t in ("t-recovered", "t-clean")}
     assert kinds == {"t-recovered": "successful_with_retry", "t-clean": "successful_without_retry"}
+
+
+def _handed_off_task(store, project: str, task_id: str) -> None:
+    """A real governed task handed to a person (an unclassified error), stored via the processor."""
+    import random
+
+    from retrylens.errors import HandedOff
+    from retrylens.ingest.processor import SourceRef, process
+    from retrylens.sdk import CallbackChannel, Governor, parse_policy
+    from retrylens.testing import capture_events
+
+    policy = parse_policy({"backoff": {"jitter": 0.0, "base_ms": 1, "cap_ms": 2}})
+    with capture_events() as captured:
+        g = Governor(policy, project=project, emit=captured.emit, rng=random.Random(3),
+                     handoff=CallbackChannel(lambda package: None))
+
+        def work(attempt):
+            attempt.messages.append({"role": "tool", "content": "balance: 12.00 EUR"})
+            raise RuntimeError("ledger returned an inconsistent balance for order 42")
+
+        with pytest.raises(HandedOff):
+            g.call(work, goal="refund order 42, api key sk-proj-abcdefghijklmnopqrstuvwx1234", task_id=task_id)
+        store.insert_rows([process(v, SourceRef("t", 0, i)).row for i, (_, v) in enumerate(captured.records())])
+
+
+def test_the_stored_handoff_package_is_read_back_whole_and_redacted(store):
+    _handed_off_task(store, "story-handoff", "t-handoff")
+    story = build_story("story-handoff", "t-handoff", store.task_events("story-handoff", "t-handoff"))
+    [package] = story.handoff_packages
+    assert "unclassified failure" in package.reason
+    assert package.input.startswith("refund order 42")
+    assert "sk-proj-abcdefghijklmnopqrstuvwx1234" not in package.input
+    assert package.error["code"] == "RuntimeError"
+    assert "inconsistent balance" in package.error["message"]
+    assert [e["attempt"] for e in package.errors] == [1]
+    assert {"role": "tool", "content": "balance: 12.00 EUR"} in package.context
+    assert package.raw == {}
+
+
+def test_a_handoff_package_cut_to_the_stored_size_is_shown_as_text():
+    snapshot = {"last_messages": [{"role": "handoff:input", "content": "do it"},
+                                  {"role": "handoff:errors", "content": '[{"attempt": 1, "summ…'}]}
+    story = build_story("acme", "t1", [_event(0, 0, "handoff", context_snapshot=snapshot, side_effects=[],
+                                              decision_reason="needs a person")])
+    [package] = story.handoff_packages
+    assert (package.reason, package.input, package.errors) == ("needs a person", "do it", [])
+    assert package.raw == {"errors": '[{"attempt": 1, "summ…'}
