@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
-from kafka.errors import KafkaTimeoutError, NoBrokersAvailable, TopicAlreadyExistsError
+from kafka.errors import KafkaTimeoutError, TopicAlreadyExistsError
 
 from retrylens.config import Settings
 from retrylens.errors import ConfigError
@@ -47,7 +47,7 @@ def connect(settings: Settings, what: str, factory: Callable[..., C], **config: 
     becomes a :class:`ConfigError` naming the security settings (``what`` = the client)."""
     try:
         return factory(**config)
-    except (KafkaTimeoutError, NoBrokersAvailable) as exc:
+    except KafkaTimeoutError as exc:  # kafka-python 3: "Unable to bootstrap from ..."
         if not settings.kafka_security_protocol or not _any_port_answers(settings.kafka_bootstrap_servers):
             raise
         user = f" as user {settings.kafka_sasl_username!r}" if settings.kafka_sasl_username else ""

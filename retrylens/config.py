@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import AliasChoices, Field, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from .errors import ConfigError
 from .sdk.transport.settings import KAFKA_SECURITY_FIELDS, check_kafka_security, default_data_dir
@@ -199,6 +199,9 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
         return Settings(**{**file_values, **overrides})
     except ValidationError as exc:
         raise ConfigError(_describe(exc, source=str(path) if path else "environment")) from exc
+    except SettingsError as exc:  # an environment value that is not the JSON its field needs
+        cause = f": {exc.__cause__}" if exc.__cause__ else ""
+        raise ConfigError(f"invalid RetryLens settings (environment): {exc}{cause}") from exc
 
 
 def _describe(exc: ValidationError, *, source: str) -> str:
