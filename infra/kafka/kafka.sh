@@ -39,6 +39,9 @@
 #   KAFKA_SASL_USERS        space separated user:password pairs, each created for PLAIN
 #                           (JAAS) and, at format time, for both SCRAM mechanisms
 #                           (default: "alice:alice-secret bob:bob-secret")
+#   KAFKA_SSL_PORT          with KAFKA_SASL: also a SASL_SSL listener on this port; a
+#                           self-signed certificate for 127.0.0.1/localhost is made once
+#                           in $KAFKA_HOME/config/tls (clients trust tls/ca.pem)
 #   KAFKA_AUTHORIZER        1 => StandardAuthorizer with super.users=User:admin and
 #                           User:ANONYMOUS (the PLAINTEXT controller listener only); every
 #                           other principal needs ACLs (no ACL = denied)
@@ -64,6 +67,7 @@ KAFKA_SASL="${KAFKA_SASL:-}"
 KAFKA_SASL_ADMIN_PASSWORD="${KAFKA_SASL_ADMIN_PASSWORD:-admin-secret}"
 KAFKA_SASL_USERS="${KAFKA_SASL_USERS:-alice:alice-secret bob:bob-secret}"
 KAFKA_AUTHORIZER="${KAFKA_AUTHORIZER:-}"
+KAFKA_SSL_PORT="${KAFKA_SSL_PORT:-}"
 if [[ -z "${JAVA:-}" ]]; then
   if [[ -n "${JAVA_HOME:-}" && -x "$JAVA_HOME/bin/java" ]]; then JAVA="$JAVA_HOME/bin/java"; else JAVA=java; fi
 fi
@@ -267,20 +271,41 @@ write_sasl_config() {
   for pair in $KAFKA_SASL_USERS; do
     plain_users+=" user_${pair%%:*}=\"${pair#*:}\""
   done
+  local jaas_plain="org.apache.kafka.common.security.plain.PlainLoginModule required username=\"admin\" password=\"${KAFKA_SASL_ADMIN_PASSWORD}\" ${plain_users};"
+  local jaas_scram="org.apache.kafka.common.security.scram.ScramLoginModule required;"
+  local listeners="SASL_PLAINTEXT://127.0.0.1:${KAFKA_PORT},CONTROLLER://127.0.0.1:${KAFKA_CONTROLLER_PORT}"
+  local advertised="SASL_PLAINTEXT://127.0.0.1:${KAFKA_PORT}"
+  local protocols="SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT"
+  if [[ -n "$KAFKA_SSL_PORT" ]]; then
+    listeners+=",SASL_SSL://127.0.0.1:${KAFKA_SSL_PORT}"
+    advertised+=",SASL_SSL://127.0.0.1:${KAFKA_SSL_PORT}"
+    protocols+=",SASL_SSL:SASL_SSL"
+  fi
   cat >>"$SERVER_PROPS" <<EOF
 
 # KAFKA_SASL: one SASL_PLAINTEXT client listener (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512),
 # also the inter-broker listener (PLAIN as admin); controller listener stays PLAINTEXT.
-listeners=SASL_PLAINTEXT://127.0.0.1:${KAFKA_PORT},CONTROLLER://127.0.0.1:${KAFKA_CONTROLLER_PORT}
-advertised.listeners=SASL_PLAINTEXT://127.0.0.1:${KAFKA_PORT}
-listener.security.protocol.map=SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT
+listeners=${listeners}
+advertised.listeners=${advertised}
+listener.security.protocol.map=${protocols}
 inter.broker.listener.name=SASL_PLAINTEXT
 sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
 sasl.mechanism.inter.broker.protocol=PLAIN
-listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="${KAFKA_SASL_ADMIN_PASSWORD}" ${plain_users};
-listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
-listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_plaintext.plain.sasl.jaas.config=${jaas_plain}
+listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config=${jaas_scram}
+listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=${jaas_scram}
 EOF
+  if [[ -n "$KAFKA_SSL_PORT" ]]; then
+    sasl_make_certificate
+    cat >>"$SERVER_PROPS" <<EOF
+listener.name.sasl_ssl.plain.sasl.jaas.config=${jaas_plain}
+listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=${jaas_scram}
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=${jaas_scram}
+listener.name.sasl_ssl.ssl.keystore.type=PKCS12
+listener.name.sasl_ssl.ssl.keystore.location=${CONF_DIR}/tls/broker.p12
+listener.name.sasl_ssl.ssl.keystore.password=$(cat "$CONF_DIR/tls/password")
+EOF
+  fi
   if [[ -n "$KAFKA_AUTHORIZER" ]]; then
     cat >>"$SERVER_PROPS" <<'EOF'
 authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
@@ -288,6 +313,28 @@ super.users=User:admin;User:ANONYMOUS
 allow.everyone.if.no.acl.found=false
 EOF
   fi
+}
+
+# A self-signed broker certificate (127.0.0.1 and localhost), made once and kept across
+# starts so clients may keep trusting tls/ca.pem; 'reset' deletes it.
+sasl_make_certificate() {
+  local dir="$CONF_DIR/tls"
+  [[ -s "$dir/broker.p12" && -s "$dir/ca.pem" && -s "$dir/password" ]] && return 0
+  need keytool "the JDK's keytool makes the TLS certificate"
+  mkdir -p "$dir"
+  chmod 700 "$dir"
+  rm -f "$dir/broker.p12" "$dir/ca.pem"
+  head -c 18 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' >"$dir/password"
+  local password
+  password="$(cat "$dir/password")"
+  keytool -genkeypair -alias broker -keyalg RSA -keysize 2048 -validity 3650 \
+    -dname "CN=127.0.0.1" -ext "SAN=IP:127.0.0.1,DNS:localhost" -ext "BC:c=ca:true" \
+    -keystore "$dir/broker.p12" -storetype PKCS12 -storepass "$password" -keypass "$password" \
+    >"$LOG_DIR/keytool.log" 2>&1 || { cat "$LOG_DIR/keytool.log" >&2; die "keytool -genkeypair failed"; }
+  keytool -exportcert -rfc -alias broker -keystore "$dir/broker.p12" -storepass "$password" \
+    -file "$dir/ca.pem" >>"$LOG_DIR/keytool.log" 2>&1 || die "keytool -exportcert failed"
+  chmod 600 "$dir/password" "$dir/broker.p12"
+  log "made a self-signed TLS certificate: clients trust $dir/ca.pem"
 }
 
 write_sasl_tools_config() {

@@ -16,6 +16,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import orjson
 import pytest
@@ -40,7 +41,7 @@ from retrylens.store import EventStore
 
 pytestmark = [pytest.mark.kafka, pytest.mark.clickhouse, pytest.mark.slow]
 
-PORT, CONTROLLER_PORT = 9294, 9295
+PORT, CONTROLLER_PORT, TLS_PORT = 9294, 9295, 9297
 runner = CliRunner()
 PASSWORDS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
 
@@ -53,9 +54,10 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalBroker]:
         KAFKA_AUTHORIZER="1",
         KAFKA_SASL_ADMIN_PASSWORD=PASSWORDS["admin"],
         KAFKA_SASL_USERS=f"alice:{PASSWORDS['alice']} bob:{PASSWORDS['bob']}",
+        KAFKA_SSL_PORT=str(TLS_PORT),
     )
-    local.run("start")
     try:
+        local.run("start")
         yield local
     finally:
         local.run("stop")
@@ -323,6 +325,7 @@ def test_a_tenant_cannot_write_another_tenants_events(
         settings, broker, "admin", "SCRAM-SHA-512",
         kafka_topic=shared, kafka_dlq_topic=f"{shared}.dlq", kafka_group=_unique("ingest"),
         project_topics={"alice": [alice_topic], "bob": [bob_topic]},
+        ingest_workers=1,  # the binding travels to the decode workers (the inline road: test_binding.py)
     )
     ensure_topics(ingest)  # creates the bound topics too
     allow(ingest, "alice", alice_topic, ACLOperation.WRITE, ACLOperation.DESCRIBE)
@@ -360,3 +363,40 @@ def test_a_tenant_cannot_write_another_tenants_events(
         assert b"'bob' is not bound to topic" in headers["detail"]
     offsets = committed(ingest)
     assert (offsets[alice_topic], offsets[bob_topic], offsets.get(shared, 0)) == (47, 20, 0)
+
+
+def test_tls_listener_carries_the_emitter_and_the_consumer(
+    broker: LocalBroker, settings: Settings, store: EventStore
+) -> None:
+    """SASL_SSL with the broker's self-signed certificate as ``kafka_ssl_cafile``."""
+    cafile = str(broker.home / "config" / "tls" / "ca.pem")
+    tls = {"kafka_security_protocol": "SASL_SSL", "kafka_ssl_cafile": cafile,
+           "kafka_bootstrap_servers": f"127.0.0.1:{TLS_PORT}"}
+    topic = _unique("events.alice")
+    ingest = secured(settings, broker, "admin", "SCRAM-SHA-512", kafka_topic=topic,
+                     kafka_dlq_topic=f"{topic}.dlq", kafka_group=_unique("ingest")).model_copy(update=tls)
+    ensure_topics(ingest)
+    allow(ingest, "alice", topic, ACLOperation.WRITE, ACLOperation.DESCRIBE)
+    agent = EmitterSettings.from_env({
+        **security_env("alice", PASSWORDS["alice"], "SCRAM-SHA-256"),
+        "RETRYLENS_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
+        "RETRYLENS_KAFKA_SSL_CAFILE": cafile,
+        "KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{TLS_PORT}",
+        "RETRYLENS_KAFKA_TOPIC": topic,
+        "RETRYLENS_DATA_DIR": str(settings.data_dir / "agent"),
+    })
+    emitter = build_emitter(agent)
+    events = make_events(100, project="alice", seed=8)
+    for event in events:
+        assert emitter.emit(event)
+    assert emitter.flush(30)
+    assert emitter.stats["spooled"] == 0, emitter.stats
+    emitter.close()
+    IngestConsumer(ingest, store).run(idle_exit_s=2)
+    assert store.event_ids() == {str(e.event_id) for e in events}
+
+    # A client that does not trust the broker's certificate gets the clear error.
+    system_ca = "/etc/ssl/certs/ca-certificates.crt"
+    if Path(system_ca).is_file():
+        with pytest.raises(ConfigError, match="TLS mismatch"):
+            ensure_topics(ingest.model_copy(update={"kafka_ssl_cafile": system_ca}))
