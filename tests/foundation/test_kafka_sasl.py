@@ -366,7 +366,7 @@ def test_a_tenant_cannot_write_another_tenants_events(
 
 
 def test_tls_listener_carries_the_emitter_and_the_consumer(
-    broker: LocalBroker, settings: Settings, store: EventStore
+    broker: LocalBroker, settings: Settings, store: EventStore, tmp_path: Path
 ) -> None:
     """SASL_SSL with the broker's self-signed certificate as ``kafka_ssl_cafile``."""
     cafile = str(broker.home / "config" / "tls" / "ca.pem")
@@ -395,8 +395,12 @@ def test_tls_listener_carries_the_emitter_and_the_consumer(
     IngestConsumer(ingest, store).run(idle_exit_s=2)
     assert store.event_ids() == {str(e.event_id) for e in events}
 
-    # A client that does not trust the broker's certificate gets the clear error.
-    system_ca = "/etc/ssl/certs/ca-certificates.crt"
-    if Path(system_ca).is_file():
-        with pytest.raises(ConfigError, match="TLS mismatch"):
-            ensure_topics(ingest.model_copy(update={"kafka_ssl_cafile": system_ca}))
+    # A client that trusts another CA (not the broker's) gets the clear error.
+    other_ca = tmp_path / "other-ca.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=other", "-days", "1",
+         "-keyout", str(tmp_path / "other-key.pem"), "-out", str(other_ca)],
+        check=True, capture_output=True, timeout=60,
+    )
+    with pytest.raises(ConfigError, match="TLS mismatch"):
+        ensure_topics(ingest.model_copy(update={"kafka_ssl_cafile": str(other_ca)}))
