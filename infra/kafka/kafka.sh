@@ -206,7 +206,7 @@ log.retention.hours=24
 log.segment.bytes=104857600
 log.retention.check.interval.ms=300000
 EOF
-  if [[ -n "$KAFKA_SASL" ]]; then write_sasl_config; fi
+  if [[ -n "$KAFKA_SASL" ]]; then write_sasl_config; elif [[ -n "$KAFKA_SSL_PORT" ]]; then die "KAFKA_SSL_PORT needs KAFKA_SASL=1"; fi
   if [[ -n "$KAFKA_EXTRA_CONFIG" ]]; then
     printf '\n# KAFKA_EXTRA_CONFIG\n%s\n' "$KAFKA_EXTRA_CONFIG" >>"$SERVER_PROPS"
   fi
