@@ -32,6 +32,7 @@ from retrylens.store import EventStore
 
 from . import metrics
 from .batch import Batch
+from .binding import ProjectBinding, parse_project_topics
 from .breaker import BurstPolicy, InvalidBurstBreaker
 from .chain import Chain, ChainStats, build_chain
 from .dlq import DeadLetterPublisher
@@ -46,8 +47,8 @@ log = logging.getLogger(__name__)
 ConsumeStats = ChainStats
 
 
-def raw_chunk(messages: list[ConsumerRecord]) -> RawChunk:
-    """One partition's consecutive records from a poll."""
+def raw_chunk(messages: list[ConsumerRecord], binding: ProjectBinding | None = None) -> RawChunk:
+    """One partition's consecutive records from a poll (with the projects its topic allows)."""
     first = messages[0]
     return RawChunk(
         first.topic,
@@ -56,6 +57,7 @@ def raw_chunk(messages: list[ConsumerRecord]) -> RawChunk:
         [m.key for m in messages],
         [m.value for m in messages],
         messages[-1].offset + 1,
+        None if binding is None else binding.projects_for(first.topic),
     )
 
 
@@ -141,7 +143,11 @@ class IngestConsumer:
             threaded_insert=self._threaded_insert,
         )
         self.stats = chain.stats
-        self._consumer.subscribe([settings.kafka_topic], listener=_FlushOnRevoke(self._join))
+        binding = parse_project_topics(
+            settings.project_topics, event_topic=settings.kafka_topic, dlq_topic=settings.kafka_dlq_topic
+        )
+        topics = [settings.kafka_topic] if binding is None else list(binding.topics)
+        self._consumer.subscribe(topics, listener=_FlushOnRevoke(self._join))
         last_message_at = time.monotonic()
         clean = False
         try:
@@ -150,7 +156,7 @@ class IngestConsumer:
                     break
                 records = self._consumer.poll(timeout_ms=self._poll_timeout_ms(chain))
                 for messages in records.values():
-                    chain.submit(raw_chunk(messages))
+                    chain.submit(raw_chunk(messages, binding))
                 chain.poll()
                 if records or not self._consumer.assignment():
                     # Waiting for partitions (e.g. a dead member's session to expire) is not idleness.

@@ -38,7 +38,7 @@ class EncodePool:
 
     def submit(self, raw: RawChunk) -> None:
         """Queue one partition's consecutive messages (only offsets and values travel)."""
-        future = self._executor.submit(encode_chunk, raw.topic, raw.partition, raw.offsets, raw.values)
+        future = self._executor.submit(encode_chunk, raw.topic, raw.partition, raw.offsets, raw.values, raw.projects)
         self._inflight.append(Submitted(raw, future))
 
     def must_drain(self) -> bool:

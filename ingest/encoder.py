@@ -15,7 +15,8 @@ from typing import Any
 
 from retrylens.store.native_block import encode_native
 
-from .processor import InvalidMessage, SourceRef, ValidEvent, process
+from .binding import refusal
+from .processor import InvalidMessage, InvalidReason, SourceRef, ValidEvent, process
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +31,8 @@ class RawChunk:
     keys: list[bytes | None]
     values: list[bytes | None]
     commit_to: Any
+    #: Projects this source may carry (tenant binding, :mod:`.binding`); None = any.
+    projects: frozenset[str] | None = None
 
     @property
     def payload_bytes(self) -> int:
@@ -46,11 +49,19 @@ class EncodedChunk:
     invalid: list[tuple[int, InvalidMessage]]
 
 
-def encode_chunk(topic: str, partition: int, offsets: Sequence[int], values: Sequence[bytes | None]) -> EncodedChunk:
+def encode_chunk(
+    topic: str,
+    partition: int,
+    offsets: Sequence[int],
+    values: Sequence[bytes | None],
+    projects: frozenset[str] | None = None,
+) -> EncodedChunk:
     rows = []
     invalid: list[tuple[int, InvalidMessage]] = []
     for index, (offset, value) in enumerate(zip(offsets, values, strict=True)):
         outcome = process(value, SourceRef(topic, partition, offset))
+        if projects is not None and isinstance(outcome, ValidEvent):  # tenant binding (kafkasec)
+            outcome = bound(outcome, projects)
         if isinstance(outcome, ValidEvent):
             rows.append(outcome.row)
         else:
@@ -58,5 +69,13 @@ def encode_chunk(topic: str, partition: int, offsets: Sequence[int], values: Seq
     return EncodedChunk(len(rows), encode_native(rows), invalid)
 
 
+def bound(outcome: ValidEvent, projects: frozenset[str]) -> ValidEvent | InvalidMessage:
+    """``outcome``, or a dead letter if its project may not arrive on its topic."""
+    detail = refusal(outcome.event.project, outcome.source.topic, projects)
+    if detail is None:
+        return outcome
+    return InvalidMessage(InvalidReason.PROJECT_NOT_BOUND_TO_TOPIC, detail, outcome.source)
+
+
 def encode_raw(raw: RawChunk) -> EncodedChunk:
-    return encode_chunk(raw.topic, raw.partition, raw.offsets, raw.values)
+    return encode_chunk(raw.topic, raw.partition, raw.offsets, raw.values, raw.projects)

@@ -36,6 +36,7 @@ class InvalidReason(StrEnum):
     MISSING_SCHEMA_VERSION = "missing_schema_version"
     UNKNOWN_SCHEMA_VERSION = "unknown_schema_version"
     INVALID_FIELDS = "invalid_fields"
+    PROJECT_NOT_BOUND_TO_TOPIC = "project_not_bound_to_topic"  # ingest/binding.py
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,11 +13,11 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from pydantic import AliasChoices, Field, ValidationError, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import AliasChoices, Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from .errors import ConfigError
-from .sdk.transport.settings import default_data_dir
+from .sdk.transport.settings import KAFKA_SECURITY_FIELDS, check_kafka_security, default_data_dir
 
 CONFIG_FILE_ENV = "RETRYLENS_CONFIG"
 
@@ -81,6 +81,19 @@ class Settings(BaseSettings):
     kafka_ssl_cafile: str = Field(default="", description="CA bundle that signs the brokers' certificates (TLS).")
     kafka_ssl_certfile: str = Field(default="", description="Client certificate for mutual TLS.")
     kafka_ssl_keyfile: str = Field(default="", description="Client key for mutual TLS.")
+    kafka_bootstrap_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        le=300,
+        description="How long server-side Kafka clients (consume, dlq, topic creation) try to connect "
+        "and authenticate before failing with an error.",
+    )
+    project_topics: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description='Tenant binding, JSON project → topics it may write: `{"acme": ["events.acme"]}`. '
+        "When set, `consume` also reads every listed topic and dead-letters an event whose project "
+        "is not bound to the topic it arrived on (reason `project_not_bound_to_topic`). Empty = off.",
+    )
     batch_max_rows: int = Field(default=5_000, ge=1, le=1_000_000, description="Rows per insert.")
     batch_max_seconds: float = Field(default=1.0, gt=0, le=60, description="Max wait before an insert.")
     ingest_workers: int = Field(
@@ -130,6 +143,22 @@ class Settings(BaseSettings):
             raise ValueError("must start with chdb://, http://, https:// or clickhouse://")
         return value
 
+    @model_validator(mode="after")
+    def _kafka_security_consistent(self) -> Settings:
+        if self.kafka_bootstrap_servers:
+            try:
+                check_kafka_security({name: getattr(self, name) for name in KAFKA_SECURITY_FIELDS})
+            except ConfigError as exc:
+                raise ValueError(str(exc).removeprefix("invalid RetryLens settings: ")) from None
+        if self.project_topics:
+            from .ingest.binding import parse_project_topics  # a server module; config stays light
+
+            try:
+                parse_project_topics(self.project_topics, event_topic=self.kafka_topic, dlq_topic=self.kafka_dlq_topic)
+            except ConfigError as exc:
+                raise ValueError(str(exc)) from None
+        return self
+
     @property
     def effective_dsn(self) -> str:
         return self.clickhouse_dsn or f"chdb://{(self.data_dir / 'chdb').resolve()}"
@@ -170,6 +199,9 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
         return Settings(**{**file_values, **overrides})
     except ValidationError as exc:
         raise ConfigError(_describe(exc, source=str(path) if path else "environment")) from exc
+    except SettingsError as exc:  # an environment value that is not the JSON its field needs
+        cause = f": {exc.__cause__}" if exc.__cause__ else ""
+        raise ConfigError(f"invalid RetryLens settings (environment): {exc}{cause}") from exc
 
 
 def _describe(exc: ValidationError, *, source: str) -> str:
@@ -177,7 +209,11 @@ def _describe(exc: ValidationError, *, source: str) -> str:
     return f"invalid RetryLens settings ({source}): {problems}"
 
 
-_COMPUTED_DEFAULTS = {"data_dir": "$XDG_DATA_HOME/retrylens or ~/.local/share/retrylens", "api_keys": "{}"}
+_COMPUTED_DEFAULTS = {
+    "data_dir": "$XDG_DATA_HOME/retrylens or ~/.local/share/retrylens",
+    "api_keys": "{}",
+    "project_topics": "{}",
+}
 
 
 def settings_table() -> list[tuple[str, str, str, str]]:

@@ -29,6 +29,24 @@
 #   KAFKA_EXTRA_CONFIG      extra server.properties lines, appended last (newline separated)
 #   KAFKA_MVN_ARGS          extra arguments for mvn during fetch
 #   JAVA                    java binary                       (default: $JAVA_HOME/bin/java or java)
+#
+# Secured mode (opt-in; unset = the plain broker above, unchanged):
+#   KAFKA_SASL              1 => the client listener on $KAFKA_PORT is SASL_PLAINTEXT and
+#                           accepts PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512; the broker talks
+#                           to itself over it with PLAIN as the admin user; the controller
+#                           listener stays PLAINTEXT on 127.0.0.1
+#   KAFKA_SASL_ADMIN_PASSWORD  password of user 'admin' (super user)  (default: admin-secret)
+#   KAFKA_SASL_USERS        space separated user:password pairs, each created for PLAIN
+#                           (JAAS) and, at format time, for both SCRAM mechanisms
+#                           (default: "alice:alice-secret bob:bob-secret")
+#   KAFKA_SSL_PORT          with KAFKA_SASL: also a SASL_SSL listener on this port; a
+#                           self-signed certificate for 127.0.0.1/localhost is made once
+#                           in $KAFKA_HOME/config/tls (clients trust tls/ca.pem)
+#   KAFKA_AUTHORIZER        1 => StandardAuthorizer with super.users=User:admin and
+#                           User:ANONYMOUS (the PLAINTEXT controller listener only); every
+#                           other principal needs ACLs (no ACL = denied)
+# SCRAM credentials are written when the storage is formatted: change the users with
+# 'reset' then 'start'. The tools' own client config (readiness check) logs in as admin.
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -45,6 +63,11 @@ KAFKA_STOP_TIMEOUT="${KAFKA_STOP_TIMEOUT:-30}"
 KAFKA_EXTRA_CONFIG="${KAFKA_EXTRA_CONFIG:-}"
 KAFKA_BROKER_SESSION_TIMEOUT_MS="${KAFKA_BROKER_SESSION_TIMEOUT_MS:-4000}"
 KAFKA_MVN_ARGS="${KAFKA_MVN_ARGS:-}"
+KAFKA_SASL="${KAFKA_SASL:-}"
+KAFKA_SASL_ADMIN_PASSWORD="${KAFKA_SASL_ADMIN_PASSWORD:-admin-secret}"
+KAFKA_SASL_USERS="${KAFKA_SASL_USERS:-alice:alice-secret bob:bob-secret}"
+KAFKA_AUTHORIZER="${KAFKA_AUTHORIZER:-}"
+KAFKA_SSL_PORT="${KAFKA_SSL_PORT:-}"
 if [[ -z "${JAVA:-}" ]]; then
   if [[ -n "${JAVA_HOME:-}" && -x "$JAVA_HOME/bin/java" ]]; then JAVA="$JAVA_HOME/bin/java"; else JAVA=java; fi
 fi
@@ -183,6 +206,7 @@ log.retention.hours=24
 log.segment.bytes=104857600
 log.retention.check.interval.ms=300000
 EOF
+  if [[ -n "$KAFKA_SASL" ]]; then write_sasl_config; elif [[ -n "$KAFKA_SSL_PORT" ]]; then die "KAFKA_SSL_PORT needs KAFKA_SASL=1"; fi
   if [[ -n "$KAFKA_EXTRA_CONFIG" ]]; then
     printf '\n# KAFKA_EXTRA_CONFIG\n%s\n' "$KAFKA_EXTRA_CONFIG" >>"$SERVER_PROPS"
   fi
@@ -224,7 +248,115 @@ EOF
 request.timeout.ms=5000
 default.api.timeout.ms=10000
 EOF
+  if [[ -n "$KAFKA_SASL" ]]; then write_sasl_tools_config; fi
 }
+
+# ---- secured mode (KAFKA_SASL) --------------------------------------------------------
+sasl_check_users() {
+  local pair
+  for pair in $KAFKA_SASL_USERS; do
+    [[ "$pair" =~ ^[A-Za-z0-9_.-]+:[^[:space:]\"\;,=]+$ ]] \
+      || die "KAFKA_SASL_USERS: '$pair' is not user:password (no spaces, quotes, ';', ',' or '=')"
+    [[ "${pair%%:*}" != admin ]] || die "KAFKA_SASL_USERS: 'admin' is reserved (KAFKA_SASL_ADMIN_PASSWORD)"
+  done
+  [[ "$KAFKA_SASL_ADMIN_PASSWORD" =~ ^[^[:space:]\"\;,=]+$ ]] \
+    || die "KAFKA_SASL_ADMIN_PASSWORD must not contain spaces, quotes, ';', ',' or '='"
+}
+
+# Appended to server.properties: later keys win, so the plain listener lines above are
+# replaced rather than edited (the default config stays byte-identical).
+write_sasl_config() {
+  sasl_check_users
+  local plain_users="user_admin=\"${KAFKA_SASL_ADMIN_PASSWORD}\"" pair
+  for pair in $KAFKA_SASL_USERS; do
+    plain_users+=" user_${pair%%:*}=\"${pair#*:}\""
+  done
+  local jaas_plain="org.apache.kafka.common.security.plain.PlainLoginModule required username=\"admin\" password=\"${KAFKA_SASL_ADMIN_PASSWORD}\" ${plain_users};"
+  local jaas_scram="org.apache.kafka.common.security.scram.ScramLoginModule required;"
+  local listeners="SASL_PLAINTEXT://127.0.0.1:${KAFKA_PORT},CONTROLLER://127.0.0.1:${KAFKA_CONTROLLER_PORT}"
+  local advertised="SASL_PLAINTEXT://127.0.0.1:${KAFKA_PORT}"
+  local protocols="SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT"
+  if [[ -n "$KAFKA_SSL_PORT" ]]; then
+    listeners+=",SASL_SSL://127.0.0.1:${KAFKA_SSL_PORT}"
+    advertised+=",SASL_SSL://127.0.0.1:${KAFKA_SSL_PORT}"
+    protocols+=",SASL_SSL:SASL_SSL"
+  fi
+  cat >>"$SERVER_PROPS" <<EOF
+
+# KAFKA_SASL: one SASL_PLAINTEXT client listener (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512),
+# also the inter-broker listener (PLAIN as admin); controller listener stays PLAINTEXT.
+listeners=${listeners}
+advertised.listeners=${advertised}
+listener.security.protocol.map=${protocols}
+inter.broker.listener.name=SASL_PLAINTEXT
+sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
+sasl.mechanism.inter.broker.protocol=PLAIN
+listener.name.sasl_plaintext.plain.sasl.jaas.config=${jaas_plain}
+listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config=${jaas_scram}
+listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=${jaas_scram}
+EOF
+  if [[ -n "$KAFKA_SSL_PORT" ]]; then
+    sasl_make_certificate
+    cat >>"$SERVER_PROPS" <<EOF
+listener.name.sasl_ssl.plain.sasl.jaas.config=${jaas_plain}
+listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=${jaas_scram}
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=${jaas_scram}
+listener.name.sasl_ssl.ssl.keystore.type=PKCS12
+listener.name.sasl_ssl.ssl.keystore.location=${CONF_DIR}/tls/broker.p12
+listener.name.sasl_ssl.ssl.keystore.password=$(cat "$CONF_DIR/tls/password")
+EOF
+  fi
+  if [[ -n "$KAFKA_AUTHORIZER" ]]; then
+    cat >>"$SERVER_PROPS" <<'EOF'
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:admin;User:ANONYMOUS
+allow.everyone.if.no.acl.found=false
+EOF
+  fi
+}
+
+# A self-signed broker certificate (127.0.0.1 and localhost), made once and kept across
+# starts so clients may keep trusting tls/ca.pem; 'reset' deletes it.
+sasl_make_certificate() {
+  local dir="$CONF_DIR/tls"
+  [[ -s "$dir/broker.p12" && -s "$dir/ca.pem" && -s "$dir/password" ]] && return 0
+  need keytool "the JDK's keytool makes the TLS certificate"
+  mkdir -p "$dir"
+  chmod 700 "$dir"
+  rm -f "$dir/broker.p12" "$dir/ca.pem"
+  head -c 18 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' >"$dir/password"
+  local password
+  password="$(cat "$dir/password")"
+  keytool -genkeypair -alias broker -keyalg RSA -keysize 2048 -validity 3650 \
+    -dname "CN=127.0.0.1" -ext "SAN=IP:127.0.0.1,DNS:localhost" -ext "BC:c=ca:true" \
+    -keystore "$dir/broker.p12" -storetype PKCS12 -storepass "$password" -keypass "$password" \
+    >"$LOG_DIR/keytool.log" 2>&1 || { cat "$LOG_DIR/keytool.log" >&2; die "keytool -genkeypair failed"; }
+  keytool -exportcert -rfc -alias broker -keystore "$dir/broker.p12" -storepass "$password" \
+    -file "$dir/ca.pem" >>"$LOG_DIR/keytool.log" 2>&1 || die "keytool -exportcert failed"
+  chmod 600 "$dir/password" "$dir/broker.p12"
+  log "made a self-signed TLS certificate: clients trust $dir/ca.pem"
+}
+
+write_sasl_tools_config() {
+  cat >>"$CONF_DIR/tools-client.properties" <<EOF
+security.protocol=SASL_PLAINTEXT
+sasl.mechanism=PLAIN
+sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="${KAFKA_SASL_ADMIN_PASSWORD}";
+EOF
+  chmod 600 "$CONF_DIR/tools-client.properties" "$SERVER_PROPS"
+}
+
+# kafka-storage format arguments that create every user's SCRAM credentials.
+sasl_format_args() {
+  [[ -n "$KAFKA_SASL" ]] || return 0
+  local pair mech
+  for pair in "admin:$KAFKA_SASL_ADMIN_PASSWORD" $KAFKA_SASL_USERS; do
+    for mech in SCRAM-SHA-256 SCRAM-SHA-512; do
+      printf '%s\n' --add-scram "${mech}=[name=${pair%%:*},password=${pair#*:}]"
+    done
+  done
+}
+# ---- end of secured mode --------------------------------------------------------------
 
 format_storage() {
   if [[ -f "$KAFKA_DATA_DIR/meta.properties" ]]; then
@@ -236,8 +368,10 @@ format_storage() {
   cluster_id="$(printf '%s' "$cluster_id" | tail -n 1 | tr -d '[:space:]')"
   log "formatting $KAFKA_DATA_DIR (cluster id $cluster_id)"
   # Static quorum (controller.quorum.voters) => no --standalone / --initial-controllers.
+  local -a sasl_args=()
+  mapfile -t sasl_args < <(sasl_format_args)
   run_tool kafka.tools.StorageTool format --config "$SERVER_PROPS" \
-    --cluster-id "$cluster_id" --ignore-formatted >"$LOG_DIR/format.log" 2>&1 \
+    --cluster-id "$cluster_id" --ignore-formatted "${sasl_args[@]}" >"$LOG_DIR/format.log" 2>&1 \
     || { cat "$LOG_DIR/format.log" >&2; die "kafka-storage format failed"; }
 }
 

@@ -31,6 +31,58 @@ KAFKA_SECURITY_FIELDS = (
     "kafka_ssl_certfile",
     "kafka_ssl_keyfile",
 )
+KAFKA_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+KAFKA_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+def check_kafka_security(security: Mapping[str, str]) -> None:
+    """Refuse TLS/SASL settings that kafka-python would reject late or silently ignore.
+
+    A typo in a mechanism, or SASL credentials with a PLAINTEXT protocol, otherwise shows
+    up as a producer that never connects (an agent spools forever) or a consumer that
+    times out bootstrapping; here it is one :class:`ConfigError` naming the setting.
+    """
+    protocol = security.get("kafka_security_protocol") or "PLAINTEXT"
+    mechanism = security.get("kafka_sasl_mechanism", "")
+    if protocol not in KAFKA_SECURITY_PROTOCOLS:
+        raise ConfigError(
+            f"invalid RetryLens settings: kafka_security_protocol: {protocol!r} is not one of "
+            f"{', '.join(KAFKA_SECURITY_PROTOCOLS)}"
+        )
+    if mechanism and mechanism not in KAFKA_SASL_MECHANISMS:
+        raise ConfigError(
+            f"invalid RetryLens settings: kafka_sasl_mechanism: {mechanism!r} is not one of "
+            f"{', '.join(KAFKA_SASL_MECHANISMS)}"
+        )
+    sasl = protocol.startswith("SASL_")
+    if sasl:
+        missing = [name for name in ("kafka_sasl_mechanism", "kafka_sasl_username", "kafka_sasl_password")
+                   if not security.get(name)]
+        if missing:
+            raise ConfigError(
+                f"invalid RetryLens settings: kafka_security_protocol {protocol} needs {', '.join(missing)}"
+            )
+    else:
+        stray = [name for name in ("kafka_sasl_mechanism", "kafka_sasl_username", "kafka_sasl_password")
+                 if security.get(name)]
+        if stray:
+            raise ConfigError(
+                f"invalid RetryLens settings: {', '.join(stray)} set but kafka_security_protocol is "
+                f"{protocol}: use SASL_PLAINTEXT or SASL_SSL, or unset them"
+            )
+    tls_files = [name for name in ("kafka_ssl_cafile", "kafka_ssl_certfile", "kafka_ssl_keyfile") if security.get(name)]
+    if tls_files and protocol not in ("SSL", "SASL_SSL"):
+        raise ConfigError(
+            f"invalid RetryLens settings: {', '.join(tls_files)} set but kafka_security_protocol is "
+            f"{protocol}: use SSL or SASL_SSL"
+        )
+    for name in tls_files:
+        if not Path(security[name]).is_file():
+            raise ConfigError(f"invalid RetryLens settings: {name}: no such file: {security[name]}")
+    if bool(security.get("kafka_ssl_certfile")) != bool(security.get("kafka_ssl_keyfile")):
+        raise ConfigError(
+            "invalid RetryLens settings: kafka_ssl_certfile and kafka_ssl_keyfile go together (mutual TLS)"
+        )
 
 
 def default_data_dir(environ: Mapping[str, str] | None = None) -> Path:
@@ -98,6 +150,8 @@ class EmitterSettings:
         if queue_size < 1:
             raise ConfigError(f"invalid RetryLens settings: emit_queue_size: must be ≥ 1, got {queue_size}")
         security = {k: str(values[k]) for k in KAFKA_SECURITY_FIELDS if values.get(k)}
+        if values.get("kafka_bootstrap_servers"):
+            check_kafka_security(security)
         return cls(
             data_dir=Path(values["data_dir"]) if values.get("data_dir") else default_data_dir(env),
             spool_dir=Path(values["spool_dir"]) if values.get("spool_dir") else None,
