@@ -58,8 +58,10 @@ def test_the_same_bytes_spooled_twice_are_stored_once(settings: Settings, store:
     spool.append([(b"task-1", raw)], sync=True)
     spool.append([(b"task-1", raw)], sync=True)
     spool.close()
-    SpoolIngestor(settings, store).drain()
-    assert store.count_rows() == 2
+    # Both lines are written (a background merge of the ReplacingMergeTree may already have
+    # collapsed the physical rows, so count_rows() is 1 or 2); readers see one event.
+    assert SpoolIngestor(settings, store).drain() == 2
+    assert store.count_rows() in (1, 2)
     assert store.count_distinct_events() == 1
 
 
