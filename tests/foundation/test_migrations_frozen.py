@@ -22,7 +22,7 @@ import pytest
 from retrylens.analytics.rollups import open_select as live_open_select
 from retrylens.store import EventStore, schema
 from retrylens.store.migrations.base import MigrationContext
-from retrylens.store.migrator import LEDGER, MIGRATIONS_PACKAGE, discover
+from retrylens.store.migrator import LEDGER, discover
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "migration_sql"
@@ -61,6 +61,7 @@ PACKAGE_DIRS: dict[str, str] = {
     "retrylens.simulation": "simulation", "retrylens.api": "api", "retrylens.dashboard": "dashboard",
     "retrylens.evaluation": "evaluation",
 }
+MIGRATIONS_PACKAGE = "retrylens.store.migrations"
 READER_PACKAGES = ("retrylens.analytics", "retrylens.api", "retrylens.dashboard", "retrylens.evaluation",
                    "retrylens.ingest", "retrylens.sdk", "retrylens.simulation", "retrylens.cli")
 MIGRATION_MODULE = re.compile(rf"^{re.escape(MIGRATIONS_PACKAGE)}\.m\d{{4}}_\w+$")
@@ -82,7 +83,9 @@ MODULES = _modules()
 
 
 def _imports(name: str, *, top_level_only: bool = False) -> set[str]:
-    """Modules ``name`` imports: ``from X import y`` is ``X.y`` when that is a module, else ``X``."""
+    """Modules ``name`` imports. ``from X import y`` imports ``X`` (it runs ``X``'s ``__init__`` and
+    reads its namespace: ``from . import y`` in a submodule imports its own package) and also
+    ``X.y`` when that is a module."""
     path = MODULES[name]
     tree = ast.parse(path.read_text(), filename=str(path))
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
@@ -109,9 +112,8 @@ def _imports(name: str, *, top_level_only: bool = False) -> set[str]:
                 source = ".".join([*base, node.module] if node.module else base)
             else:
                 source = node.module or ""
-            for alias in node.names:
-                full = f"{source}.{alias.name}"
-                found.add(full if full in MODULES else source)
+            found.add(source)
+            found.update(f"{source}.{alias.name}" for alias in node.names if f"{source}.{alias.name}" in MODULES)
     return found
 
 
