@@ -210,6 +210,7 @@ def _normalised_type(kind: str) -> str:
     return re.sub(r"AggregateFunction\(\d+, ", "AggregateFunction(", kind)
 
 
+@pytest.mark.clickhouse
 def test_the_live_schema_states_every_table_the_migrations_build(store: EventStore) -> None:
     rows = store.client.query(
         "SELECT name, engine FROM system.tables WHERE database = {db:String}", parameters={"db": store.database}
