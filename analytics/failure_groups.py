@@ -1,7 +1,7 @@
 """Failure groups, like an issue tracker's: one group per normalised error message.
 
 Messages are normalised in ClickHouse (timestamps, URLs, e-mails, UUIDs, quoted values,
-paths, hex ids and numbers become placeholders; see migration 0002), and a group id is
+paths, hex ids and numbers become placeholders; see :mod:`retrylens.store.schema`), and a group id is
 the hash of (error type, normalised message). Rate-limit and quota failures are flagged
 as noise so that the bug list is not buried under throttling. Everything reads the
 ``failure_groups_daily`` rollup, except each group's class (transient or permanent, caused
@@ -16,7 +16,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from retrylens.store import EventStore
-from retrylens.store.migrations.m0002_rollups import normalised_message_sql
+from retrylens.store.schema import normalised_message_sql
 from retrylens.store.sql import query_rows, query_scalar
 
 from .failure_classes import Cause, Persistence, cause_of, persistence_of

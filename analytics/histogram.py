@@ -16,9 +16,9 @@ convex combination, so the p95 is within ``α`` (relative) of the exact p95 too 
 floating-point rounding at bucket edges. Means stay exact: the rollups keep the sum of the
 values next to the histogram. Raw (drill-down) queries never use these keys.
 
-The mapping defines stored data, so it lives with the schema (migration 0008: :func:`key_sql`
-is what the sealer and the open set's view compute); this module adds its inverse and the
-quantile.
+The mapping defines stored data, so it lives with the live schema (:mod:`retrylens.store.schema`;
+first created by migration 0008): :func:`key_sql` is what the sealer and the open set's view
+compute; this module adds its inverse and the quantile.
 """
 
 from __future__ import annotations
@@ -30,14 +30,14 @@ from itertools import accumulate, chain
 
 import numpy as np
 
-from retrylens.store.migrations.m0008_rollup_levels import (
+from retrylens.store.schema import (
     EXACT_UP_TO,
     GAMMA,
     KEY_OFFSET,
     LN_GAMMA,
     RELATIVE_ERROR,
 )
-from retrylens.store.migrations.m0008_rollup_levels import histogram_key_sql as key_sql
+from retrylens.store.schema import histogram_key_sql as key_sql
 
 __all__ = [
     "EXACT_UP_TO",

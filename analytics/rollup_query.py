@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from retrylens.store import EventStore
-from retrylens.store.migrations.m0008_rollup_levels import (
+from retrylens.store.schema import (
     DAY,
     FIVE_MINUTES,
     HOUR,

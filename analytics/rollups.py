@@ -13,9 +13,8 @@ from __future__ import annotations
 from datetime import datetime
 
 from retrylens.store import EventStore
-from retrylens.store.migrations.m0002_rollups import backfill_statements
-from retrylens.store.migrations.m0009_one_counting_event import OPEN
-from retrylens.store.migrations.m0009_one_counting_event import open_select as open_layout
+from retrylens.store.schema import OPEN, backfill_statements
+from retrylens.store.schema import open_select as open_layout
 
 from .definitions import ATTEMPT_KEY, COSTED, COUNTS, RETRY_OUTCOME, TASK_KEY, WAITED
 from .filters import Slice

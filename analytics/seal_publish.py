@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from retrylens.store import EventStore
-from retrylens.store.migrations.m0008_rollup_levels import LOG, OPEN, ROLLUP, STATE
+from retrylens.store.schema import LOG, OPEN, ROLLUP, STATE
 from retrylens.store.sql import query_rows, query_scalar
 
 from .rollup_query import SealedState

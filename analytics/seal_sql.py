@@ -14,15 +14,15 @@ all lie in one coarser bucket and one slice becomes a plain count there (counted
 
 from __future__ import annotations
 
-from retrylens.store.migrations.m0008_rollup_levels import (
+from retrylens.store.schema import (
     FIVE_MINUTES,
     KEY_COLUMNS,
     LOG,
     ROLLUP,
     VALUE_COLUMNS,
 )
-from retrylens.store.migrations.m0008_rollup_levels import histogram_key_sql as key_sql
-from retrylens.store.migrations.m0008_rollup_levels import nano_usd_sql as nano_usd
+from retrylens.store.schema import histogram_key_sql as key_sql
+from retrylens.store.schema import nano_usd_sql as nano_usd
 
 from .definitions import (
     ATTEMPT_KEY,

@@ -28,7 +28,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from retrylens.store import EventStore
-from retrylens.store.migrations.m0008_rollup_levels import DAY, FIVE_MINUTES, HOUR, LOG, OPEN
+from retrylens.store.schema import DAY, FIVE_MINUTES, HOUR, LOG, OPEN
 from retrylens.store.sql import query_rows, query_scalar
 
 from .rollup_query import sealed_state

@@ -1,9 +1,10 @@
 """How a :class:`RetryEvent` becomes one row of the ``events`` table.
 
-The column list is the single source for the table's DDL, the insert's column names and
-the row builder, so they cannot disagree. Nested parts that analytics rarely filter on
-(context snapshot, side effects, input features) are kept as JSON strings; the fields
-that metrics slice by are flat columns.
+The column list is the single source for the insert's column names and the row builder, so
+they cannot disagree, and the live schema (:mod:`.schema`) states the table from it; the DDL
+is the migrations' own (0001, 0010), and a test holds the migrated table equal to this list.
+Nested parts that analytics rarely filter on (context snapshot, side effects, input
+features) are kept as JSON strings; the fields that metrics slice by are flat columns.
 """
 
 from __future__ import annotations

@@ -18,15 +18,18 @@ from clickhouse_connect.driver.exceptions import ClickHouseError
 from retrylens.config import Settings
 from retrylens.errors import MigrationError
 
-from . import migrations as migrations_package
 from .migrations.base import Migration, MigrationContext
 
 _MODULE_NAME = re.compile(r"^m(\d{4})_\w+$")
+#: Where the numbered migrations live; imported by name at discovery, so that this module
+#: imports no migration (and not its own package's ``__init__``) when it is loaded.
+MIGRATIONS_PACKAGE = "retrylens.store.migrations"
 LEDGER = "schema_migrations"
 
 
 def discover() -> list[Migration]:
     """Every ``mNNNN_*`` module's MIGRATION, ordered by version (numbers must be unique)."""
+    migrations_package = importlib.import_module(MIGRATIONS_PACKAGE)
     found: dict[int, Migration] = {}
     for module_info in pkgutil.iter_modules(migrations_package.__path__):
         match = _MODULE_NAME.match(module_info.name)

@@ -9,7 +9,8 @@ the rollups give the same numbers as an exact ``FINAL`` scan.
 
 The same property makes backfill safe: the migration ends with ``INSERT … SELECT`` from
 ``events`` (events stored before the views existed), and re-running it, or inserting a
-time range again with :func:`backfill_statements`, cannot double-count.
+time range again (readers use :func:`retrylens.store.schema.backfill_statements`), cannot
+double-count.
 
 Tables (``ctx.storage_name`` + a ``Distributed`` table on a cluster):
 
@@ -323,12 +324,6 @@ def _create_statements(ctx: MigrationContext, only: str | None = None) -> list[s
             f"TO {ctx.table(ctx.storage_name(table))}\nAS {_select(kind, ctx, events_storage)}"
         )
     return statements
-
-
-def metrics_5m_statements(ctx: MigrationContext) -> list[str]:
-    """``metrics_5m`` and its view, refilled from events: migration 0008 replaces them by
-    ``metrics_open`` and brings them back when rolled back."""
-    return _create_statements(ctx, only="metrics_5m") + backfill_statements(ctx, kinds=("metrics",))
 
 
 def forwards(ctx: MigrationContext) -> list[str]:

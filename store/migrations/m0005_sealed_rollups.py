@@ -33,9 +33,12 @@ events and when, so that a late event re-seals every bucket its task has events 
 from __future__ import annotations
 
 from .base import Migration, MigrationContext
-from .m0002_rollups import MEASURES, backfill_statements
 
-COUNT_MEASURES: tuple[str, ...] = tuple(m.name for m in MEASURES if m.function == "uniqExact")
+#: The distinct-count measures of ``metrics_5m`` (migration 0002), in column order.
+COUNT_MEASURES: tuple[str, ...] = (
+    "calls", "failures", "retries", "retry_successes", "degrades", "handoffs", "budget_exhaustions",
+    "tasks", "tasks_retried", "tasks_recovered", "tasks_handed_off",
+)
 TS = "DateTime64(3, 'UTC')"
 SLICE_COLUMNS = (
     "project LowCardinality(String), bucket DateTime('UTC'), agent_name LowCardinality(String), "
@@ -111,7 +114,129 @@ def backwards(ctx: MigrationContext) -> list[str]:
     statements = [f"DROP VIEW IF EXISTS {ctx.table('metrics_touched_mv')}{ctx.on_cluster} SYNC"]
     for table, *_rest in _tables():
         statements.extend(ctx.drop(table))
-    return statements + backfill_statements(ctx)
+    return statements + _refill_statements(ctx)
+
+
+# ---------------------------------------------------------------------------------------------
+# What ``backwards`` refills: migration 0002's three rollups from ``events``, with 0002's
+# definitions as released (a frozen copy: later migrations change the live definitions, and
+# what this migration's ``backwards`` does must not change with them).
+
+_ATTEMPT_KINDS = "('attempt_started', 'attempt_failed', 'attempt_succeeded')"
+_OUTCOME_KINDS = "('attempt_failed', 'attempt_succeeded')"
+_DEGRADING = "('degrade_scope', 'degrade_precision', 'degrade_dependency')"
+_ATTEMPT_KEY = "cityHash64(project, task_id, correlation_id)"
+_TASK_KEY = "cityHash64(project, task_id)"
+_EVENT_KEY = "cityHash64(event_id)"
+_IS_RETRY = "attempt >= 2"
+_IS_HANDOFF = "(kind = 'handoff' OR decision = 'handoff_human')"
+_UNIQ = "uniqExact"
+#: ``metrics_5m``'s measures: (name, aggregate function, value, condition), in column order.
+_MEASURES: tuple[tuple[str, str, str, str], ...] = (
+    ("calls", _UNIQ, _ATTEMPT_KEY, f"kind IN {_ATTEMPT_KINDS}"),
+    ("failures", _UNIQ, _ATTEMPT_KEY, "kind = 'attempt_failed'"),
+    ("retries", _UNIQ, _ATTEMPT_KEY, f"kind IN {_ATTEMPT_KINDS} AND {_IS_RETRY}"),
+    ("retry_successes", _UNIQ, _ATTEMPT_KEY, f"kind = 'attempt_succeeded' AND {_IS_RETRY}"),
+    ("degrades", _UNIQ, _ATTEMPT_KEY, f"kind = 'decision' AND decision IN {_DEGRADING}"),
+    ("handoffs", _UNIQ, _ATTEMPT_KEY, _IS_HANDOFF),
+    ("budget_exhaustions", _UNIQ, _ATTEMPT_KEY, "error_type = 'budget_exhausted'"),
+    ("tasks", _UNIQ, _TASK_KEY, "1"),
+    ("tasks_retried", _UNIQ, _TASK_KEY, f"kind IN {_ATTEMPT_KINDS} AND {_IS_RETRY}"),
+    ("tasks_recovered", _UNIQ, _TASK_KEY, f"kind = 'attempt_succeeded' AND {_IS_RETRY}"),
+    ("tasks_handed_off", _UNIQ, _TASK_KEY, _IS_HANDOFF),
+    ("retry_latency", "groupUniqArray", f"({_EVENT_KEY}, latency_ms)", f"kind IN {_OUTCOME_KINDS} AND {_IS_RETRY}"),
+    ("backoff", "groupUniqArray", f"({_EVENT_KEY}, backoff_ms)", "kind = 'decision' AND backoff_ms > 0"),
+    (
+        "attempt_costs",
+        "groupUniqArray",
+        f"({_EVENT_KEY}, cost_usd, toUInt64(tokens_in) + tokens_out, kind = 'attempt_failed', {_IS_RETRY})",
+        f"kind IN {_OUTCOME_KINDS} AND (kind = 'attempt_failed' OR {_IS_RETRY})",
+    ),
+)
+_DIMENSIONS = "project, agent_name, phase, error_type, policy_version"
+
+
+def _sql_string(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+_NORMALISERS: tuple[tuple[str, str], ...] = (
+    (r"\d{4}-\d{2}-\d{2}[t ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(z|[+-]\d{2}:?\d{2})?", "<ts>"),
+    (r"https?://[^\s'\"]+", "<url>"),
+    (r"[\w.+-]+@[\w-]+\.[\w.-]+", "<email>"),
+    (r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "<id>"),
+    (r"'[^']*'", "'<v>'"),
+    (r"\"[^\"]*\"", '"<v>"'),
+    (r"(/[\w.\-]+){2,}/?", "<path>"),
+    (
+        r"\b[0-9a-f_\-]*[0-9][0-9a-f_\-]*[a-f][0-9a-f_\-]*\b|\b[0-9a-f_\-]*[a-f][0-9a-f_\-]*[0-9][0-9a-f_\-]*\b",
+        "<hex>",
+    ),
+    (r"\b\d+([.,]\d+)*[a-z]{0,3}\b", "<n>"),
+    (r"\s+", " "),
+)
+
+
+def _normalised_message() -> str:
+    expression = "lower(error_message)"
+    for pattern, replacement in _NORMALISERS:
+        expression = f"replaceRegexpAll({expression}, {_sql_string(pattern)}, {_sql_string(replacement)})"
+    return f"left(trimBoth({expression}), 200)"
+
+
+_NOISE = (
+    "(error_type = 'rate_limit' OR error_status = 429 OR "
+    "match(lower(error_message), 'rate.?limit|quota|too many requests|throttl'))"
+)
+
+
+def _metrics_select(source: str) -> str:
+    states = ",\n    ".join(f"{fn}IfState({value}, {cond}) AS {name}" for name, fn, value, cond in _MEASURES)
+    return (
+        f"SELECT {_DIMENSIONS}, toStartOfInterval(ts, INTERVAL 300 SECOND) AS bucket,\n    {states}\n"
+        f"FROM {source} GROUP BY {_DIMENSIONS}, bucket"
+    )
+
+
+def _fingerprint_select(source: str) -> str:
+    return (
+        "SELECT project, input_fingerprint, toDate(ts) AS day,\n"
+        f"    uniqExactIfState({_ATTEMPT_KEY}, kind IN {_ATTEMPT_KINDS}) AS attempts,\n"
+        f"    uniqExactIfState({_ATTEMPT_KEY}, kind = 'attempt_failed') AS failures,\n"
+        f"    uniqExactState({_TASK_KEY}) AS tasks,\n"
+        f"    uniqExactIfState({_TASK_KEY}, kind = 'task_finished' AND outcome IN ('failed', 'handed_off')) AS tasks_failed,\n"
+        "    maxMapState(if(kind = 'attempt_failed', [toString(error_type)], []), "
+        "if(kind = 'attempt_failed', [ts], [])) AS error_last_seen,\n"
+        "    min(ts) AS first_seen, max(ts) AS last_seen\n"
+        f"FROM {source} WHERE input_fingerprint != '' GROUP BY project, input_fingerprint, day"
+    )
+
+
+def _groups_select(source: str) -> str:
+    return (
+        "SELECT project, group_id, day, any(et) AS error_type, any(pat) AS pattern,\n"
+        "    max(noise) AS is_noise, anyState(error_message) AS example_message,\n"
+        "    uniqExactState(attempt_key) AS failures, uniqExactState(task_key) AS tasks,\n"
+        "    groupUniqArrayState(5)(task_id) AS example_tasks,\n"
+        "    min(ts) AS first_seen, max(ts) AS last_seen\n"
+        f"FROM (SELECT project, task_id, ts, error_message, toDate(ts) AS day,\n"
+        f"    toString(error_type) AS et, {_normalised_message()} AS pat,\n"
+        f"    cityHash64(et, pat) AS group_id, {_NOISE} AS noise,\n"
+        f"    {_ATTEMPT_KEY} AS attempt_key, {_TASK_KEY} AS task_key\n"
+        f"  FROM {source} WHERE kind = 'attempt_failed')\n"
+        "GROUP BY project, group_id, day"
+    )
+
+
+def _refill_statements(ctx: MigrationContext) -> list[str]:
+    """Refill ``metrics_5m``, ``fingerprint_daily`` and ``failure_groups_daily`` from ``events`` (idempotent)."""
+    source = f"(SELECT * FROM {ctx.table('events')} WHERE 1)"
+    selects = (
+        ("metrics_5m", _metrics_select),
+        ("fingerprint_daily", _fingerprint_select),
+        ("failure_groups_daily", _groups_select),
+    )
+    return [f"INSERT INTO {ctx.table(table)}\n{select(source)}" for table, select in selects]
 
 
 MIGRATION = Migration(5, "sealed_rollups", forwards, backwards)

@@ -17,9 +17,33 @@ The 5-minute rows stay: nothing is deleted from the lower level.
 from __future__ import annotations
 
 from .base import Migration, MigrationContext
-from .m0005_sealed_rollups import TS, _open_columns, _sealed_columns
 
 HOUR_SECONDS = 3600
+TS = "DateTime64(3, 'UTC')"
+#: The distinct-count measures of the 5-minute level (migration 0005), in column order.
+COUNT_MEASURES: tuple[str, ...] = (
+    "calls", "failures", "retries", "retry_successes", "degrades", "handoffs", "budget_exhaustions",
+    "tasks", "tasks_retried", "tasks_recovered", "tasks_handed_off",
+)
+SLICE_COLUMNS = (
+    "project LowCardinality(String), bucket DateTime('UTC'), agent_name LowCardinality(String), "
+    "phase LowCardinality(String), policy_version LowCardinality(String), error_type LowCardinality(String)"
+)
+
+
+def _sealed_columns() -> str:
+    counts = ", ".join(f"`{name}` UInt64" for name in COUNT_MEASURES)
+    return (
+        f"{SLICE_COLUMNS}, any_error Bool, generation UInt64,\n    {counts},\n"
+        "    retry_latency_values Array(UInt32), retry_latency_counts Array(UInt64),\n"
+        "    backoff_values Array(UInt32), backoff_counts Array(UInt64),\n"
+        "    failed_cost Float64, failed_tokens UInt64, retry_cost Float64, retry_tokens UInt64"
+    )
+
+
+def _open_columns() -> str:
+    states = ", ".join(f"`{name}` AggregateFunction(uniqExact, UInt64)" for name in COUNT_MEASURES)
+    return f"{SLICE_COLUMNS}, generation UInt64,\n    {states}"
 
 
 def _tables() -> list[tuple[str, str, str, str, str]]:

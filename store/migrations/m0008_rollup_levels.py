@@ -50,21 +50,65 @@ and until then readers read the open set, exactly.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from .base import Migration, MigrationContext
-from .m0002_rollups import (
-    ATTEMPT_KEY,
-    BUCKET_SECONDS,
-    EVENT_KEY,
-    IS_RETRY,
-    MEASURES,
-    METRIC_DIMENSIONS,
-    TASK_KEY,
-    metrics_5m_statements,
+
+# Migration 0002's definitions, as released (a frozen copy: this migration's view and its
+# ``backwards`` were built from them, and later migrations change the live ones).
+BUCKET_SECONDS = 300
+_ATTEMPT_KINDS = "('attempt_started', 'attempt_failed', 'attempt_succeeded')"
+_OUTCOME_KINDS = "('attempt_failed', 'attempt_succeeded')"
+_DEGRADING = "('degrade_scope', 'degrade_precision', 'degrade_dependency')"
+ATTEMPT_KEY = "cityHash64(project, task_id, correlation_id)"
+TASK_KEY = "cityHash64(project, task_id)"
+EVENT_KEY = "cityHash64(event_id)"
+IS_RETRY = "attempt >= 2"
+_IS_HANDOFF = "(kind = 'handoff' OR decision = 'handoff_human')"
+METRIC_DIMENSIONS = ("project", "agent_name", "phase", "error_type", "policy_version")
+_UNIQ, _U64 = "uniqExact", "UInt64"
+
+
+@dataclass(frozen=True)
+class _Measure:
+    """One of 0002's measures: ``function`` of ``value`` over events where ``condition`` holds."""
+
+    name: str
+    function: str
+    value: str
+    value_type: str
+    condition: str
+
+
+MEASURES: tuple[_Measure, ...] = (
+    _Measure("calls", _UNIQ, ATTEMPT_KEY, _U64, f"kind IN {_ATTEMPT_KINDS}"),
+    _Measure("failures", _UNIQ, ATTEMPT_KEY, _U64, "kind = 'attempt_failed'"),
+    _Measure("retries", _UNIQ, ATTEMPT_KEY, _U64, f"kind IN {_ATTEMPT_KINDS} AND {IS_RETRY}"),
+    _Measure("retry_successes", _UNIQ, ATTEMPT_KEY, _U64, f"kind = 'attempt_succeeded' AND {IS_RETRY}"),
+    _Measure("degrades", _UNIQ, ATTEMPT_KEY, _U64, f"kind = 'decision' AND decision IN {_DEGRADING}"),
+    _Measure("handoffs", _UNIQ, ATTEMPT_KEY, _U64, _IS_HANDOFF),
+    _Measure("budget_exhaustions", _UNIQ, ATTEMPT_KEY, _U64, "error_type = 'budget_exhausted'"),
+    _Measure("tasks", _UNIQ, TASK_KEY, _U64, "1"),
+    _Measure("tasks_retried", _UNIQ, TASK_KEY, _U64, f"kind IN {_ATTEMPT_KINDS} AND {IS_RETRY}"),
+    _Measure("tasks_recovered", _UNIQ, TASK_KEY, _U64, f"kind = 'attempt_succeeded' AND {IS_RETRY}"),
+    _Measure("tasks_handed_off", _UNIQ, TASK_KEY, _U64, _IS_HANDOFF),
+    _Measure(
+        "retry_latency", "groupUniqArray", f"({EVENT_KEY}, latency_ms)", "Tuple(UInt64, UInt32)",
+        f"kind IN {_OUTCOME_KINDS} AND {IS_RETRY}",
+    ),
+    _Measure(
+        "backoff", "groupUniqArray", f"({EVENT_KEY}, backoff_ms)", "Tuple(UInt64, UInt32)",
+        "kind = 'decision' AND backoff_ms > 0",
+    ),
+    _Measure(
+        "attempt_costs",
+        "groupUniqArray",
+        f"({EVENT_KEY}, cost_usd, toUInt64(tokens_in) + tokens_out, kind = 'attempt_failed', {IS_RETRY})",
+        "Tuple(UInt64, Float64, UInt64, Bool, Bool)",
+        f"kind IN {_OUTCOME_KINDS} AND (kind = 'attempt_failed' OR {IS_RETRY})",
+    ),
 )
-from .m0005_sealed_rollups import COUNT_MEASURES
-from .m0005_sealed_rollups import forwards as sealed_5m_forwards
-from .m0006_hourly_sealed_rollups import forwards as sealed_1h_forwards
+COUNT_MEASURES: tuple[str, ...] = tuple(m.name for m in MEASURES if m.function == _UNIQ)
 
 FIVE_MINUTES, HOUR, DAY = BUCKET_SECONDS, 3600, 86_400
 LEVELS: tuple[int, ...] = (FIVE_MINUTES, HOUR, DAY)
@@ -257,9 +301,107 @@ def backwards(ctx: MigrationContext) -> list[str]:
     statements = [f"DROP VIEW IF EXISTS {ctx.table(OPEN_VIEW)}{ctx.on_cluster} SYNC"]
     for table, *_rest in _tables():
         statements.extend(ctx.drop(table))
+    return statements + _metrics_5m_statements(ctx) + _old_level_statements(ctx)
+
+
+# ---------------------------------------------------------------------------------------------
+# What ``backwards`` restores, as released: ``metrics_5m`` and its view (migration 0002),
+# refilled from events, and the empty sealed tables of migrations 0005 and 0006 (with 0005's
+# ``metrics_touched`` and its view, which this migration keeps; ``IF NOT EXISTS`` leaves them).
+
+
+def _metrics_5m_select(source: str) -> str:
+    states = ",\n    ".join(f"{m.function}IfState({m.value}, {m.condition}) AS {m.name}" for m in MEASURES)
+    dims = ", ".join(METRIC_DIMENSIONS)
     return (
-        statements + metrics_5m_statements(ctx) + sealed_5m_forwards(ctx) + sealed_1h_forwards(ctx)
+        f"SELECT {dims}, toStartOfInterval(ts, INTERVAL {BUCKET_SECONDS} SECOND) AS bucket,\n    {states}\n"
+        f"FROM {source} GROUP BY {dims}, bucket"
     )
+
+
+def _metrics_5m_statements(ctx: MigrationContext) -> list[str]:
+    states = ",\n    ".join(f"`{m.name}` AggregateFunction({m.function}, {m.value_type})" for m in MEASURES)
+    columns = (
+        "project LowCardinality(String), agent_name LowCardinality(String), "
+        "phase LowCardinality(String), error_type LowCardinality(String), "
+        f"policy_version LowCardinality(String), bucket DateTime('UTC'),\n    {states}"
+    )
+    storage = ctx.storage_name("metrics_5m")
+    refill_source = f"(SELECT * FROM {ctx.table('events')} WHERE 1)"
+    return [
+        f"CREATE TABLE IF NOT EXISTS {ctx.table(storage)}{ctx.on_cluster} (\n    {columns}\n)"
+        f"\nENGINE = {ctx.engine('AggregatingMergeTree', storage)}\nPARTITION BY toYYYYMM(bucket) "
+        "ORDER BY (project, bucket, agent_name, phase, error_type, policy_version)",
+        *ctx.distributed("metrics_5m", "cityHash64(project)"),
+        f"CREATE MATERIALIZED VIEW IF NOT EXISTS {ctx.table('metrics_5m_mv')}{ctx.on_cluster} "
+        f"TO {ctx.table(storage)}\nAS {_metrics_5m_select(ctx.table(ctx.storage_name('events')))}",
+        f"INSERT INTO {ctx.table('metrics_5m')}\n{_metrics_5m_select(refill_source)}",
+    ]
+
+
+_OLD_SLICE = (
+    "project LowCardinality(String), bucket DateTime('UTC'), agent_name LowCardinality(String), "
+    "phase LowCardinality(String), policy_version LowCardinality(String), error_type LowCardinality(String)"
+)
+_OLD_COUNTS = ", ".join(f"`{name}` UInt64" for name in COUNT_MEASURES)
+_OLD_SEALED = (
+    f"{_OLD_SLICE}, any_error Bool, generation UInt64,\n    {_OLD_COUNTS},\n"
+    "    retry_latency_values Array(UInt32), retry_latency_counts Array(UInt64),\n"
+    "    backoff_values Array(UInt32), backoff_counts Array(UInt64),\n"
+    "    failed_cost Float64, failed_tokens UInt64, retry_cost Float64, retry_tokens UInt64"
+)
+_OLD_OPEN = (
+    f"{_OLD_SLICE}, generation UInt64,\n    "
+    + ", ".join(f"`{name}` AggregateFunction(uniqExact, UInt64)" for name in COUNT_MEASURES)
+)
+_OLD_SLICE_KEY = "agent_name, phase, policy_version, error_type, generation"
+_OLD_LOG = "bucket DateTime('UTC'), generation UInt64, sealed_at DateTime64(3, 'UTC'), events UInt64"
+#: (table, columns, engine family, key clauses, sharding key): 0005's tables, then 0006's.
+_OLD_LEVEL_TABLES: tuple[tuple[str, str, str, str, str], ...] = (
+    (
+        "metrics_sealed", _OLD_SEALED, "MergeTree",
+        f"PARTITION BY toYYYYMM(bucket) ORDER BY (project, bucket, any_error, {_OLD_SLICE_KEY})", "cityHash64(project)",
+    ),
+    (
+        "metrics_sealed_open", _OLD_OPEN, "MergeTree",
+        f"PARTITION BY toYYYYMM(bucket) ORDER BY (project, bucket, {_OLD_SLICE_KEY})", "cityHash64(project)",
+    ),
+    ("metrics_seal_log", _OLD_LOG, "ReplacingMergeTree", "ORDER BY bucket", "cityHash64(bucket)"),
+    (
+        "metrics_touched", "project LowCardinality(String), task_id String, inserted_at DateTime64(3, 'UTC')",
+        "MergeTree", "ORDER BY (inserted_at, project, task_id) TTL toDateTime(inserted_at) + INTERVAL 7 DAY DELETE",
+        "cityHash64(project, task_id)",
+    ),
+    (
+        "metrics_sealed_1h", _OLD_SEALED, "MergeTree",
+        f"PARTITION BY toYYYYMM(bucket) ORDER BY (project, bucket, any_error, {_OLD_SLICE_KEY})", "cityHash64(project)",
+    ),
+    (
+        "metrics_sealed_open_1h", _OLD_OPEN, "MergeTree",
+        f"PARTITION BY toYYYYMM(bucket) ORDER BY (project, bucket, {_OLD_SLICE_KEY})", "cityHash64(project)",
+    ),
+    ("metrics_seal_log_1h", _OLD_LOG, "ReplacingMergeTree", "ORDER BY bucket", "cityHash64(bucket)"),
+)
+
+
+def _old_level_statements(ctx: MigrationContext) -> list[str]:
+    statements: list[str] = []
+    for table, columns, family, keys, sharding in _OLD_LEVEL_TABLES:
+        storage = ctx.storage_name(table)
+        version = "generation" if family == "ReplacingMergeTree" else ""
+        statements.append(
+            f"CREATE TABLE IF NOT EXISTS {ctx.table(storage)}{ctx.on_cluster} (\n    {columns}\n)"
+            f"\nENGINE = {ctx.engine(family, storage, version)}\n{keys}"
+        )
+        statements.extend(ctx.distributed(table, sharding))
+        if table == "metrics_touched":
+            statements.append(
+                f"CREATE MATERIALIZED VIEW IF NOT EXISTS {ctx.table('metrics_touched_mv')}{ctx.on_cluster} "
+                f"TO {ctx.table(storage)}\n"
+                "AS SELECT project, task_id, now64(3, 'UTC') AS inserted_at "
+                f"FROM {ctx.table(ctx.storage_name('events'))} GROUP BY project, task_id"
+            )
+    return statements
 
 
 MIGRATION = Migration(8, "rollup_levels", forwards, backwards)
