@@ -7,6 +7,7 @@ import subprocess
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -203,11 +204,19 @@ class CheckedMember:
     """
 
     def __init__(
-        self, settings: Settings, store: EventStore, problems: list[str], *, idle_exit_s: float | None = 4
+        self,
+        settings: Settings,
+        store: EventStore,
+        problems: list[str],
+        *,
+        idle_exit_s: float | None = 4,
+        before_commit: Callable[[Batch], None] | None = None,
     ) -> None:
+        """``before_commit`` runs after the check (e.g. to crash the member there)."""
         self.store = store
         self.problems = problems
         self.idle_exit_s = idle_exit_s
+        self.before_commit = before_commit
         self.consumer = IngestConsumer(settings, store, before_commit=self._check)
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -229,19 +238,57 @@ class CheckedMember:
             ).result_rows[0][0]
             if stored < last - first + 1:
                 self.problems.append(f"commit of p{partition} {first}-{last} ahead of the store ({stored} rows)")
+        if self.before_commit is not None:
+            self.before_commit(batch)
 
     def start(self) -> CheckedMember:
         self.thread.start()
         return self
 
 
-def run_members(settings: Settings, store: EventStore, count: int, *, timeout_s: float = 240) -> list[CheckedMember]:
-    """``count`` checked members consume the topic until idle; fails on any error or early commit."""
-    problems: list[str] = []
-    members = [CheckedMember(settings, store, problems).start() for _ in range(count)]
-    for member in members:
-        member.thread.join(timeout=timeout_s)
-    assert not any(m.thread.is_alive() for m in members), "a member did not finish"
-    assert [m.error for m in members if m.error] == []
-    assert problems == []
-    return members
+class MemberGroup:
+    """Several checked members of the ingest group, started together, stopped once every
+    message on the topic is committed (no idle exit: a pause in the stream is not its end)."""
+
+    def __init__(
+        self, settings: Settings, store: EventStore, count: int, *, before_commit: Callable[[Batch], None] | None = None
+    ) -> None:
+        self.settings = settings
+        self.problems: list[str] = []
+        self.members = [
+            CheckedMember(settings, store, self.problems, idle_exit_s=None, before_commit=before_commit)
+            for _ in range(count)
+        ]
+
+    def start(self, timeout_s: float = 60) -> MemberGroup:
+        """Start every member and wait until the group is stable with all of them."""
+        for member in self.members:
+            member.start()
+        wait_for(lambda: stable_members(self.settings) == len(self.members), "the group did not form", timeout_s)
+        return self
+
+    def finish(self, settings: Settings | None = None, timeout_s: float = 120) -> None:
+        """Wait until the group committed the whole topic, stop every member, fail on any
+        member error or commit ahead of the store. ``settings``: e.g. surviving brokers only."""
+        settings = settings or self.settings
+        written = end_offsets_total(settings)
+        wait_for(lambda: committed_total(settings) >= written, "the group did not catch up", timeout_s)
+        for member in self.members:
+            member.consumer.stop()
+        for member in self.members:
+            member.thread.join(timeout=60)
+        assert not any(m.thread.is_alive() for m in self.members), "a member did not stop"
+        assert [m.error for m in self.members if m.error] == []
+        assert self.problems == []  # every commit came after its rows were in the store
+
+    @property
+    def messages(self) -> list[int]:
+        """Messages each member read."""
+        return [m.consumer.stats.messages for m in self.members]
+
+
+def wait_for(predicate: Callable[[], bool], what: str, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.2)

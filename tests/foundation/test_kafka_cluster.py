@@ -19,13 +19,7 @@ import pytest
 from factories import make_events
 from kafka import KafkaAdminClient
 from kafka.admin import ConfigResource, ConfigResourceType
-from kafka_helpers import (
-    CheckedMember,
-    LocalCluster,
-    committed_total,
-    end_offsets_total,
-    stable_members,
-)
+from kafka_helpers import LocalCluster, MemberGroup, committed_total, end_offsets_total, wait_for
 
 from retrylens.config import Settings
 from retrylens.ingest.kafka_clients import ensure_topics
@@ -89,13 +83,6 @@ def _led_by(leaders: dict[int, int], nodes: list[int], *, partitions: int) -> bo
     return len(leaders) == partitions and all(leader in nodes for leader in leaders.values())
 
 
-def _wait_for(predicate, what: str, timeout_s: float = 60) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.2)
-
-
 def test_killing_the_partition_leader_mid_stream_loses_nothing_and_doubles_nothing(
     cluster: LocalCluster, kafka_settings: Settings, store: EventStore
 ) -> None:
@@ -114,17 +101,14 @@ def test_killing_the_partition_leader_mid_stream_loses_nothing_and_doubles_nothi
     assert all(len(p["replica_nodes"]) == 3 and len(p["isr_nodes"]) == 3 for p in partitions), partitions
     assert _min_insync(settings) == "2"
 
-    problems: list[str] = []
-    # Two group members; no idle exit: a leader election is a pause, not the end of the stream.
-    members = [CheckedMember(settings, store, problems, idle_exit_s=None).start() for _ in range(2)]
-    _wait_for(lambda: stable_members(settings) == 2, "the consumer group did not form")
+    group = MemberGroup(settings, store, 2).start()
     agents = [Agent(settings, settings.effective_spool_dir / f"agent{i}", seed=i) for i in range(AGENTS)]
     for agent in agents:
         agent.thread.start()
     total = AGENTS * EVENTS_PER_AGENT
 
-    _wait_for(lambda: sum(a.emitted for a in agents) >= total // 4, "the agents did not emit")
-    _wait_for(lambda: committed_total(settings) > 0, "the consumer committed nothing before the kill")
+    wait_for(lambda: sum(a.emitted for a in agents) >= total // 4, "the agents did not emit")
+    wait_for(lambda: committed_total(settings) > 0, "the consumer committed nothing before the kill")
     victim = next(p["leader_id"] for p in partitions if p["partition_index"] == 0)
     cluster.run("kill", str(victim))
     emitted_at_kill = sum(a.emitted for a in agents)
@@ -132,7 +116,7 @@ def test_killing_the_partition_leader_mid_stream_loses_nothing_and_doubles_nothi
 
     survivors_ids = [n for n in range(1, 4) if n != victim]
     survivors = ",".join(f"127.0.0.1:{cluster.port + n - 1}" for n in survivors_ids)
-    _wait_for(
+    wait_for(
         lambda: _led_by(cluster.leaders(settings.kafka_topic, survivors), survivors_ids, partitions=3),
         "no new leader was elected",
     )
@@ -142,16 +126,10 @@ def test_killing_the_partition_leader_mid_stream_loses_nothing_and_doubles_nothi
         assert agent.emitter.flush(120), "an emitter could not deliver after the failover"
         agent.emitter.close()
     settings = settings.model_copy(update={"kafka_bootstrap_servers": survivors})
+    group.finish(settings)  # no member failed, no commit ran ahead of the store
     written = end_offsets_total(settings)
-    _wait_for(lambda: committed_total(settings) >= written, "the consumer did not catch up", timeout_s=120)
-    for member in members:
-        member.consumer.stop()
-    for member in members:
-        member.thread.join(timeout=60)
-
-    assert [m.error for m in members if m.error] == []
-    assert problems == []  # every commit came after its rows were in the store
     assert committed_total(settings) == written
+    assert all(group.messages), f"a member read nothing: {group.messages}"
     assert sum(a.refused for a in agents) == 0
     emitted = {str(e.event_id) for agent in agents for e in agent.events}
     assert len(emitted) == total
