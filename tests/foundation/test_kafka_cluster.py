@@ -48,9 +48,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 
 
 class Agent:
-    """An agent process's emitter on its own thread, emitting at a steady pace."""
+    """An agent process's emitter on its own thread, emitting at a steady pace. It holds after
+    the first quarter until ``resume`` is set, so the kill lands early in its stream."""
 
-    def __init__(self, settings: Settings, spool_dir: Path, seed: int) -> None:
+    def __init__(self, settings: Settings, spool_dir: Path, seed: int, resume: threading.Event) -> None:
+        self.resume = resume
         self.events = make_events(EVENTS_PER_AGENT, seed=seed, tasks=300)
         self.emitter = Emitter(sink=KafkaSink(settings), spool=Spool(spool_dir), max_backoff_s=1.0)
         self.latencies: list[float] = []
@@ -60,6 +62,8 @@ class Agent:
 
     def _run(self) -> None:
         for i, event in enumerate(self.events):
+            if i == EVENTS_PER_AGENT // 4:
+                self.resume.wait(120)
             started = time.perf_counter()
             accepted = self.emitter.emit(event)
             self.latencies.append(time.perf_counter() - started)
@@ -102,7 +106,8 @@ def test_killing_the_partition_leader_mid_stream_loses_nothing_and_doubles_nothi
     assert _min_insync(settings) == "2"
 
     group = MemberGroup(settings, store, 2).start()
-    agents = [Agent(settings, settings.effective_spool_dir / f"agent{i}", seed=i) for i in range(AGENTS)]
+    resume = threading.Event()
+    agents = [Agent(settings, settings.effective_spool_dir / f"agent{i}", seed=i, resume=resume) for i in range(AGENTS)]
     for agent in agents:
         agent.thread.start()
     total = AGENTS * EVENTS_PER_AGENT
@@ -110,6 +115,7 @@ def test_killing_the_partition_leader_mid_stream_loses_nothing_and_doubles_nothi
     wait_for(lambda: sum(a.emitted for a in agents) >= total // 4, "the agents did not emit")
     wait_for(lambda: committed_total(settings) > 0, "the consumer committed nothing before the kill")
     victim = next(p["leader_id"] for p in partitions if p["partition_index"] == 0)
+    resume.set()  # the agents go on emitting while the leader dies
     cluster.run("kill", str(victim))
     emitted_at_kill = sum(a.emitted for a in agents)
     assert emitted_at_kill < total * 0.75, "killed too late to prove anything"
