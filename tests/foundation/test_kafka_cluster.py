@@ -101,8 +101,13 @@ def test_killing_the_partition_leader_mid_stream_loses_nothing_and_doubles_nothi
         }
     )
     ensure_topics(settings)
+    def fully_replicated() -> bool:
+        described = cluster.partitions(settings.kafka_topic)
+        return len(described) == 3 and all(len(p["isr_nodes"]) == 3 for p in described)
+
+    wait_for(fully_replicated, "the topic did not get three in-sync replicas per partition", timeout_s=30)
     partitions = cluster.partitions(settings.kafka_topic)
-    assert all(len(p["replica_nodes"]) == 3 and len(p["isr_nodes"]) == 3 for p in partitions), partitions
+    assert all(len(p["replica_nodes"]) == 3 for p in partitions), partitions
     assert _min_insync(settings) == "2"
 
     group = MemberGroup(settings, store, 2).start()
