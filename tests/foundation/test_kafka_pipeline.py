@@ -16,9 +16,11 @@ import pytest
 from factories import make_events, payload
 from kafka_helpers import (
     LocalBroker,
+    MemberGroup,
     cli_env,
     committed_offset,
     committed_total,
+    end_offsets_total,
     fast_payloads,
     produce,
     read_topic,
@@ -49,21 +51,32 @@ def _store_stats(settings: Settings) -> dict:
     return json.loads(result.stdout)
 
 
-def test_100k_events_emitted_through_kafka_are_stored_exactly_once(
-    kafka_settings: Settings, store: EventStore
+@pytest.mark.parametrize(
+    ("members", "events"), [(1, 100_000), (3, 20_000)], ids=["one-member-100k", "three-members-20k"]
+)
+def test_events_emitted_through_kafka_are_stored_exactly_once(
+    kafka_settings: Settings, store: EventStore, members: int, events: int
 ) -> None:
+    """One member reads 100k emitted events after the fact; three members (a stable group
+    before the first emit, 20k events to keep the suite short) read them as they arrive."""
     ensure_topics(kafka_settings)
-    events = make_events(100_000, tasks=2_000)
+    emitted = make_events(events, tasks=2_000)
+    group = MemberGroup(kafka_settings, store, members).start() if members > 1 else None
     emitter = Emitter(sink=KafkaSink(kafka_settings), spool=Spool(kafka_settings.effective_spool_dir / "t"))
-    for event in events:
+    for event in emitted:
         assert emitter.emit(event)
     assert emitter.flush(120)
     emitter.close()
-    stats = IngestConsumer(kafka_settings, store).run(idle_exit_s=3)
-    assert stats.messages >= 100_000
-    assert stats.dead_letters == 0
-    assert store.count_distinct_events() == 100_000
-    assert store.event_ids() == {str(e.event_id) for e in events}
+    if group is None:
+        stats = IngestConsumer(kafka_settings, store).run(idle_exit_s=3)
+        assert (stats.messages >= events, stats.dead_letters) == (True, 0)
+    else:
+        group.finish()
+        assert all(group.messages), f"a member read nothing: {group.messages}"
+        assert sum(group.messages) >= events
+    assert store.count_distinct_events() == events
+    assert store.event_ids() == {str(e.event_id) for e in emitted}
+    assert committed_total(kafka_settings) == end_offsets_total(kafka_settings)
 
 
 def test_consumer_killed_mid_stream_and_restarted_stores_each_event_once(kafka_settings: Settings) -> None:
@@ -91,6 +104,10 @@ class CrashBeforeCommit(Exception):
     pass
 
 
+def _crash(batch: Batch) -> None:
+    raise CrashBeforeCommit
+
+
 WORKERS = pytest.mark.parametrize("workers", [0, 1], ids=["inline", "ingest-worker"])
 
 
@@ -108,11 +125,8 @@ def test_batch_reinserted_after_a_crash_before_commit_is_deduplicated(
     )
     produce(settings, fast_payloads(300))
 
-    def crash(batch: Batch) -> None:
-        raise CrashBeforeCommit
-
     with pytest.raises(CrashBeforeCommit):
-        IngestConsumer(settings, store, before_commit=crash).run(idle_exit_s=5)
+        IngestConsumer(settings, store, before_commit=_crash).run(idle_exit_s=5)
     assert store.count_rows() == 300
     assert committed_offset(settings) is None
 
@@ -120,6 +134,32 @@ def test_batch_reinserted_after_a_crash_before_commit_is_deduplicated(
     assert stats.rows == 300  # the batch was written again …
     assert store.count_rows() == 300  # … and ClickHouse dropped it by its token
     assert committed_offset(settings) == 300
+
+
+def test_batches_of_members_that_all_crashed_before_commit_are_stored_once_by_a_new_group(
+    kafka_settings: Settings, store: EventStore
+) -> None:
+    """Three members each insert a batch and crash before committing it; three new members
+    replay every partition from the start. Their batches need not line up with the crashed
+    ones (partitions move between members), so the copies that slip past the insert token
+    collapse by ``event_id`` (exact reads use FINAL)."""
+    settings = kafka_settings.model_copy(
+        update={"kafka_topic_partitions": 3, "batch_max_rows": 200, "batch_max_seconds": 0.5}
+    )
+    ensure_topics(settings)
+    crashed = MemberGroup(settings, store, 3, before_commit=_crash).start()
+    produce(settings, fast_payloads(1_500))
+    for member in crashed.members:
+        member.thread.join(timeout=120)
+    assert [type(m.error) for m in crashed.members] == [CrashBeforeCommit] * 3
+    assert 0 < store.count_rows() < 1_500
+    assert committed_total(settings) == 0
+
+    replay = MemberGroup(settings, store, 3).start()
+    replay.finish()
+    assert committed_total(settings) == 1_500
+    assert store.count_distinct_events() == 1_500
+    assert store.count_rows() >= 1_500
 
 
 def _malformed(i: int) -> tuple[bytes, InvalidReason]:
