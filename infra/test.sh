@@ -13,7 +13,8 @@
 #
 # Environment: DEPS (above); PYTEST_ARGS (extra pytest arguments, e.g. -m "not browser");
 # RETRYLENS_TEST_VENV (where the venv goes; default .venv-test-$DEPS, recreated each run);
-# PYTHON (interpreter the venv is built from; default python3); KAFKA_PORT (default 9092).
+# PYTHON (interpreter the venv is built from; default python3); KAFKA_PORT (default 9092);
+# PYTEST_WORKERS (pytest-xdist worker processes; default 2, 0 = none).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -79,7 +80,11 @@ export PATH="/usr/local/bin:/usr/bin:/bin"
 extra=()
 if [[ -n "${PYTEST_ARGS:-}" ]]; then eval "extra=(${PYTEST_ARGS})"; fi
 set +e
-"$VPY" -m pytest "${extra[@]}" "$@"
+# Both cores: pytest-xdist workers, whole modules per worker (a module's fixtures, private
+# brokers and ports stay in one process). PYTEST_WORKERS=0 runs in this process.
+workers=(-n "${PYTEST_WORKERS:-2}" --dist loadfile)
+if [[ "${PYTEST_WORKERS:-2}" == "0" ]]; then workers=(-p no:xdist); fi
+"$VPY" -m pytest "${workers[@]}" "${extra[@]}" "$@"
 status=$?
 set -e
 if [[ $status -eq 5 ]]; then
