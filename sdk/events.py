@@ -12,7 +12,7 @@ import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from retrylens.schemas.taxonomy import EventKind, TaskOutcome
 
@@ -20,9 +20,12 @@ from .ids import IdSource, SeededIds
 from .state import TaskState
 
 if TYPE_CHECKING:
-    from retrylens.schemas import RetryEvent
+    from retrylens.schemas import ContextSnapshot, RetryEvent
+
+M = TypeVar("M")
 
 _STATIC_DEFAULTS: dict[str, Any] | None = None
+_ALL_FIELDS: set[str] = set()
 
 
 def _defaults() -> dict[str, Any]:
@@ -39,6 +42,7 @@ def _defaults() -> dict[str, Any]:
             name: None if field.default_factory is not None else field.default
             for name, field in RetryEvent.model_fields.items()
         }
+        _ALL_FIELDS.update(_STATIC_DEFAULTS)
     return {**_STATIC_DEFAULTS, "input_features": {}, "side_effects": []}
 
 
@@ -53,6 +57,7 @@ def _event_class() -> type[RetryEvent]:
 
 
 _EVENT_CLASS: type[RetryEvent] | None = None
+_set = object.__setattr__
 
 
 def _construct(values: dict[str, Any], fields_set: set[str] | None = None) -> RetryEvent:
@@ -61,14 +66,26 @@ def _construct(values: dict[str, Any], fields_set: set[str] | None = None) -> Re
     ``fields_set`` may be shared between events that set the same fields: pydantic never
     mutates a frozen model's fields set (``model_copy`` copies it first).
     """
-    event = _event_class().__new__(_event_class())
-    object.__setattr__(event, "__dict__", values)
-    object.__setattr__(
-        event, "__pydantic_fields_set__", fields_set if fields_set is not None else set(values)
-    )
-    object.__setattr__(event, "__pydantic_extra__", None)
-    object.__setattr__(event, "__pydantic_private__", None)
+    cls = _EVENT_CLASS or _event_class()
+    event = cls.__new__(cls)
+    _set(event, "__dict__", values)
+    _set(event, "__pydantic_fields_set__", fields_set if fields_set is not None else set(values))
+    _set(event, "__pydantic_extra__", None)
+    _set(event, "__pydantic_private__", None)
     return event
+
+
+def construct_part(cls: type[M], values: dict[str, Any]) -> M:
+    """An event part (snapshot, error detail, …) from values already typed and bounded.
+
+    The same shortcut as :func:`_construct`: ``values`` must name every field, in order.
+    """
+    part = cls.__new__(cls)
+    _set(part, "__dict__", values)
+    _set(part, "__pydantic_fields_set__", set(values))
+    _set(part, "__pydantic_extra__", None)
+    _set(part, "__pydantic_private__", None)
+    return part
 
 
 def utc_now_ms() -> datetime:
@@ -116,28 +133,82 @@ class EventFactory:
         span_id: str | None,
         **fields: Any,
     ) -> RetryEvent:
-        values: dict[str, Any] = {
-            "event_id": self.ids.uuid4(),
-            "ts": self.wall(),
-            "project": self.project,
-            "agent": state.agent,
-            "task_id": state.task_id,
-            "correlation_id": correlation_id,
-            "parent_task_id": state.parent_task_id,
-            "trace_id": state.trace_id,
-            "span_id": span_id,
-            "parent_span_id": state.root_span_id if span_id != state.root_span_id else None,
-            "attempt": state.attempt,
-            "phase": state.phase,
-            "kind": kind,
-            "dependency": state.dependency,
-            "input_fingerprint": state.fingerprint,
-            "policy_id": state.policy.id,
-            "policy_version": state.policy.version,
-            "degraded": state.degraded,
-        }
+        """One event of ``state``'s task; ``fields`` set or override the per-event values.
+
+        Without validation, the fields every event of the task shares (all defaults,
+        project, agent, ids, fingerprint, policy) are built once per task and copied.
+        """
+        if self.validate:
+            values: dict[str, Any] = {
+                "event_id": self.ids.uuid4(),
+                "ts": self.wall(),
+                "project": self.project,
+                "agent": state.agent,
+                "task_id": state.task_id,
+                "correlation_id": correlation_id,
+                "parent_task_id": state.parent_task_id,
+                "trace_id": state.trace_id,
+                "span_id": span_id,
+                "parent_span_id": state.root_span_id if span_id != state.root_span_id else None,
+                "attempt": state.attempt,
+                "phase": state.phase,
+                "kind": kind,
+                "dependency": state.dependency,
+                "input_fingerprint": state.fingerprint,
+                "policy_id": state.policy.id,
+                "policy_version": state.policy.version,
+                "degraded": state.degraded,
+            }
+            values.update(fields)
+            return _event_class()(**values)
+        cached = state.event_base
+        if cached is None or cached[0] is not state.policy or cached[1] != self.project:
+            cached = state.event_base = (state.policy, self.project, self._base(state))
+        values = cached[2].copy()
+        values["event_id"] = self.ids.uuid4()
+        ts = self.wall()
+        values["ts"] = ts if not ts.microsecond % 1000 else ts.replace(
+            microsecond=ts.microsecond // 1000 * 1000
+        )
+        values["correlation_id"] = correlation_id
+        values["span_id"] = span_id
+        values["parent_span_id"] = state.root_span_id if span_id != state.root_span_id else None
+        values["attempt"] = state.attempt
+        values["phase"] = state.phase
+        values["kind"] = kind
+        values["dependency"] = state.dependency
+        values["degraded"] = state.degraded
+        values["input_features"] = {}
+        values["side_effects"] = []
         values.update(fields)
-        return self._finish(values)
+        return _construct(values, _ALL_FIELDS if len(values) == len(_ALL_FIELDS) else None)
+
+    def _base(self, state: TaskState) -> dict[str, Any]:
+        """The fields every event of ``state``'s task shares, on all defaults, in field order."""
+        base = _defaults()
+        base["project"] = self.project
+        base["agent"] = state.agent
+        base["task_id"] = state.task_id
+        base["parent_task_id"] = state.parent_task_id
+        base["trace_id"] = state.trace_id
+        base["input_fingerprint"] = state.fingerprint
+        base["policy_id"] = state.policy.id
+        base["policy_version"] = state.policy.version
+        return base
+
+    def snapshot(self, fields: dict[str, Any]) -> ContextSnapshot:
+        """A context snapshot from :func:`~retrylens.sdk.context.snapshot_fields` (validated
+        when this factory validates; built directly otherwise: the fields are bounded)."""
+        from retrylens.schemas.event import ContextMessage, ContextSnapshot
+
+        pairs = fields["last_messages"]
+        if self.validate:
+            fields["last_messages"] = [ContextMessage(role=r, content=c) for r, c in pairs]
+            return ContextSnapshot(**fields)
+        fields["last_messages"] = [
+            construct_part(ContextMessage, {"role": r, "content": c}) for r, c in pairs
+        ]
+        return construct_part(ContextSnapshot, fields)
 
     def compact(self, success: RetryEvent, features: dict[str, Any]) -> RetryEvent:
         """The compact form of a clean first-try success: ``success`` carrying the task's end.
@@ -148,10 +219,3 @@ class EventFactory:
         """
         values = {**success.__dict__, "outcome": TaskOutcome.SUCCEEDED, "input_features": features}
         return _event_class()(**values) if self.validate else _construct(values)
-
-    def _finish(self, values: dict[str, Any]) -> RetryEvent:
-        if self.validate:
-            return _event_class()(**values)
-        ts = values["ts"]
-        values["ts"] = ts.replace(microsecond=ts.microsecond // 1000 * 1000)
-        return _construct({**_defaults(), **values})

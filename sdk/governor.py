@@ -28,6 +28,7 @@ an ``rng``, ids come from ``os.urandom`` (:mod:`~retrylens.sdk.ids`), unique acr
 from __future__ import annotations
 
 import contextvars
+import functools
 import inspect
 import logging
 import random
@@ -269,9 +270,7 @@ class Governor:
         ts: datetime | None = None,
     ) -> TaskRun:
         """:meth:`start`, plus ``compact`` (hold events back for the compact form) and ``ts``."""
-        from retrylens.schemas.event import AgentRef
-
-        agent_ref = agent if isinstance(agent, AgentRef) else AgentRef(name=agent)
+        agent_ref = _agent_ref(agent) if isinstance(agent, str) else agent
         policy = self.policy.for_role(agent_ref.role)
         fingerprint, feats = task_features(goal, agent_ref.name, dependency, tuple(tools))
         if features is not None:
@@ -586,6 +585,14 @@ class Governor:
 
 
 _ATTEMPT_CACHE: dict[Any, bool] = {}
+
+
+@functools.lru_cache(maxsize=1024)
+def _agent_ref(name: str) -> AgentRef:
+    """The (frozen, validated) reference of the agent called ``name``, built once per name."""
+    from retrylens.schemas.event import AgentRef
+
+    return AgentRef(name=name)
 
 
 def _accepts_attempt(fn: Callable[..., object]) -> bool:

@@ -32,7 +32,7 @@ from retrylens.schemas.taxonomy import (
 )
 
 from .chain import is_async_cancellation
-from .context import pollution_score, snapshot
+from .context import digest, digests_and_pollution, snapshot_fields
 from .handoff import HandoffPackage
 from .rules import Verdict, apply_verdict, record_failure, stop_verdict
 from .sanitizer import Failure, classify
@@ -111,9 +111,11 @@ class TaskRun:
         s.attempt += 1
         s.ledger.charge(attempts=1)
         messages = s.next_messages()
-        if pollution_score(messages) >= s.policy.rules.pollution_rebuild_threshold and s.context.rebuild():
+        digests, pollution = digests_and_pollution(messages)
+        if pollution >= s.policy.rules.pollution_rebuild_threshold and s.context.rebuild():
             messages = s.next_messages()  # a polluted context (errors, copies) is rebuilt clean
-        s.record_given(messages)
+            digests = [digest(m) for m in messages]
+        s.given.append(digests)
         attempt = Attempt(
             number=s.attempt,
             phase=s.phase,
@@ -760,10 +762,14 @@ class TaskRun:
         previous = given[-2] if len(given) >= 2 else None
         if on_failure and not self._logged_full:
             self._logged_full = True
-            return snapshot(attempt.messages, tool_calls=attempt.tool_calls)
-        if previous is None:
-            return snapshot(attempt.messages, last=0, tool_calls=attempt.tool_calls)
-        return snapshot(attempt.messages, previous=previous, tool_calls=attempt.tool_calls)
+            fields = snapshot_fields(attempt.messages, tool_calls=attempt.tool_calls)
+        elif previous is None:
+            fields = snapshot_fields(attempt.messages, last=0, tool_calls=attempt.tool_calls)
+        else:
+            fields = snapshot_fields(
+                attempt.messages, previous=previous, tool_calls=attempt.tool_calls
+            )
+        return self.g.events.snapshot(fields)
 
     def _side_effect_event(
         self, tool: str, key: str, status: SideEffectStatus, rollback: str | None = None

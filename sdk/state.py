@@ -148,6 +148,10 @@ class TaskState:
     failure_summary: str | None = None
     degraded: bool = False
     substitutions: dict[str, str] = field(default_factory=dict)  # dependency → fallback in use
+    #: What every event of this task shares, built once by the event factory (its cache).
+    event_base: tuple[Any, str, dict[str, Any]] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     # -- reads used by rules -------------------------------------------------------------
     @property
