@@ -202,6 +202,25 @@ def snapshot(
     return ContextSnapshot(**values)
 
 
+def content_key(messages: Sequence[Message]) -> tuple[tuple[Any, ...], ...]:
+    """Everything of ``messages`` that :func:`snapshot_fields` reads, as a hashable key.
+
+    Equal keys give equal snapshots, so a snapshot can be memoised on it (an agent's
+    contexts repeat across attempts and tasks).
+    """
+    return tuple(
+        (
+            str(m.get("role", "")),
+            repr(tool := m.get("tool")),
+            str(m.get("content", "")),
+            bool(m.get("summary")),
+            bool(m.get("error")),
+            repr(m.get("args")) if tool else None,
+        )
+        for m in messages
+    )
+
+
 def snapshot_fields(
     messages: Sequence[Message],
     *,

@@ -10,12 +10,13 @@ from __future__ import annotations
 import random
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from retrylens.schemas.taxonomy import EventKind, TaskOutcome
 
+from .context import Message, content_key, snapshot_fields
 from .ids import IdSource, SeededIds
 from .state import TaskState
 
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 M = TypeVar("M")
 
 _STATIC_DEFAULTS: dict[str, Any] | None = None
+_SNAPSHOT_CACHE_SIZE = 2048
 _ALL_FIELDS: set[str] = set()
 
 
@@ -89,8 +91,22 @@ def construct_part(cls: type[M], values: dict[str, Any]) -> M:
 
 
 def utc_now_ms() -> datetime:
-    """Now in UTC at the store's millisecond resolution (cheaper than ``now().replace()``)."""
-    return datetime.fromtimestamp(time.time_ns() // 1_000_000 / 1000, UTC)
+    """Now in UTC at the store's millisecond resolution (cheaper than ``now().replace()``).
+
+    Events come several per millisecond on a retry path, so the datetime of the current
+    millisecond is kept and reused (datetimes are immutable; the pair is swapped whole).
+    """
+    global _NOW
+    ms = time.time_ns() // 1_000_000
+    cached = _NOW
+    if cached[0] == ms:
+        return cached[1]
+    now = datetime.fromtimestamp(ms / 1000, UTC)
+    _NOW = (ms, now)
+    return now
+
+
+_NOW: tuple[int, datetime] = (-1, datetime.fromtimestamp(0, UTC))
 
 
 def hex_id(rng: random.Random, bits: int) -> str:
@@ -123,6 +139,7 @@ class EventFactory:
         self.rng = rng
         self.validate = validate
         self.ids: IdSource = ids or SeededIds(rng)
+        self._snapshots: dict[Any, ContextSnapshot] = {}
 
     def make(
         self,
@@ -133,7 +150,18 @@ class EventFactory:
         span_id: str | None,
         **fields: Any,
     ) -> RetryEvent:
-        """One event of ``state``'s task; ``fields`` set or override the per-event values.
+        """One event of ``state``'s task; ``fields`` set or override the per-event values."""
+        return self.build(state, kind, correlation_id, span_id, fields)
+
+    def build(
+        self,
+        state: TaskState,
+        kind: EventKind,
+        correlation_id: str,
+        span_id: str | None,
+        fields: dict[str, Any],
+    ) -> RetryEvent:
+        """:meth:`make` with ``fields`` as a dict (the governor's own, per-event path).
 
         Without validation, the fields every event of the task shares (all defaults,
         project, agent, ids, fingerprint, policy) are built once per task and copied.
@@ -195,6 +223,34 @@ class EventFactory:
         base["policy_id"] = state.policy.id
         base["policy_version"] = state.policy.version
         return base
+
+    def context_snapshot(
+        self,
+        messages: Sequence[Message],
+        *,
+        previous: Sequence[str] | None = None,
+        last: int = 3,
+        tool_calls: Sequence[str] = (),
+    ) -> ContextSnapshot:
+        """:func:`~retrylens.sdk.context.snapshot` of an attempt's context, memoised on its
+        content: retried attempts of the same input carry the same context again, and a
+        snapshot (frozen) can be shared between events."""
+        key = (
+            content_key(messages),
+            None if previous is None else tuple(previous),
+            last,
+            tuple(tool_calls),
+        )
+        cache = self._snapshots
+        found = cache.get(key)
+        if found is None:
+            found = self.snapshot(
+                snapshot_fields(messages, previous=previous, last=last, tool_calls=tool_calls)
+            )
+            if len(cache) >= _SNAPSHOT_CACHE_SIZE:
+                cache.clear()
+            cache[key] = found
+        return found
 
     def snapshot(self, fields: dict[str, Any]) -> ContextSnapshot:
         """A context snapshot from :func:`~retrylens.sdk.context.snapshot_fields` (validated

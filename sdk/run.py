@@ -32,7 +32,7 @@ from retrylens.schemas.taxonomy import (
 )
 
 from .chain import is_async_cancellation
-from .context import digest, digests_and_pollution, snapshot_fields
+from .context import digest, digests_and_pollution
 from .handoff import HandoffPackage
 from .rules import Verdict, apply_verdict, record_failure, stop_verdict
 from .sanitizer import Failure, classify
@@ -760,16 +760,13 @@ class TaskRun:
         """Log-noise rule: the task's first failure carries the full snapshot, later ones deltas."""
         given = self.state.given
         previous = given[-2] if len(given) >= 2 else None
+        snap = self.g.events.context_snapshot
         if on_failure and not self._logged_full:
             self._logged_full = True
-            fields = snapshot_fields(attempt.messages, tool_calls=attempt.tool_calls)
-        elif previous is None:
-            fields = snapshot_fields(attempt.messages, last=0, tool_calls=attempt.tool_calls)
-        else:
-            fields = snapshot_fields(
-                attempt.messages, previous=previous, tool_calls=attempt.tool_calls
-            )
-        return self.g.events.snapshot(fields)
+            return snap(attempt.messages, tool_calls=attempt.tool_calls)
+        if previous is None:
+            return snap(attempt.messages, last=0, tool_calls=attempt.tool_calls)
+        return snap(attempt.messages, previous=previous, tool_calls=attempt.tool_calls)
 
     def _side_effect_event(
         self, tool: str, key: str, status: SideEffectStatus, rollback: str | None = None
@@ -792,12 +789,14 @@ class TaskRun:
     ) -> None:
         s = self.state
         if attempt is not None:
-            fields.setdefault("phase", attempt.phase)
-            fields.setdefault("dependency", attempt.dependency)
+            if "phase" not in fields:
+                fields["phase"] = attempt.phase
+            if "dependency" not in fields:
+                fields["dependency"] = attempt.dependency
             correlation, span = attempt.correlation_id, attempt.span_id
         else:
             correlation, span = f"{s.task_id}:{s.attempt}"[:128], span_id or s.root_span_id
-        event = self.g.events.make(s, kind, correlation_id=correlation, span_id=span, **fields)
+        event = self.g.events.build(s, kind, correlation, span, fields)
         held = self._held
         if held is not None:
             if len(held) < len(_COMPACT_SEQUENCE) and kind is _COMPACT_SEQUENCE[len(held)]:

@@ -14,7 +14,6 @@ import hashlib
 import json
 import re
 import sys
-import traceback
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -203,16 +202,25 @@ def stack_digest(exc: BaseException) -> str | None:
     """A digest of where the exception was raised (file, function, line), not of its text.
 
     Walks the traceback's frames directly: ``traceback.extract_tb`` would also stat every
-    source file and compute column positions (~5× the cost), for the same digest.
+    source file and compute column positions (~5× the cost), for the same digest. The
+    digest of a place is memoised: a retried failure is raised at the same place again.
     """
-    frames = list(traceback.walk_tb(exc.__traceback__))
+    tb = exc.__traceback__
+    frames: list[tuple[Any, int]] = []
+    while tb is not None:
+        frames.append((tb.tb_frame.f_code, tb.tb_lineno))
+        tb = tb.tb_next
     if not frames:
         return None
+    return _place_digest(type(exc).__name__, tuple(frames[-5:]))
+
+
+@functools.lru_cache(maxsize=1024)
+def _place_digest(name: str, frames: tuple[tuple[Any, int], ...]) -> str:
     where = "|".join(
-        f"{f.f_code.co_filename.rsplit('/', 1)[-1]}:{f.f_code.co_name}:{line}"
-        for f, line in frames[-5:]
+        f"{code.co_filename.rsplit('/', 1)[-1]}:{code.co_name}:{line}" for code, line in frames
     )
-    return hashlib.sha256(f"{type(exc).__name__}|{where}".encode()).hexdigest()[:16]
+    return hashlib.sha256(f"{name}|{where}".encode()).hexdigest()[:16]
 
 
 def _status_of(exc: BaseException) -> int | None:
