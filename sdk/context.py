@@ -69,6 +69,8 @@ def drop_echoed_input(
     the history *and* appended as the new turn; the model then answers it twice or treats
     it as a repeated request. Returns (kept, dropped).
     """
+    if not history:
+        return [], []
     target = normalise_input(user_input)
     kept: list[Message] = []
     dropped: list[Message] = []

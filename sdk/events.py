@@ -59,7 +59,30 @@ def _event_class() -> type[RetryEvent]:
 
 
 _EVENT_CLASS: type[RetryEvent] | None = None
-_set = object.__setattr__
+_SLOTS: tuple[Callable[[Any, Any], None], ...] | None = None
+
+
+def _slot_setters() -> tuple[Callable[[Any, Any], None], ...]:
+    """The setters of a pydantic model's four slots (its fields live in ``__dict__``).
+
+    Called directly they skip the frozen model's ``__setattr__`` without the lookup
+    ``object.__setattr__`` makes each time.
+    """
+    global _SLOTS
+    if _SLOTS is None:
+        from pydantic import BaseModel
+
+        slots = BaseModel.__dict__
+        _SLOTS = tuple(
+            slots[name].__set__
+            for name in (
+                "__dict__",
+                "__pydantic_fields_set__",
+                "__pydantic_extra__",
+                "__pydantic_private__",
+            )
+        )
+    return _SLOTS
 
 
 def _construct(values: dict[str, Any], fields_set: set[str] | None = None) -> RetryEvent:
@@ -69,11 +92,12 @@ def _construct(values: dict[str, Any], fields_set: set[str] | None = None) -> Re
     mutates a frozen model's fields set (``model_copy`` copies it first).
     """
     cls = _EVENT_CLASS or _event_class()
+    set_dict, set_fields, set_extra, set_private = _SLOTS or _slot_setters()
     event = cls.__new__(cls)
-    _set(event, "__dict__", values)
-    _set(event, "__pydantic_fields_set__", fields_set if fields_set is not None else set(values))
-    _set(event, "__pydantic_extra__", None)
-    _set(event, "__pydantic_private__", None)
+    set_dict(event, values)
+    set_fields(event, fields_set if fields_set is not None else set(values))
+    set_extra(event, None)
+    set_private(event, None)
     return event
 
 
@@ -82,12 +106,13 @@ def construct_part(cls: type[M], values: dict[str, Any]) -> M:
 
     The same shortcut as :func:`_construct`: ``values`` must name every field, in order.
     """
-    part = cls.__new__(cls)
-    _set(part, "__dict__", values)
-    _set(part, "__pydantic_fields_set__", set(values))
-    _set(part, "__pydantic_extra__", None)
-    _set(part, "__pydantic_private__", None)
-    return part
+    set_dict, set_fields, set_extra, set_private = _SLOTS or _slot_setters()
+    part = cls.__new__(cls)  # type: ignore[call-overload]
+    set_dict(part, values)
+    set_fields(part, set(values))
+    set_extra(part, None)
+    set_private(part, None)
+    return part  # type: ignore[no-any-return]
 
 
 def utc_now_ms() -> datetime:
