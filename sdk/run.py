@@ -19,7 +19,7 @@ import logging
 import sys
 from collections.abc import Callable, Iterator
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from retrylens.errors import ChainCancelled, GaveUp, HandedOff, HandoffError, TaskStopped
 from retrylens.schemas.limits import MAX_REASON_CHARS
@@ -42,20 +42,58 @@ from .state import Attempt, TaskState
 from .usage import usage_of
 
 if TYPE_CHECKING:
+    import random
+    from collections.abc import Awaitable
+
     from retrylens.schemas import RetryEvent
 
-    from .governor import Governor
+    from .breaker import CircuitBreaker
+    from .budget import PerDependency, RetryThrottle
+    from .chain import ChainRegistry
+    from .events import EventFactory
+    from .handoff import HandoffChannel
+    from .history import FailureHistory
+    from .ids import IdSource
+    from .policy_source import PolicySource
+    from .rules import Rule
+    from .side_effects import KeyStore
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 _COMPACT_SEQUENCE = (EventKind.TASK_STARTED, EventKind.ATTEMPT_STARTED, EventKind.ATTEMPT_SUCCEEDED)
 
 
+class Host(Protocol):
+    """What a :class:`TaskRun` uses of the governor that runs it (``Governor`` is one).
+
+    A protocol, so this module never imports the governor: the governor builds runs,
+    runs only read and report through this surface.
+    """
+
+    source: PolicySource
+    rules: Rule
+    chains: ChainRegistry
+    breakers: PerDependency[CircuitBreaker]
+    throttles: PerDependency[RetryThrottle]
+    events: EventFactory
+    ids: IdSource
+    key_store: KeyStore
+    history: FailureHistory
+    handoff_channel: HandoffChannel | None
+    rng: random.Random
+    clock: Callable[[], float]
+    sleep: Callable[[float], object]
+    asleep: Callable[[float], Awaitable[object]]
+
+    def emit(self, event: RetryEvent) -> None: ...
+    def cancel_chain(self, task_id: str) -> list[str]: ...
+
+
 class TaskRun:
     """One governed task: begin / fail / succeed attempts, then finish (or use ``with``)."""
 
     def __init__(
-        self, governor: Governor, state: TaskState, *, root: str, compact: bool = False
+        self, governor: Host, state: TaskState, *, root: str, compact: bool = False
     ) -> None:
         self.g = governor
         self.state = state

@@ -22,7 +22,6 @@ if TYPE_CHECKING:
     from retrylens.schemas import AgentRef
 
     from .policy import RetryPolicy
-    from .rules import Verdict
 
 
 class Environment(Protocol):
@@ -199,12 +198,6 @@ class TaskState:
 
     def record_given(self, messages: list[Message]) -> None:
         self.given.append([digest(m) for m in messages])
-
-    def apply(self, verdict: Verdict) -> None:
-        """Prepare the next attempt according to a retrying decision."""
-        from .rules import apply_verdict
-
-        apply_verdict(self, verdict)
 
     def __repr__(self) -> str:
         last = self.failures[-1].error_type.value if self.failures else "-"
