@@ -38,13 +38,12 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from retrylens.errors import TaskStopped
 from retrylens.schemas.limits import MAX_REASON_CHARS
 from retrylens.schemas.taxonomy import EventKind
 
 from .breaker import CircuitBreaker
 from .budget import PerDependency, RetryThrottle, TaskLedger
-from .chain import ChainRegistry, is_async_cancellation
+from .chain import ChainRegistry
 from .context import ContextBuilder, Message
 from .events import EventFactory, utc_now_ms
 from .features import task_features
@@ -55,7 +54,7 @@ from .ids import IdSource, SeededIds, SystemIds
 from .policy_source import PolicySource
 from .processors import Processor, default_processors, process
 from .rules import Rule, default_rules
-from .run import TaskRun, accepts
+from .run import AttemptScope, TaskRun, accepts
 from .side_effects import KeyStore, MemoryKeyStore
 from .state import TaskState
 
@@ -382,9 +381,10 @@ class Governor:
             _current_run.reset(token)
         run, attempt = first.materialize()
         with run:
-            if not isinstance(error, Exception) or isinstance(error, TaskStopped):
+            verdict = AttemptScope(run, attempt).end(error)  # the loop's own decision point
+            if verdict is None:
                 raise error
-            run.wait(run.fail(run.last_attempt or attempt, error))
+            run.wait(verdict)
             return self._attempts(run, fn, args, kwargs, wants_attempt)
 
     def _attempts(
@@ -462,11 +462,10 @@ class Governor:
         if task_id is None:
             self.chains.attach_current_task(run.state.task_id)
         with run:
-            if isinstance(error, TaskStopped) or (
-                not isinstance(error, Exception) and not self._chain_cancelled(run, error)
-            ):
+            verdict = AttemptScope(run, attempt).end(error)  # the same decision as call()
+            if verdict is None:
                 raise error
-            await run.await_backoff(run.fail(run.last_attempt or attempt, error))
+            await run.await_backoff(verdict)
             return await self._aattempts(run, fn, args, kwargs, wants_attempt)
 
     async def _aattempts(
@@ -487,12 +486,6 @@ class Governor:
                 finally:
                     _current_run.reset(token)
         return scope.result  # type: ignore[no-any-return]
-
-    def _chain_cancelled(self, run: TaskRun, error: BaseException) -> bool:
-        """Whether ``error`` is the asyncio cancellation that ``cancel_chain`` caused."""
-        return is_async_cancellation(error) and self.chains.is_cancelled(
-            run.state.task_id
-        )
 
     def governed(
         self, *, agent: str | AgentRef = "agent", phase: str = "execution", dependency: str = ""

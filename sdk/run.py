@@ -408,6 +408,18 @@ class TaskRun:
             Decision.GIVE_UP, "no rule allows another attempt"
         )
 
+    def decides(self, error: BaseException) -> bool:
+        """Whether ``error`` ending an attempt is recorded and decided (else it propagates).
+
+        Every exception is, except :class:`TaskStopped` (the task already stopped); of the
+        other base exceptions only the asyncio cancellation that ``cancel_chain`` caused.
+        """
+        if isinstance(error, TaskStopped):
+            return False
+        if isinstance(error, Exception):
+            return True
+        return is_async_cancellation(error) and self.g.chains.is_cancelled(self.state.task_id)
+
     def wait(self, verdict: Verdict) -> None:
         if verdict.backoff_ms:
             self.g.sleep(verdict.backoff_ms / 1000)
@@ -629,7 +641,7 @@ class TaskRun:
                     else:
                         result = fn(*args, **kwargs)
                 except Exception as exc:  # noqa: BLE001 - every failure is classified
-                    if isinstance(exc, TaskStopped):
+                    if not self.decides(exc):
                         raise
                     self.wait(self.fail(attempt, exc, **where))  # raises TaskStopped on stop
                     attempt = self._begin(**where)
@@ -864,18 +876,31 @@ class AttemptScope:
     def __enter__(self) -> AttemptScope:
         return self
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
-    ) -> bool:
+    def end(self, exc: BaseException | None) -> Verdict | None:
+        """Record how the attempt ended: the verdict to wait out before the next attempt, or
+        ``None`` when the loop ends (a success, or ``exc`` is not the governor's to decide).
+
+        The one decision point of every loop — ``call``, ``acall``, their first try, your
+        own ``for attempt in run.attempts()``; the sync and async forms differ only in how
+        they wait. Raises :class:`TaskStopped` when the rules stop the task.
+        """
         run = self.run
         attempt = run.last_attempt or self.attempt  # steps may have moved on in place
         if exc is None:
             run.succeed(attempt, self.result)
             self.done = True
+            return None
+        if not run.decides(exc):
+            return None
+        return run.fail(attempt, exc)
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> bool:
+        verdict = self.end(exc)
+        if verdict is None:
             return False
-        if isinstance(exc, TaskStopped) or not isinstance(exc, Exception):
-            return False
-        run.wait(run.fail(attempt, exc))  # raises TaskStopped when the task stops
+        self.run.wait(verdict)
         return True
 
     async def __aenter__(self) -> AttemptScope:
@@ -884,20 +909,11 @@ class AttemptScope:
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
     ) -> bool:
-        """The asyncio form: the backoff is awaited; a ``cancel_chain`` cancellation is decided."""
-        run = self.run
-        attempt = run.last_attempt or self.attempt
-        if exc is None:
-            run.succeed(attempt, self.result)
-            self.done = True
+        """The asyncio form: the same decision, the backoff awaited."""
+        verdict = self.end(exc)
+        if verdict is None:
             return False
-        if isinstance(exc, TaskStopped):
-            return False
-        if not isinstance(exc, Exception) and not (
-            is_async_cancellation(exc) and run.g.chains.is_cancelled(run.state.task_id)
-        ):
-            return False
-        await run.await_backoff(run.fail(attempt, exc))
+        await self.run.await_backoff(verdict)
         return True
 
 
