@@ -17,7 +17,7 @@ from __future__ import annotations
 import inspect
 import logging
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -463,28 +463,72 @@ class TaskRun:
         the governor asks ``verify(*args, **kwargs)`` whether it happened instead of
         repeating it; ``unsafe=True`` stops the task for a person.
         """
+        effect = self._effect(tool, fn, args, kwargs, step, rollback, key, verify, unsafe)
+        store = self.g.key_store
+        request = next(effect)
+        while True:
+            op, arg = request
+            try:
+                if op is _GET:
+                    value = store.get(arg)
+                elif op is _PUT:
+                    value = store.put(arg)
+                else:
+                    value = arg()
+            except BaseException as exc:  # noqa: BLE001 - handed to the protocol, which decides
+                step_next = effect.throw
+                value = exc
+            else:
+                step_next = effect.send
+            try:
+                request = step_next(value)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+
+    def _effect(
+        self,
+        tool: str,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        step: str | None,
+        rollback: Callable[..., object] | None,
+        key: str | None,
+        verify: Callable[..., object] | None,
+        unsafe: bool,
+    ) -> Generator[tuple[object, Any], Any, Any]:
+        """The side-effect protocol, once for sync and async tools (a sans-I/O generator).
+
+        It yields what to do — ``(_GET, key)`` / ``(_PUT, record)`` on the key store,
+        ``(_CALL, thunk)`` to run the tool — and gets the outcome (or the tool's exception
+        thrown in); :meth:`side_effect` performs them directly, :meth:`aside_effect`
+        awaits the tool and moves store I/O off the event loop. Returns the result.
+        """
         s = self.state
         if self.last_attempt is not None:
             self.last_attempt.tool_call(tool, {"args": args, "kwargs": kwargs})
         key = key or idempotency_key(s.task_id, step or tool, {"args": args, "kwargs": kwargs})
-        store = self.g.key_store
-        done = self._before_effect(tool, key, store.get(key), verify, args, kwargs)
+        record = yield _GET, key
+        done = self._before_effect(tool, key, record, verify, args, kwargs)
         if done is not None:
-            return done[0]  # type: ignore[no-any-return]
-        store.put(KeyRecord(key, s.task_id, tool, SideEffectStatus.INTENDED))
+            if done[1] is not None:
+                yield _PUT, done[1]
+            self._side_effect_event(tool, key, done[2])
+            return done[0]
+        yield _PUT, KeyRecord(key, s.task_id, tool, SideEffectStatus.INTENDED)
         call_kwargs = (
             {**kwargs, "idempotency_key": key} if accepts(fn, "idempotency_key") else kwargs
         )
         try:
-            result = fn(*args, **call_kwargs)
+            result = yield _CALL, lambda: fn(*args, **call_kwargs)
         except BaseException as exc:
             recovered = self._after_effect_failed(tool, key, exc, rollback, verify, unsafe, args, kwargs)
-            store.put(recovered[0])
+            yield _PUT, recovered[0]
             if recovered[1] is not _RAISE:
                 self._side_effect_event(tool, key, SideEffectStatus.COMMITTED)
-                return recovered[1]  # type: ignore[no-any-return]
+                return recovered[1]
             raise
-        store.put(KeyRecord(key, s.task_id, tool, SideEffectStatus.COMMITTED, result))
+        yield _PUT, KeyRecord(key, s.task_id, tool, SideEffectStatus.COMMITTED, result)
         self._side_effect_event(tool, key, SideEffectStatus.COMMITTED)
         self._note_undo(tool, key, step or tool, rollback, args, kwargs)
         return result
@@ -521,32 +565,28 @@ class TaskRun:
         """
         import asyncio
 
-        s = self.state
-        if self.last_attempt is not None:
-            self.last_attempt.tool_call(tool, {"args": args, "kwargs": kwargs})
-        key = key or idempotency_key(s.task_id, step or tool, {"args": args, "kwargs": kwargs})
+        effect = self._effect(tool, fn, args, kwargs, step, rollback, key, verify, unsafe)
         store = self.g.key_store
         io = _inline if type(store) is MemoryKeyStore else asyncio.to_thread
-        done = self._before_effect(tool, key, await io(store.get, key), verify, args, kwargs)
-        if done is not None:
-            return done[0]
-        await io(store.put, KeyRecord(key, s.task_id, tool, SideEffectStatus.INTENDED))
-        call_kwargs = (
-            {**kwargs, "idempotency_key": key} if accepts(fn, "idempotency_key") else kwargs
-        )
-        try:
-            result = await fn(*args, **call_kwargs)
-        except BaseException as exc:
-            recovered = self._after_effect_failed(tool, key, exc, rollback, verify, unsafe, args, kwargs)
-            await io(store.put, recovered[0])
-            if recovered[1] is not _RAISE:
-                self._side_effect_event(tool, key, SideEffectStatus.COMMITTED)
-                return recovered[1]
-            raise
-        await io(store.put, KeyRecord(key, s.task_id, tool, SideEffectStatus.COMMITTED, result))
-        self._side_effect_event(tool, key, SideEffectStatus.COMMITTED)
-        self._note_undo(tool, key, step or tool, rollback, args, kwargs)
-        return result
+        request = next(effect)
+        while True:
+            op, arg = request
+            try:
+                if op is _GET:
+                    value = await io(store.get, arg)
+                elif op is _PUT:
+                    value = await io(store.put, arg)
+                else:
+                    value = await arg()
+            except BaseException as exc:  # noqa: BLE001 - handed to the protocol, which decides
+                step_next = effect.throw
+                value = exc
+            else:
+                step_next = effect.send
+            try:
+                request = step_next(value)
+            except StopIteration as stop:
+                return stop.value
 
     def _before_effect(
         self,
@@ -556,22 +596,19 @@ class TaskRun:
         verify: Callable[..., object] | None,
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
-    ) -> tuple[Any] | None:
-        """``(result,)`` when the effect must not run again (committed, or verified done)."""
+    ) -> tuple[Any, KeyRecord | None, SideEffectStatus] | None:
+        """``(result, record to store, status)`` when the effect must not run again
+        (committed, or verified done); ``None`` when it runs."""
         if record is None:
             return None
         if record.status is SideEffectStatus.COMMITTED:
-            self._side_effect_event(tool, key, SideEffectStatus.SKIPPED_DUPLICATE)
-            return (record.result,)
+            return record.result, None, SideEffectStatus.SKIPPED_DUPLICATE
         if verify is not None and record.status in (SideEffectStatus.FAILED, SideEffectStatus.INTENDED):
             happened = verify(*args, **kwargs)
             if happened:
                 result = None if happened is True else happened
-                self.g.key_store.put(
-                    KeyRecord(key, self.state.task_id, tool, SideEffectStatus.COMMITTED, result)
-                )
-                self._side_effect_event(tool, key, SideEffectStatus.COMMITTED)
-                return (result,)
+                done = KeyRecord(key, self.state.task_id, tool, SideEffectStatus.COMMITTED, result)
+                return result, done, SideEffectStatus.COMMITTED
         return None
 
     def _after_effect_failed(
@@ -918,6 +955,7 @@ class AttemptScope:
 
 
 _RAISE = object()  # "re-raise the tool's exception"
+_GET, _PUT, _CALL = object(), object(), object()  # what the side-effect protocol asks for
 
 
 async def _inline(fn: Callable[..., T], /, *args: Any) -> T:
