@@ -14,19 +14,23 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from retrylens.schemas.limits import MAX_ERROR_MESSAGE_CHARS
 from retrylens.schemas.taxonomy import EventKind, TaskOutcome
 
 from .context import Message, content_key, snapshot_fields
 from .ids import IdSource, SeededIds
+from .lazy_pattern import LazyPattern
+from .sanitizer import Failure, redact
 from .state import TaskState
 
 if TYPE_CHECKING:
-    from retrylens.schemas import ContextSnapshot, RetryEvent
+    from retrylens.schemas import ContextSnapshot, ErrorDetail, RetryEvent
 
 M = TypeVar("M")
 
 _STATIC_DEFAULTS: dict[str, Any] | None = None
 _SNAPSHOT_CACHE_SIZE = 2048
+_HEX_DIGEST = LazyPattern(r"[0-9a-f]{16,64}")  # the schema's HexDigest
 _ALL_FIELDS: set[str] = set()
 
 
@@ -276,6 +280,25 @@ class EventFactory:
                 cache.clear()
             cache[key] = found
         return found
+
+    def error_detail(self, failure: Failure) -> ErrorDetail:
+        """``failure.detail()``, built directly when not validating and every value is one
+        the schema takes (a digest an agent set itself is still validated)."""
+        digest = failure.stack_digest
+        if self.validate or (digest is not None and not _HEX_DIGEST.fullmatch(digest)):
+            return failure.detail()
+        from retrylens.schemas.event import ErrorDetail
+
+        status = failure.status
+        return construct_part(
+            ErrorDetail,
+            {
+                "message": redact(failure.message, limit=MAX_ERROR_MESSAGE_CHARS),
+                "code": failure.code[:128],
+                "status": status if status is None or 0 <= status <= 999 else None,
+                "stack_digest": digest,
+            },
+        )
 
     def snapshot(self, fields: dict[str, Any]) -> ContextSnapshot:
         """A context snapshot from :func:`~retrylens.sdk.context.snapshot_fields` (validated

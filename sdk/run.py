@@ -368,7 +368,7 @@ class TaskRun:
             attempt=attempt,
             error_type=failure.error_type,
             retryable=bool(failure.retryable) and failure.error_type in s.policy.retryable,
-            error_detail=failure.detail(),
+            error_detail=self.g.events.error_detail(failure),
             tokens_in=tokens_in,
             tokens_out=tokens_out,
             cost_usd=cost_usd,
