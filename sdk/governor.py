@@ -381,9 +381,12 @@ class Governor:
             _current_run.reset(token)
         run, attempt = first.materialize()
         with run:
-            verdict = AttemptScope(run, attempt).end(error)  # the loop's own decision point
-            if verdict is None:
-                raise error
+            try:
+                verdict = AttemptScope(run, attempt).end(error)  # the loop's own decision point
+                if verdict is None:
+                    raise error
+            finally:
+                del error  # its traceback holds this frame: leave no cycle for the GC to find
             run.wait(verdict)
             return self._attempts(run, fn, args, kwargs, wants_attempt)
 
@@ -462,9 +465,12 @@ class Governor:
         if task_id is None:
             self.chains.attach_current_task(run.state.task_id)
         with run:
-            verdict = AttemptScope(run, attempt).end(error)  # the same decision as call()
-            if verdict is None:
-                raise error
+            try:
+                verdict = AttemptScope(run, attempt).end(error)  # the same decision as call()
+                if verdict is None:
+                    raise error
+            finally:
+                del error  # no frame ↔ traceback cycle
             await run.await_backoff(verdict)
             return await self._aattempts(run, fn, args, kwargs, wants_attempt)
 

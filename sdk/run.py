@@ -484,6 +484,8 @@ class TaskRun:
                 request = step_next(value)
             except StopIteration as stop:
                 return stop.value  # type: ignore[no-any-return]
+            finally:
+                value = None  # a tool's exception holds this frame: no cycle for the GC
 
     def _effect(
         self,
@@ -587,6 +589,8 @@ class TaskRun:
                 request = step_next(value)
             except StopIteration as stop:
                 return stop.value
+            finally:
+                value = None  # no frame ↔ traceback cycle
 
     def _before_effect(
         self,
