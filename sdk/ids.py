@@ -67,14 +67,16 @@ class SystemIds:
     CHUNK_BYTES = 4096
 
     def hex(self, chars: int) -> str:
-        local = _local
-        buffer: str = getattr(local, "buffer", "")
-        position: int = getattr(local, "position", 0)
+        try:
+            state = _local.state  # [hex buffer, position]: one lookup of the thread's slot
+        except AttributeError:
+            state = _local.state = ["", 0]
+        buffer, position = state
         end = position + chars
         if end > len(buffer):
-            buffer = local.buffer = os.urandom(max(self.CHUNK_BYTES, chars)).hex()
+            buffer = state[0] = os.urandom(max(self.CHUNK_BYTES, chars)).hex()
             position, end = 0, chars
-        local.position = end
+        state[1] = end
         return buffer[position:end]
 
     def uuid4(self) -> uuid.UUID:

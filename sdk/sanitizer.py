@@ -234,29 +234,39 @@ def _status_of(exc: BaseException) -> int | None:
 
 
 def _error_type(exc: BaseException, status: int | None) -> ErrorType:
-    if _is_async_cancellation(exc):
+    """The class of ``exc``: it depends only on its type, status and text (memoised)."""
+    text = str(exc)
+    if len(text) <= 2_048:
+        return _error_type_of(type(exc), status, text)
+    return _classify_type(type(exc), status, text)
+
+
+@functools.lru_cache(maxsize=1_024)
+def _error_type_of(kind: type[BaseException], status: int | None, text: str) -> ErrorType:
+    return _classify_type(kind, status, text)
+
+
+def _classify_type(kind: type[BaseException], status: int | None, text: str) -> ErrorType:
+    asyncio: Any = sys.modules.get("asyncio")
+    if asyncio is not None and issubclass(kind, asyncio.CancelledError):
         return ErrorType.CANCELLED
-    names = [cls.__name__ for cls in type(exc).__mro__]
+    names = [cls.__name__ for cls in kind.__mro__]
     for name in names:
         if name in _BY_NAME and not (name == "ValidationError" and status):
             return _BY_NAME[name]
-    if _OVERFLOW_TEXT.search(str(exc)):
+    if _OVERFLOW_TEXT.search(text):
         return ErrorType.CONTEXT_OVERFLOW
     if status is not None:
         return _status_type(status)
-    if isinstance(exc, TimeoutError) or "Timeout" in type(exc).__name__:
+    if issubclass(kind, TimeoutError) or "Timeout" in kind.__name__:
         return ErrorType.TIMEOUT
-    if (
-        isinstance(exc, ConnectionError | OSError)
-        or "ConnectError" in names
-        or "NetworkError" in names
-    ):
+    if issubclass(kind, ConnectionError | OSError) or "ConnectError" in names or "NetworkError" in names:
         return ErrorType.NETWORK
-    if isinstance(exc, json.JSONDecodeError):
+    if issubclass(kind, json.JSONDecodeError):
         return ErrorType.SCHEMA_MISMATCH
-    if isinstance(exc, KeyError | TypeError | AttributeError | AssertionError | ZeroDivisionError):
+    if issubclass(kind, KeyError | TypeError | AttributeError | AssertionError | ZeroDivisionError):
         return ErrorType.LOGIC
-    if isinstance(exc, ValueError):
+    if issubclass(kind, ValueError):
         return ErrorType.VALIDATION
     return ErrorType.UNKNOWN
 
@@ -278,8 +288,3 @@ def classify(exc: BaseException) -> Failure:
         stack_digest=stack_digest(exc),
     )
 
-
-def _is_async_cancellation(exc: BaseException) -> bool:
-    """asyncio's CancelledError, without importing asyncio (none exists if it never loaded)."""
-    asyncio: Any = sys.modules.get("asyncio")
-    return asyncio is not None and isinstance(exc, asyncio.CancelledError)
