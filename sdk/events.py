@@ -29,7 +29,8 @@ if TYPE_CHECKING:
 M = TypeVar("M")
 
 _STATIC_DEFAULTS: dict[str, Any] | None = None
-_SNAPSHOT_CACHE_SIZE = 2048
+_SNAPSHOT_CACHE_SIZE = 512
+_SNAPSHOT_CACHE_CHARS = 8_192  # larger contexts are not memoised: the key keeps their text
 _HEX_DIGEST = LazyPattern(r"[0-9a-f]{16,64}")  # the schema's HexDigest
 _ALL_FIELDS: set[str] = set()
 
@@ -264,12 +265,12 @@ class EventFactory:
         """:func:`~retrylens.sdk.context.snapshot` of an attempt's context, memoised on its
         content: retried attempts of the same input carry the same context again, and a
         snapshot (frozen) can be shared between events."""
-        key = (
-            content_key(messages),
-            None if previous is None else tuple(previous),
-            last,
-            tuple(tool_calls),
-        )
+        content = content_key(messages)
+        if sum(len(part[2]) for part in content) > _SNAPSHOT_CACHE_CHARS:
+            return self.snapshot(
+                snapshot_fields(messages, previous=previous, last=last, tool_calls=tool_calls)
+            )
+        key = (content, None if previous is None else tuple(previous), last, tuple(tool_calls))
         cache = self._snapshots
         found = cache.get(key)
         if found is None:

@@ -51,3 +51,20 @@ def test_no_secret_or_name_reaches_an_unvalidated_event() -> None:
     assert "sk-abcdefghijklmnopqrstuv" not in text
     assert "Mei Chen" not in text
     assert "ana@example.com" not in text
+
+
+def test_a_memoised_snapshot_is_the_snapshot_of_the_context_it_describes() -> None:
+    from retrylens.sdk.context import snapshot
+    from retrylens.sdk.events import EventFactory
+
+    factory = EventFactory(project="p", wall=lambda: START, rng=random.Random(1), validate=False)
+    base = [{"role": "user", "content": "Refund order 7"}]
+    upper = [{"role": "user", "content": "REFUND ORDER 7"}]  # same digest, other text
+    errored = [*base, {"role": "tool", "content": "Error: timeout", "tool": "crm", "args": {"a": 1}}]
+    big = [{"role": "user", "content": "x " * 6_000}]  # too large to memoise
+    for messages in (base, upper, errored, base, errored, big, big):
+        for kwargs in ({}, {"last": 0}, {"previous": ["0" * 16]}):
+            got = factory.context_snapshot(messages, **kwargs)
+            assert got.model_dump() == snapshot(messages, **kwargs).model_dump()
+    assert factory.context_snapshot(base) is factory.context_snapshot([dict(base[0])])
+    assert factory.context_snapshot(big) is not factory.context_snapshot(big)
