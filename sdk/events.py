@@ -286,7 +286,7 @@ class EventFactory:
         """``failure.detail()``, built directly when not validating and every value is one
         the schema takes (a digest an agent set itself is still validated)."""
         digest = failure.stack_digest
-        if self.validate or (digest is not None and not _HEX_DIGEST.fullmatch(digest)):
+        if self.validate or (digest is not None and not _HEX_DIGEST.compiled.fullmatch(digest)):
             return failure.detail()
         from retrylens.schemas.event import ErrorDetail
 

@@ -39,9 +39,6 @@ class LazyPattern:
     def match(self, string: str) -> re.Match[str] | None:
         return self.compiled.match(string)
 
-    def fullmatch(self, string: str) -> re.Match[str] | None:
-        return self.compiled.fullmatch(string)
-
     def findall(self, string: str) -> list[Any]:
         return self.compiled.findall(string)
 
