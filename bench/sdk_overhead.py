@@ -10,10 +10,18 @@ sequence (``events_per_call`` / ``retry_events_per_call`` in the output).
 The emitter's pump serializes on a background thread, but under the same GIL as the
 caller, so timing only the caller's loop would leave part of the cost out. Each timed
 repeat therefore ends with ``emitter.flush()``: the *delivered* figure includes every
-event of the repeat serialized and handed to the sink, and the target (governed ≤ 1.3 ×
-tenacity) is judged on it; the *caller* figure (the loop alone) is reported beside it.
-Governed and tenacity repeats alternate, so both see the same load on a shared machine;
-each figure is the best repeat. Usage: ``python bench/sdk_overhead.py [--json]``.
+event of the repeat serialized and handed to the sink, and the targets are judged on it:
+a clean first try at most tenacity's cost (``ratio`` ≤ 1.0, ``first_try_target_met``)
+and a retried call at most twice tenacity's per attempt (``retry_ratio`` ≤ 2.0,
+``retry_target_met``); ``target_met`` is both. The *caller* figure (the loop alone) is
+reported beside it. Governed and tenacity repeats alternate, so both see the same load on
+a shared machine; each figure is the best repeat.
+
+Wall-clock figures on a loaded machine measure the scheduler as much as the code, so
+each repeat is also timed in CPU time of the whole process (``time.process_time``: the
+caller *and* the emitter's pump thread, so it is a delivered figure too); the ``cpu_``
+figures and ``cpu_*_target_met`` flags are judged the same way and stay comparable when
+other jobs share the cores. Usage: ``python bench/sdk_overhead.py [--json]``.
 """
 
 from __future__ import annotations
@@ -31,7 +39,8 @@ from retrylens.sdk.policy import BackoffPolicy
 from retrylens.sdk.transport.emitter import Emitter
 from retrylens.testing import MemorySink
 
-TARGET_RATIO = 1.3
+TARGET_RATIO = 1.0  # a clean first try: at most tenacity's cost
+TARGET_RETRY_RATIO = 2.0  # a retried call: at most twice tenacity's cost per attempt
 
 
 @dataclass
@@ -42,9 +51,11 @@ class Side:
     settle: Callable[[], object] | None = None
     caller_s: float = float("inf")
     delivered_s: float = float("inf")
+    cpu_s: float = float("inf")  # process CPU time, delivered (caller + emitter thread)
 
     def repeat(self, calls: int) -> None:
         run_once = self.run_once
+        cpu_start = time.process_time()
         start = time.perf_counter()
         for _ in range(calls):
             run_once()
@@ -52,14 +63,16 @@ class Side:
         if self.settle is not None:
             self.settle()
         end = time.perf_counter()
+        cpu_end = time.process_time()
         self.caller_s = min(self.caller_s, caller - start)
         self.delivered_s = min(self.delivered_s, end - start)
+        self.cpu_s = min(self.cpu_s, cpu_end - cpu_start)
 
 
 def _race(governed: Side, bare: Side, calls: int, repeats: int) -> None:
     for side in (governed, bare):  # warm-up: caches, lazily built per-dependency objects
         side.repeat(min(200, calls))
-        side.caller_s = side.delivered_s = float("inf")
+        side.caller_s = side.delivered_s = side.cpu_s = float("inf")
     for _ in range(repeats):
         governed.repeat(calls)
         bare.repeat(calls)
@@ -117,6 +130,8 @@ def measure(calls: int = 2_000, repeats: int = 11) -> dict[str, float | int]:
         results[f"governed{'_' + name if name else ''}_us"] = governed.delivered_s * per_attempt
         results[f"governed{'_' + name if name else ''}_caller_us"] = governed.caller_s * per_attempt
         results[f"tenacity{'_' + name if name else ''}_us"] = bare.delivered_s * per_attempt
+        results[f"governed{'_' + name if name else ''}_cpu_us"] = governed.cpu_s * per_attempt
+        results[f"tenacity{'_' + name if name else ''}_cpu_us"] = bare.cpu_s * per_attempt
         results[f"{prefix}events_per_call"] = events_per_call(
             lambda fn=fn: governor.call(fn, goal="bench task", agent="bench")
         )
@@ -127,7 +142,13 @@ def measure(calls: int = 2_000, repeats: int = 11) -> dict[str, float | int]:
     results["retry_caller_ratio"] = (
         results["governed_retry_caller_us"] / results["tenacity_retry_us"]
     )
-    results["target_met"] = int(results["ratio"] <= TARGET_RATIO)
+    results["cpu_ratio"] = results["governed_cpu_us"] / results["tenacity_cpu_us"]
+    results["retry_cpu_ratio"] = results["governed_retry_cpu_us"] / results["tenacity_retry_cpu_us"]
+    results["first_try_target_met"] = int(results["ratio"] <= TARGET_RATIO)
+    results["retry_target_met"] = int(results["retry_ratio"] <= TARGET_RETRY_RATIO)
+    results["target_met"] = results["first_try_target_met"] & results["retry_target_met"]
+    results["cpu_first_try_target_met"] = int(results["cpu_ratio"] <= TARGET_RATIO)
+    results["cpu_retry_target_met"] = int(results["retry_cpu_ratio"] <= TARGET_RETRY_RATIO)
     results["events_delivered"] = len(sink.records)
     return {k: round(v, 3) if isinstance(v, float) else v for k, v in results.items()}
 

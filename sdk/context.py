@@ -15,7 +15,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -47,9 +46,8 @@ _ERROR_MARKERS = (
 
 def digest(message: Message) -> str:
     """Stable 16-hex digest of a message's role, tool and normalised content."""
-    return _digest(
-        str(message.get("role", "")), str(message.get("tool", "")), str(message.get("content", ""))
-    )
+    get = message.get
+    return _digest(str(get("role", "")), str(get("tool", "")), str(get("content", "")))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -71,6 +69,8 @@ def drop_echoed_input(
     the history *and* appended as the new turn; the model then answers it twice or treats
     it as a repeated request. Returns (kept, dropped).
     """
+    if not history:
+        return [], []
     target = normalise_input(user_input)
     kept: list[Message] = []
     dropped: list[Message] = []
@@ -91,15 +91,24 @@ def pollution_score(messages: Sequence[Message]) -> float:
     The mean of three shares, each in [0, 1]: messages carrying error text, tool calls
     identical to an earlier one, and messages that duplicate an earlier message.
     """
+    return _pollution(messages, [digest(m) for m in messages], _error_flags(messages))
+
+
+def digests_and_pollution(messages: Sequence[Message]) -> tuple[list[str], float]:
+    """Each message's :func:`digest` and the context's :func:`pollution_score`, in one pass."""
+    digests = [digest(m) for m in messages]
+    return digests, _pollution(messages, digests, _error_flags(messages))
+
+
+def _pollution(messages: Sequence[Message], digests: Sequence[str], errors: Sequence[bool]) -> float:
+    """:func:`pollution_score` from the messages' digests and error flags (computed once)."""
     if not messages:
         return 0.0
     n = len(messages)
-    errors = sum(1 for m in messages if _carries_error(m))
     calls = [(m.get("tool"), repr(m.get("args"))) for m in messages if m.get("tool")]
-    repeated_calls = sum(c - 1 for c in Counter(calls).values() if c > 1)
-    digests = Counter(digest(m) for m in messages)
-    duplicates = sum(c - 1 for c in digests.values() if c > 1)
-    error_share = min(1.0, 3.0 * errors / n)
+    repeated_calls = len(calls) - len(set(calls))  # each call beyond the first of its kind
+    duplicates = n - len(set(digests))
+    error_share = min(1.0, 3.0 * sum(errors) / n)
     repeat_share = min(1.0, 2.0 * repeated_calls / max(1, len(calls)))
     dup_share = min(1.0, 3.0 * duplicates / n)
     return round(min(1.0, (error_share + repeat_share + dup_share) / 3.0), 4)
@@ -111,11 +120,15 @@ def trailing_errors(messages: Sequence[Message]) -> int:
     The governor's own one-line failure note (``summary``) is transparent: it neither
     counts nor ends the run of errors before it.
     """
+    return _trailing(messages, _error_flags(messages))
+
+
+def _trailing(messages: Sequence[Message], errors: Sequence[bool]) -> int:
     run = 0
-    for message in reversed(messages):
-        if message.get("summary"):
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].get("summary"):
             continue
-        if not _carries_error(message):
+        if not errors[i]:
             break
         run += 1
     return run
@@ -126,7 +139,7 @@ def recent_error_share(messages: Sequence[Message], window: int = RECENT_WINDOW)
     recent = list(messages)[-window:] if window > 0 else []
     if not recent:
         return 0.0
-    return round(sum(1 for m in recent if _carries_error(m)) / len(recent), 4)
+    return round(sum(_error_flags(recent)) / len(recent), 4)
 
 
 def tool_call_digest(name: str, args: Any = None) -> str:
@@ -154,7 +167,17 @@ def _carries_error(message: Message) -> bool:
         return False  # the governor's own one-line, redacted failure note
     if message.get("error"):
         return True
-    text = str(message.get("content", "")).casefold()
+    return _error_text(str(message.get("content", "")))
+
+
+def _error_flags(messages: Iterable[Message]) -> list[bool]:
+    return [_carries_error(m) for m in messages]
+
+
+@functools.lru_cache(maxsize=4096)
+def _error_text(content: str) -> bool:
+    """Whether ``content`` reads as error text (memoised: contexts repeat across attempts)."""
+    text = content.casefold()
     return any(marker in text for marker in _ERROR_MARKERS)
 
 
@@ -174,7 +197,47 @@ def snapshot(
     """
     from retrylens.schemas.event import ContextMessage, ContextSnapshot
 
+    values = snapshot_fields(messages, previous=previous, last=last, tool_calls=tool_calls)
+    values["last_messages"] = [
+        ContextMessage(role=role, content=content) for role, content in values["last_messages"]
+    ]
+    return ContextSnapshot(**values)
+
+
+def content_key(messages: Sequence[Message]) -> tuple[tuple[Any, ...], ...]:
+    """Everything of ``messages`` that :func:`snapshot_fields` reads, as a hashable key.
+
+    Equal keys give equal snapshots, so a snapshot can be memoised on it (an agent's
+    contexts repeat across attempts and tasks).
+    """
+    return tuple(
+        (
+            str(m.get("role", "")),
+            repr(tool := m.get("tool")),
+            str(m.get("content", "")),
+            bool(m.get("summary")),
+            bool(m.get("error")),
+            repr(m.get("args")) if tool else None,
+        )
+        for m in messages
+    )
+
+
+def snapshot_fields(
+    messages: Sequence[Message],
+    *,
+    previous: Sequence[str] | None = None,
+    last: int = 3,
+    tool_calls: Sequence[str] = (),
+) -> dict[str, Any]:
+    """:func:`snapshot`'s fields, already bounded, with ``last_messages`` as (role, content).
+
+    One pass computes each message's digest and error flag for every signal, so the
+    governor's event factory can build the snapshot without re-validating it.
+    """
     digests = [digest(m) for m in messages]
+    errors = _error_flags(messages)
+    all_digests = digests
     shown: Sequence[Message] = messages
     is_delta = previous is not None
     if is_delta:
@@ -184,26 +247,27 @@ def snapshot(
         shown = [messages[i] for i in changed]
     tail = (
         [
-            ContextMessage(
-                role=str(m.get("role", ""))[:128],
-                content=redact(str(m.get("content", "")), limit=MAX_MESSAGE_CHARS),
+            (
+                str(m.get("role", ""))[:128],
+                redact(str(m.get("content", "")), limit=MAX_MESSAGE_CHARS),
             )
             for m in list(shown)[-min(last, MAX_LAST_MESSAGES) :]
         ]
         if last
         else []
     )
-    return ContextSnapshot(
-        message_count=len(messages),
-        token_count=estimate_tokens(messages),
-        message_digests=digests[-MAX_MESSAGE_DIGESTS:],
-        last_messages=tail,
-        pollution_score=pollution_score(messages),
-        is_delta=is_delta,
-        trailing_errors=trailing_errors(messages),
-        recent_error_share=recent_error_share(messages),
-        repeated_tool_calls=repeated_calls(tool_calls),
-    )
+    recent = errors[-RECENT_WINDOW:]
+    return {
+        "message_count": len(messages),
+        "token_count": estimate_tokens(messages),
+        "message_digests": digests[-MAX_MESSAGE_DIGESTS:],
+        "last_messages": tail,
+        "pollution_score": _pollution(messages, all_digests, errors),
+        "is_delta": is_delta,
+        "trailing_errors": _trailing(messages, errors),
+        "recent_error_share": round(sum(recent) / len(recent), 4) if recent else 0.0,
+        "repeated_tool_calls": repeated_calls(tool_calls),
+    }
 
 
 @dataclass

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import functools
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from retrylens.schemas.taxonomy import EventKind, TaskOutcome
 
@@ -33,11 +33,43 @@ from .usage import usage_of
 _PLAIN = (str, int, float, bool, type(None), bytes)
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from datetime import datetime
+
     from retrylens.schemas import AgentRef, RetryEvent
 
-    from .governor import Governor
+    from .chain import ChainRegistry
+    from .events import EventFactory
+    from .ids import IdSource
+    from .policy import RetryPolicy
     from .run import TaskRun
     from .state import Attempt
+
+
+class Host(Protocol):
+    """What a :class:`FirstTry` uses of its governor (a protocol: no import of it here)."""
+
+    project: str
+    clock: Callable[[], float]
+    events: EventFactory
+    ids: IdSource
+    chains: ChainRegistry
+
+    @property
+    def policy(self) -> RetryPolicy: ...
+    def emit(self, event: RetryEvent) -> None: ...
+    def observe_success(self, dependency: str) -> None: ...
+    def _open(
+        self,
+        goal: str,
+        *,
+        agent: str | AgentRef,
+        task_id: str | None,
+        phase: str,
+        dependency: str,
+        compact: bool,
+        ts: datetime | None,
+    ) -> TaskRun: ...
 
 
 class FirstTry:
@@ -58,7 +90,7 @@ class FirstTry:
 
     def __init__(
         self,
-        governor: Governor,
+        governor: Host,
         goal: str,
         agent: str | AgentRef,
         phase: str,

@@ -28,6 +28,7 @@ an ``rng``, ids come from ``os.urandom`` (:mod:`~retrylens.sdk.ids`), unique acr
 from __future__ import annotations
 
 import contextvars
+import functools
 import inspect
 import logging
 import random
@@ -37,13 +38,12 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from retrylens.errors import TaskStopped
 from retrylens.schemas.limits import MAX_REASON_CHARS
 from retrylens.schemas.taxonomy import EventKind
 
 from .breaker import CircuitBreaker
 from .budget import PerDependency, RetryThrottle, TaskLedger
-from .chain import ChainRegistry, is_async_cancellation
+from .chain import ChainRegistry
 from .context import ContextBuilder, Message
 from .events import EventFactory, utc_now_ms
 from .features import task_features
@@ -54,7 +54,7 @@ from .ids import IdSource, SeededIds, SystemIds
 from .policy_source import PolicySource
 from .processors import Processor, default_processors, process
 from .rules import Rule, default_rules
-from .run import TaskRun, accepts
+from .run import AttemptScope, TaskRun, accepts
 from .side_effects import KeyStore, MemoryKeyStore
 from .state import TaskState
 
@@ -269,9 +269,7 @@ class Governor:
         ts: datetime | None = None,
     ) -> TaskRun:
         """:meth:`start`, plus ``compact`` (hold events back for the compact form) and ``ts``."""
-        from retrylens.schemas.event import AgentRef
-
-        agent_ref = agent if isinstance(agent, AgentRef) else AgentRef(name=agent)
+        agent_ref = _agent_ref(agent) if isinstance(agent, str) else agent
         policy = self.policy.for_role(agent_ref.role)
         fingerprint, feats = task_features(goal, agent_ref.name, dependency, tuple(tools))
         if features is not None:
@@ -383,9 +381,13 @@ class Governor:
             _current_run.reset(token)
         run, attempt = first.materialize()
         with run:
-            if not isinstance(error, Exception) or isinstance(error, TaskStopped):
-                raise error
-            run.wait(run.fail(run.last_attempt or attempt, error))
+            try:
+                verdict = AttemptScope(run, attempt).end(error)  # the loop's own decision point
+                if verdict is None:
+                    raise error
+            finally:
+                del error  # its traceback holds this frame: leave no cycle for the GC to find
+            run.wait(verdict)
             return self._attempts(run, fn, args, kwargs, wants_attempt)
 
     def _attempts(
@@ -463,11 +465,13 @@ class Governor:
         if task_id is None:
             self.chains.attach_current_task(run.state.task_id)
         with run:
-            if isinstance(error, TaskStopped) or (
-                not isinstance(error, Exception) and not self._chain_cancelled(run, error)
-            ):
-                raise error
-            await run.await_backoff(run.fail(run.last_attempt or attempt, error))
+            try:
+                verdict = AttemptScope(run, attempt).end(error)  # the same decision as call()
+                if verdict is None:
+                    raise error
+            finally:
+                del error  # no frame ↔ traceback cycle
+            await run.await_backoff(verdict)
             return await self._aattempts(run, fn, args, kwargs, wants_attempt)
 
     async def _aattempts(
@@ -488,12 +492,6 @@ class Governor:
                 finally:
                     _current_run.reset(token)
         return scope.result  # type: ignore[no-any-return]
-
-    def _chain_cancelled(self, run: TaskRun, error: BaseException) -> bool:
-        """Whether ``error`` is the asyncio cancellation that ``cancel_chain`` caused."""
-        return is_async_cancellation(error) and self.chains.is_cancelled(
-            run.state.task_id
-        )
 
     def governed(
         self, *, agent: str | AgentRef = "agent", phase: str = "execution", dependency: str = ""
@@ -586,6 +584,14 @@ class Governor:
 
 
 _ATTEMPT_CACHE: dict[Any, bool] = {}
+
+
+@functools.lru_cache(maxsize=1024)
+def _agent_ref(name: str) -> AgentRef:
+    """The (frozen, validated) reference of the agent called ``name``, built once per name."""
+    from retrylens.schemas.event import AgentRef
+
+    return AgentRef(name=name)
 
 
 def _accepts_attempt(fn: Callable[..., object]) -> bool:

@@ -59,11 +59,13 @@ class redact_event:  # noqa: N801 - reads as a sentence in a chain
                 changes["error_detail"] = detail.model_copy(update={"message": message})
         snap = event.context_snapshot
         if snap is not None and snap.last_messages:
-            messages = [
-                m.model_copy(update={"content": self.clean(m.content, MAX_MESSAGE_CHARS)})
-                for m in snap.last_messages
-            ]
-            if any(a.content != b.content for a, b in zip(messages, snap.last_messages, strict=True)):
+            clean = self.clean
+            cleaned = [clean(m.content, MAX_MESSAGE_CHARS) for m in snap.last_messages]
+            if any(c != m.content for c, m in zip(cleaned, snap.last_messages, strict=True)):
+                messages = [
+                    m if c == m.content else m.model_copy(update={"content": c})
+                    for c, m in zip(cleaned, snap.last_messages, strict=True)
+                ]
                 changes["context_snapshot"] = snap.model_copy(update={"last_messages": messages})
         return event.model_copy(update=changes) if changes else event
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 import inspect
 import logging
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from retrylens.errors import ChainCancelled, GaveUp, HandedOff, HandoffError, TaskStopped
 from retrylens.schemas.limits import MAX_REASON_CHARS
@@ -32,7 +32,7 @@ from retrylens.schemas.taxonomy import (
 )
 
 from .chain import is_async_cancellation
-from .context import pollution_score, snapshot
+from .context import digest, digests_and_pollution
 from .handoff import HandoffPackage
 from .rules import Verdict, apply_verdict, record_failure, stop_verdict
 from .sanitizer import Failure, classify
@@ -42,20 +42,58 @@ from .state import Attempt, TaskState
 from .usage import usage_of
 
 if TYPE_CHECKING:
+    import random
+    from collections.abc import Awaitable
+
     from retrylens.schemas import RetryEvent
 
-    from .governor import Governor
+    from .breaker import CircuitBreaker
+    from .budget import PerDependency, RetryThrottle
+    from .chain import ChainRegistry
+    from .events import EventFactory
+    from .handoff import HandoffChannel
+    from .history import FailureHistory
+    from .ids import IdSource
+    from .policy_source import PolicySource
+    from .rules import Rule
+    from .side_effects import KeyStore
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 _COMPACT_SEQUENCE = (EventKind.TASK_STARTED, EventKind.ATTEMPT_STARTED, EventKind.ATTEMPT_SUCCEEDED)
 
 
+class Host(Protocol):
+    """What a :class:`TaskRun` uses of the governor that runs it (``Governor`` is one).
+
+    A protocol, so this module never imports the governor: the governor builds runs,
+    runs only read and report through this surface.
+    """
+
+    source: PolicySource
+    rules: Rule
+    chains: ChainRegistry
+    breakers: PerDependency[CircuitBreaker]
+    throttles: PerDependency[RetryThrottle]
+    events: EventFactory
+    ids: IdSource
+    key_store: KeyStore
+    history: FailureHistory
+    handoff_channel: HandoffChannel | None
+    rng: random.Random
+    clock: Callable[[], float]
+    sleep: Callable[[float], object]
+    asleep: Callable[[float], Awaitable[object]]
+
+    def emit(self, event: RetryEvent) -> None: ...
+    def cancel_chain(self, task_id: str) -> list[str]: ...
+
+
 class TaskRun:
     """One governed task: begin / fail / succeed attempts, then finish (or use ``with``)."""
 
     def __init__(
-        self, governor: Governor, state: TaskState, *, root: str, compact: bool = False
+        self, governor: Host, state: TaskState, *, root: str, compact: bool = False
     ) -> None:
         self.g = governor
         self.state = state
@@ -111,9 +149,11 @@ class TaskRun:
         s.attempt += 1
         s.ledger.charge(attempts=1)
         messages = s.next_messages()
-        if pollution_score(messages) >= s.policy.rules.pollution_rebuild_threshold and s.context.rebuild():
+        digests, pollution = digests_and_pollution(messages)
+        if pollution >= s.policy.rules.pollution_rebuild_threshold and s.context.rebuild():
             messages = s.next_messages()  # a polluted context (errors, copies) is rebuilt clean
-        s.record_given(messages)
+            digests = [digest(m) for m in messages]
+        s.given.append(digests)
         attempt = Attempt(
             number=s.attempt,
             phase=s.phase,
@@ -328,7 +368,7 @@ class TaskRun:
             attempt=attempt,
             error_type=failure.error_type,
             retryable=bool(failure.retryable) and failure.error_type in s.policy.retryable,
-            error_detail=failure.detail(),
+            error_detail=self.g.events.error_detail(failure),
             tokens_in=tokens_in,
             tokens_out=tokens_out,
             cost_usd=cost_usd,
@@ -367,6 +407,18 @@ class TaskRun:
         return self.g.rules(self.state) or Verdict(
             Decision.GIVE_UP, "no rule allows another attempt"
         )
+
+    def decides(self, error: BaseException) -> bool:
+        """Whether ``error`` ending an attempt is recorded and decided (else it propagates).
+
+        Every exception is, except :class:`TaskStopped` (the task already stopped); of the
+        other base exceptions only the asyncio cancellation that ``cancel_chain`` caused.
+        """
+        if isinstance(error, TaskStopped):
+            return False
+        if isinstance(error, Exception):
+            return True
+        return is_async_cancellation(error) and self.g.chains.is_cancelled(self.state.task_id)
 
     def wait(self, verdict: Verdict) -> None:
         if verdict.backoff_ms:
@@ -411,28 +463,74 @@ class TaskRun:
         the governor asks ``verify(*args, **kwargs)`` whether it happened instead of
         repeating it; ``unsafe=True`` stops the task for a person.
         """
+        effect = self._effect(tool, fn, args, kwargs, step, rollback, key, verify, unsafe)
+        store = self.g.key_store
+        request = next(effect)
+        while True:
+            op, arg = request
+            try:
+                if op is _GET:
+                    value = store.get(arg)
+                elif op is _PUT:
+                    value = store.put(arg)
+                else:
+                    value = arg()
+            except BaseException as exc:  # noqa: BLE001 - handed to the protocol, which decides
+                step_next = effect.throw
+                value = exc
+            else:
+                step_next = effect.send
+            try:
+                request = step_next(value)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+            finally:
+                value = None  # a tool's exception holds this frame: no cycle for the GC
+
+    def _effect(
+        self,
+        tool: str,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        step: str | None,
+        rollback: Callable[..., object] | None,
+        key: str | None,
+        verify: Callable[..., object] | None,
+        unsafe: bool,
+    ) -> Generator[tuple[object, Any], Any, Any]:
+        """The side-effect protocol, once for sync and async tools (a sans-I/O generator).
+
+        It yields what to do — ``(_GET, key)`` / ``(_PUT, record)`` on the key store,
+        ``(_CALL, thunk)`` to run the tool — and gets the outcome (or the tool's exception
+        thrown in); :meth:`side_effect` performs them directly, :meth:`aside_effect`
+        awaits the tool and moves store I/O off the event loop. Returns the result.
+        """
         s = self.state
         if self.last_attempt is not None:
             self.last_attempt.tool_call(tool, {"args": args, "kwargs": kwargs})
         key = key or idempotency_key(s.task_id, step or tool, {"args": args, "kwargs": kwargs})
-        store = self.g.key_store
-        done = self._before_effect(tool, key, store.get(key), verify, args, kwargs)
+        record = yield _GET, key
+        done = self._before_effect(tool, key, record, verify, args, kwargs)
         if done is not None:
-            return done[0]  # type: ignore[no-any-return]
-        store.put(KeyRecord(key, s.task_id, tool, SideEffectStatus.INTENDED))
+            if done[1] is not None:
+                yield _PUT, done[1]
+            self._side_effect_event(tool, key, done[2])
+            return done[0]
+        yield _PUT, KeyRecord(key, s.task_id, tool, SideEffectStatus.INTENDED)
         call_kwargs = (
             {**kwargs, "idempotency_key": key} if accepts(fn, "idempotency_key") else kwargs
         )
         try:
-            result = fn(*args, **call_kwargs)
+            result = yield _CALL, lambda: fn(*args, **call_kwargs)
         except BaseException as exc:
             recovered = self._after_effect_failed(tool, key, exc, rollback, verify, unsafe, args, kwargs)
-            store.put(recovered[0])
+            yield _PUT, recovered[0]
             if recovered[1] is not _RAISE:
                 self._side_effect_event(tool, key, SideEffectStatus.COMMITTED)
-                return recovered[1]  # type: ignore[no-any-return]
+                return recovered[1]
             raise
-        store.put(KeyRecord(key, s.task_id, tool, SideEffectStatus.COMMITTED, result))
+        yield _PUT, KeyRecord(key, s.task_id, tool, SideEffectStatus.COMMITTED, result)
         self._side_effect_event(tool, key, SideEffectStatus.COMMITTED)
         self._note_undo(tool, key, step or tool, rollback, args, kwargs)
         return result
@@ -469,32 +567,30 @@ class TaskRun:
         """
         import asyncio
 
-        s = self.state
-        if self.last_attempt is not None:
-            self.last_attempt.tool_call(tool, {"args": args, "kwargs": kwargs})
-        key = key or idempotency_key(s.task_id, step or tool, {"args": args, "kwargs": kwargs})
+        effect = self._effect(tool, fn, args, kwargs, step, rollback, key, verify, unsafe)
         store = self.g.key_store
         io = _inline if type(store) is MemoryKeyStore else asyncio.to_thread
-        done = self._before_effect(tool, key, await io(store.get, key), verify, args, kwargs)
-        if done is not None:
-            return done[0]
-        await io(store.put, KeyRecord(key, s.task_id, tool, SideEffectStatus.INTENDED))
-        call_kwargs = (
-            {**kwargs, "idempotency_key": key} if accepts(fn, "idempotency_key") else kwargs
-        )
-        try:
-            result = await fn(*args, **call_kwargs)
-        except BaseException as exc:
-            recovered = self._after_effect_failed(tool, key, exc, rollback, verify, unsafe, args, kwargs)
-            await io(store.put, recovered[0])
-            if recovered[1] is not _RAISE:
-                self._side_effect_event(tool, key, SideEffectStatus.COMMITTED)
-                return recovered[1]
-            raise
-        await io(store.put, KeyRecord(key, s.task_id, tool, SideEffectStatus.COMMITTED, result))
-        self._side_effect_event(tool, key, SideEffectStatus.COMMITTED)
-        self._note_undo(tool, key, step or tool, rollback, args, kwargs)
-        return result
+        request = next(effect)
+        while True:
+            op, arg = request
+            try:
+                if op is _GET:
+                    value = await io(store.get, arg)
+                elif op is _PUT:
+                    value = await io(store.put, arg)
+                else:
+                    value = await arg()
+            except BaseException as exc:  # noqa: BLE001 - handed to the protocol, which decides
+                step_next = effect.throw
+                value = exc
+            else:
+                step_next = effect.send
+            try:
+                request = step_next(value)
+            except StopIteration as stop:
+                return stop.value
+            finally:
+                value = None  # no frame ↔ traceback cycle
 
     def _before_effect(
         self,
@@ -504,22 +600,19 @@ class TaskRun:
         verify: Callable[..., object] | None,
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
-    ) -> tuple[Any] | None:
-        """``(result,)`` when the effect must not run again (committed, or verified done)."""
+    ) -> tuple[Any, KeyRecord | None, SideEffectStatus] | None:
+        """``(result, record to store, status)`` when the effect must not run again
+        (committed, or verified done); ``None`` when it runs."""
         if record is None:
             return None
         if record.status is SideEffectStatus.COMMITTED:
-            self._side_effect_event(tool, key, SideEffectStatus.SKIPPED_DUPLICATE)
-            return (record.result,)
+            return record.result, None, SideEffectStatus.SKIPPED_DUPLICATE
         if verify is not None and record.status in (SideEffectStatus.FAILED, SideEffectStatus.INTENDED):
             happened = verify(*args, **kwargs)
             if happened:
                 result = None if happened is True else happened
-                self.g.key_store.put(
-                    KeyRecord(key, self.state.task_id, tool, SideEffectStatus.COMMITTED, result)
-                )
-                self._side_effect_event(tool, key, SideEffectStatus.COMMITTED)
-                return (result,)
+                done = KeyRecord(key, self.state.task_id, tool, SideEffectStatus.COMMITTED, result)
+                return result, done, SideEffectStatus.COMMITTED
         return None
 
     def _after_effect_failed(
@@ -589,7 +682,7 @@ class TaskRun:
                     else:
                         result = fn(*args, **kwargs)
                 except Exception as exc:  # noqa: BLE001 - every failure is classified
-                    if isinstance(exc, TaskStopped):
+                    if not self.decides(exc):
                         raise
                     self.wait(self.fail(attempt, exc, **where))  # raises TaskStopped on stop
                     attempt = self._begin(**where)
@@ -758,12 +851,13 @@ class TaskRun:
         """Log-noise rule: the task's first failure carries the full snapshot, later ones deltas."""
         given = self.state.given
         previous = given[-2] if len(given) >= 2 else None
+        snap = self.g.events.context_snapshot
         if on_failure and not self._logged_full:
             self._logged_full = True
-            return snapshot(attempt.messages, tool_calls=attempt.tool_calls)
+            return snap(attempt.messages, tool_calls=attempt.tool_calls)
         if previous is None:
-            return snapshot(attempt.messages, last=0, tool_calls=attempt.tool_calls)
-        return snapshot(attempt.messages, previous=previous, tool_calls=attempt.tool_calls)
+            return snap(attempt.messages, last=0, tool_calls=attempt.tool_calls)
+        return snap(attempt.messages, previous=previous, tool_calls=attempt.tool_calls)
 
     def _side_effect_event(
         self, tool: str, key: str, status: SideEffectStatus, rollback: str | None = None
@@ -786,12 +880,14 @@ class TaskRun:
     ) -> None:
         s = self.state
         if attempt is not None:
-            fields.setdefault("phase", attempt.phase)
-            fields.setdefault("dependency", attempt.dependency)
+            if "phase" not in fields:
+                fields["phase"] = attempt.phase
+            if "dependency" not in fields:
+                fields["dependency"] = attempt.dependency
             correlation, span = attempt.correlation_id, attempt.span_id
         else:
             correlation, span = f"{s.task_id}:{s.attempt}"[:128], span_id or s.root_span_id
-        event = self.g.events.make(s, kind, correlation_id=correlation, span_id=span, **fields)
+        event = self.g.events.build(s, kind, correlation, span, fields)
         held = self._held
         if held is not None:
             if len(held) < len(_COMPACT_SEQUENCE) and kind is _COMPACT_SEQUENCE[len(held)]:
@@ -821,18 +917,31 @@ class AttemptScope:
     def __enter__(self) -> AttemptScope:
         return self
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
-    ) -> bool:
+    def end(self, exc: BaseException | None) -> Verdict | None:
+        """Record how the attempt ended: the verdict to wait out before the next attempt, or
+        ``None`` when the loop ends (a success, or ``exc`` is not the governor's to decide).
+
+        The one decision point of every loop — ``call``, ``acall``, their first try, your
+        own ``for attempt in run.attempts()``; the sync and async forms differ only in how
+        they wait. Raises :class:`TaskStopped` when the rules stop the task.
+        """
         run = self.run
         attempt = run.last_attempt or self.attempt  # steps may have moved on in place
         if exc is None:
             run.succeed(attempt, self.result)
             self.done = True
+            return None
+        if not run.decides(exc):
+            return None
+        return run.fail(attempt, exc)
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> bool:
+        verdict = self.end(exc)
+        if verdict is None:
             return False
-        if isinstance(exc, TaskStopped) or not isinstance(exc, Exception):
-            return False
-        run.wait(run.fail(attempt, exc))  # raises TaskStopped when the task stops
+        self.run.wait(verdict)
         return True
 
     async def __aenter__(self) -> AttemptScope:
@@ -841,24 +950,16 @@ class AttemptScope:
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
     ) -> bool:
-        """The asyncio form: the backoff is awaited; a ``cancel_chain`` cancellation is decided."""
-        run = self.run
-        attempt = run.last_attempt or self.attempt
-        if exc is None:
-            run.succeed(attempt, self.result)
-            self.done = True
+        """The asyncio form: the same decision, the backoff awaited."""
+        verdict = self.end(exc)
+        if verdict is None:
             return False
-        if isinstance(exc, TaskStopped):
-            return False
-        if not isinstance(exc, Exception) and not (
-            is_async_cancellation(exc) and run.g.chains.is_cancelled(run.state.task_id)
-        ):
-            return False
-        await run.await_backoff(run.fail(attempt, exc))
+        await self.run.await_backoff(verdict)
         return True
 
 
 _RAISE = object()  # "re-raise the tool's exception"
+_GET, _PUT, _CALL = object(), object(), object()  # what the side-effect protocol asks for
 
 
 async def _inline(fn: Callable[..., T], /, *args: Any) -> T:

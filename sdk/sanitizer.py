@@ -14,7 +14,6 @@ import hashlib
 import json
 import re
 import sys
-import traceback
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -203,16 +202,25 @@ def stack_digest(exc: BaseException) -> str | None:
     """A digest of where the exception was raised (file, function, line), not of its text.
 
     Walks the traceback's frames directly: ``traceback.extract_tb`` would also stat every
-    source file and compute column positions (~5× the cost), for the same digest.
+    source file and compute column positions (~5× the cost), for the same digest. The
+    digest of a place is memoised: a retried failure is raised at the same place again.
     """
-    frames = list(traceback.walk_tb(exc.__traceback__))
+    tb = exc.__traceback__
+    frames: list[tuple[Any, int]] = []
+    while tb is not None:
+        frames.append((tb.tb_frame.f_code, tb.tb_lineno))
+        tb = tb.tb_next
     if not frames:
         return None
+    return _place_digest(type(exc).__name__, tuple(frames[-5:]))
+
+
+@functools.lru_cache(maxsize=1024)
+def _place_digest(name: str, frames: tuple[tuple[Any, int], ...]) -> str:
     where = "|".join(
-        f"{f.f_code.co_filename.rsplit('/', 1)[-1]}:{f.f_code.co_name}:{line}"
-        for f, line in frames[-5:]
+        f"{code.co_filename.rsplit('/', 1)[-1]}:{code.co_name}:{line}" for code, line in frames
     )
-    return hashlib.sha256(f"{type(exc).__name__}|{where}".encode()).hexdigest()[:16]
+    return hashlib.sha256(f"{name}|{where}".encode()).hexdigest()[:16]
 
 
 def _status_of(exc: BaseException) -> int | None:
@@ -226,29 +234,39 @@ def _status_of(exc: BaseException) -> int | None:
 
 
 def _error_type(exc: BaseException, status: int | None) -> ErrorType:
-    if _is_async_cancellation(exc):
+    """The class of ``exc``: it depends only on its type, status and text (memoised)."""
+    text = str(exc)
+    if len(text) <= 2_048:
+        return _error_type_of(type(exc), status, text)
+    return _classify_type(type(exc), status, text)
+
+
+@functools.lru_cache(maxsize=1_024)
+def _error_type_of(kind: type[BaseException], status: int | None, text: str) -> ErrorType:
+    return _classify_type(kind, status, text)
+
+
+def _classify_type(kind: type[BaseException], status: int | None, text: str) -> ErrorType:
+    asyncio: Any = sys.modules.get("asyncio")
+    if asyncio is not None and issubclass(kind, asyncio.CancelledError):
         return ErrorType.CANCELLED
-    names = [cls.__name__ for cls in type(exc).__mro__]
+    names = [cls.__name__ for cls in kind.__mro__]
     for name in names:
         if name in _BY_NAME and not (name == "ValidationError" and status):
             return _BY_NAME[name]
-    if _OVERFLOW_TEXT.search(str(exc)):
+    if _OVERFLOW_TEXT.search(text):
         return ErrorType.CONTEXT_OVERFLOW
     if status is not None:
         return _status_type(status)
-    if isinstance(exc, TimeoutError) or "Timeout" in type(exc).__name__:
+    if issubclass(kind, TimeoutError) or "Timeout" in kind.__name__:
         return ErrorType.TIMEOUT
-    if (
-        isinstance(exc, ConnectionError | OSError)
-        or "ConnectError" in names
-        or "NetworkError" in names
-    ):
+    if issubclass(kind, ConnectionError | OSError) or "ConnectError" in names or "NetworkError" in names:
         return ErrorType.NETWORK
-    if isinstance(exc, json.JSONDecodeError):
+    if issubclass(kind, json.JSONDecodeError):
         return ErrorType.SCHEMA_MISMATCH
-    if isinstance(exc, KeyError | TypeError | AttributeError | AssertionError | ZeroDivisionError):
+    if issubclass(kind, KeyError | TypeError | AttributeError | AssertionError | ZeroDivisionError):
         return ErrorType.LOGIC
-    if isinstance(exc, ValueError):
+    if issubclass(kind, ValueError):
         return ErrorType.VALIDATION
     return ErrorType.UNKNOWN
 
@@ -270,8 +288,3 @@ def classify(exc: BaseException) -> Failure:
         stack_digest=stack_digest(exc),
     )
 
-
-def _is_async_cancellation(exc: BaseException) -> bool:
-    """asyncio's CancelledError, without importing asyncio (none exists if it never loaded)."""
-    asyncio: Any = sys.modules.get("asyncio")
-    return asyncio is not None and isinstance(exc, asyncio.CancelledError)

@@ -22,7 +22,6 @@ if TYPE_CHECKING:
     from retrylens.schemas import AgentRef
 
     from .policy import RetryPolicy
-    from .rules import Verdict
 
 
 class Environment(Protocol):
@@ -148,6 +147,10 @@ class TaskState:
     failure_summary: str | None = None
     degraded: bool = False
     substitutions: dict[str, str] = field(default_factory=dict)  # dependency → fallback in use
+    #: What every event of this task shares, built once by the event factory (its cache).
+    event_base: tuple[Any, str, dict[str, Any]] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     # -- reads used by rules -------------------------------------------------------------
     @property
@@ -195,12 +198,6 @@ class TaskState:
 
     def record_given(self, messages: list[Message]) -> None:
         self.given.append([digest(m) for m in messages])
-
-    def apply(self, verdict: Verdict) -> None:
-        """Prepare the next attempt according to a retrying decision."""
-        from .rules import apply_verdict
-
-        apply_verdict(self, verdict)
 
     def __repr__(self) -> str:
         last = self.failures[-1].error_type.value if self.failures else "-"
