@@ -75,21 +75,26 @@ class Clock:
         return True
 
 
+#: small whole numbers too, so that limits are sometimes met exactly
+seconds = st.integers(0, 6).map(float) | st.floats(0, 200, allow_nan=False)
+counts = st.integers(1, 6) | st.integers(1, 20_000)
+
+
 @st.composite
 def task_states(draw: st.DrawFn) -> TaskState:
     """A state just after a failure: a random failure history, spend, clock and adaptations."""
     s = TaskState(task_id="t", project="p", agent=AgentRef(name="a"), goal="g", fingerprint="f",
                   features={}, trace_id="0" * 32, root_span_id="0" * 16,
-                  env=Clock(draw(st.floats(0, 200, allow_nan=False))))
+                  env=Clock(draw(seconds)))
     for _ in range(draw(st.integers(1, 7))):
         s.phase = draw(st.sampled_from(PHASES))
         s.attempt += 1
         s.last_failure = Failure(draw(error_types), retryable=draw(st.booleans()),
                                  retry_after_ms=draw(st.none() | st.integers(0, 120_000)))
         record_failure(s, "")
-    s.ledger.started_at = draw(st.floats(0, 50, allow_nan=False))
+    s.ledger.started_at = draw(seconds)
     s.ledger.attempts = draw(st.integers(0, 12))
-    s.ledger.tokens = draw(st.integers(0, 20_000))
+    s.ledger.tokens = draw(counts)
     s.ledger.cost_usd = draw(st.floats(0, 2, allow_nan=False))
     s.degradations = draw(st.integers(0, 3))
     s.extra_try_used = draw(st.booleans())
@@ -100,8 +105,8 @@ def task_states(draw: st.DrawFn) -> TaskState:
 
 caps_by_class = st.dictionaries(error_types, st.integers(0, 5))
 budgets = st.builds(
-    TaskBudget, max_attempts=st.integers(1, 12), max_tokens=st.none() | st.integers(1, 20_000),
-    max_cost_usd=st.none() | st.floats(0.01, 2), deadline_s=st.none() | st.floats(0.5, 200),
+    TaskBudget, max_attempts=st.integers(1, 12) | st.just(99), max_tokens=st.none() | counts,
+    max_cost_usd=st.none() | st.floats(0.01, 2), deadline_s=st.none() | seconds.filter(lambda x: x > 0),
 )
 handoff = st.booleans()
 STOP_RULES: dict[type, st.SearchStrategy[r.StopRule]] = {
