@@ -100,15 +100,16 @@ def history_frame(h: History, ref: Limits, elapsed: np.ndarray | None = None) ->
         d[key + ":deg"] = _before(degraded, base)
         d[key + ":tc"] = type_changed
         d[key + ":extra"] = _before(extra, base) > 0
+        d[key + ":attempts"] = h.pos.astype(np.float64)
+        d[key + ":retry_after"] = np.where(failed & (err == RATE_LIMIT), h.backoff, 0.0)
+        d[key + ":draw"] = np.full(h.n_attempts, MEDIAN_DRAW)
         d[key] = err
-    err = d[key]
     return Frame(
-        error=err, retryable=h.retryable, attempts=h.pos.astype(np.float64), tokens=d["tok_cum"],
+        error=d[key], retryable=h.retryable, attempts=d[key + ":attempts"], tokens=d["tok_cum"],
         cost=d["cost_cum"], elapsed_s=(elapsed if elapsed is not None else d["lat_cum"]) / 1000.0,
         phase=h.phase, phases=h.phases, phase_count=d["phase_count"], class_count=d["class_count"],
         degradations=d[key + ":deg"], type_changed=d[key + ":tc"], extra_try_used=d[key + ":extra"],
-        retries=d["fail_cum"], retry_after_ms=np.where(h.failed & (err == RATE_LIMIT), h.backoff, 0.0),
-        draw=np.full(h.n_attempts, MEDIAN_DRAW),
+        retries=d["fail_cum"], retry_after_ms=d[key + ":retry_after"], draw=d[key + ":draw"],
     )
 
 
