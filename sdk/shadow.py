@@ -2,10 +2,10 @@
 
 A candidate is just another chain of rules: a candidate policy compiles into one, or
 you pass a chain yourself. It evaluates every failure beside the live one; its decision
-goes on the decision event (``shadow=true``, ``shadow_decision``) and is never acted on. Exploration
-takes, with a small configured probability, another *allowed* decision instead of the
-live one, and logs the probability of the decision actually taken (``propensity``), so
-off-line estimators (IPS, doubly robust) can evaluate other policies without bias.
+goes on the decision event (``shadow=true``, ``shadow_decision``) and is never acted on.
+Exploration takes, with a small configured probability, another *allowed* decision
+instead of the live one, and logs the probability of the decision actually taken
+(``propensity``), so off-line estimators (IPS, doubly robust) can evaluate other policies without bias.
 
 Exploration never turns a stop into a retry: it only varies *how* to retry, among the
 retrying decisions that make sense for the failure class.
@@ -47,9 +47,10 @@ def shadow_verdict(
     """
     del rules
     view = copy.copy(state)
-    if not callable(candidate):
-        view.policy = candidate.for_role(state.agent.role)
-    return shadow_chain(candidate, state.agent.role)(view)
+    if callable(candidate):
+        return candidate(view)
+    view.policy = candidate.for_role(state.agent.role)
+    return compiled(view.policy)(view)
 
 
 def alternatives(verdict: Verdict, state: TaskState) -> list[Decision]:
