@@ -13,7 +13,7 @@ depends on the whole fleet's traffic, which a per-task replay does not re-create
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -141,6 +141,3 @@ def backoff_under(h: History, lim: Limits, live: Limits) -> np.ndarray:
     transient = TRANSIENT_MASK[np.where(h.failed, h.error, 0)] & h.failed
     return np.where((h.backoff > 0) & transient, wait, 0.0)
 
-
-def with_name(lim: Limits, name: str) -> Limits:
-    return replace(lim, name=name)
