@@ -109,9 +109,9 @@ def _steps(h: History, lim: Limits, ref: Limits, actions: Actions) -> _Steps:
     wait = backoff_under(h, lim, ref)
     cum = np.cumsum(wait)
     waited_before = d["lat_cum"] + (cum - np.concatenate(([0.0], cum))[base] - wait)
-    sc = stop_matrix(h, lim, waited_before)
+    sc = stop_matrix(h, lim, waited_before, ref)
     cum_l = np.cumsum(h.backoff)
-    sl = stop_matrix(h, ref, d["lat_cum"] + (cum_l - np.concatenate(([0.0], cum_l))[base] - h.backoff))
+    sl = stop_matrix(h, ref, d["lat_cum"] + (cum_l - np.concatenate(([0.0], cum_l))[base] - h.backoff), ref)
     last = h.last
     stop_codes = np.isin(np.arange(len(DECISIONS)), STOP_CODES)
     target = h.greedy.copy()

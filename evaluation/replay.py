@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from retrylens.sdk.policy import RetryPolicy
+from retrylens.sdk.rules import Rule
 
 from .history import ERRORS, History
 from .limits import Limits, backoff_under, stop_matrix
@@ -138,9 +139,9 @@ def _extension(p: np.ndarray, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return 1.0 - fail_all, attempts
 
 
-def replay_policy(h: History, policy: RetryPolicy | Limits, live: RetryPolicy | Limits,
+def replay_policy(h: History, policy: RetryPolicy | Rule | Limits, live: RetryPolicy | Rule | Limits,
                   model: ImputationModel | None = None) -> PolicyReplay:
-    """Point replay of ``h`` under ``policy`` (per-task expected metrics)."""
+    """Point replay of ``h`` under ``policy`` (a policy, a chain of rules, or their limits)."""
     lim = policy if isinstance(policy, Limits) else Limits.of(policy, h.phases)
     ref = live if isinstance(live, Limits) else Limits.of(live, h.phases)
     model = model or fit_imputation(h)
@@ -149,7 +150,7 @@ def replay_policy(h: History, policy: RetryPolicy | Limits, live: RetryPolicy | 
     base = d["base"]
     wait_c = backoff_under(h, lim, ref)
     waited_before = d["lat_cum"] + (_cum_by_task(wait_c, base) - wait_c)
-    sc = stop_matrix(h, lim, waited_before)
+    sc = stop_matrix(h, lim, waited_before, ref)
     sl = _live_stops(h, ref)
     last = h.last
     stricter = (sc & ~sl).any(0)
@@ -187,11 +188,10 @@ def replay_policy(h: History, policy: RetryPolicy | Limits, live: RetryPolicy | 
 def _live_stops(h: History, ref: Limits) -> np.ndarray:
     """The live policy's binding limits on the log (cached on the history: shared by all candidates)."""
     cache = h.derived()
-    key = "live_stops:" + repr((ref.caps.tobytes(), ref.retryable.tobytes(), ref.phase_caps.tobytes(),
-                                ref.max_attempts, ref.max_tokens, ref.max_cost, ref.deadline_ms))
+    key = "live_stops:" + ref.key
     if key not in cache:
         elapsed = cache["lat_cum"] + (_cum_by_task(h.backoff, cache["base"]) - h.backoff)
-        cache[key] = stop_matrix(h, ref, elapsed)
+        cache[key] = stop_matrix(h, ref, elapsed, ref)
     return cache[key]
 
 
@@ -309,7 +309,8 @@ def _quantiles(values: np.ndarray, alpha: float) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
-def replay(h: History, live: RetryPolicy, candidates: dict[str, RetryPolicy], *, replicates: int = 400,
+def replay(h: History, live: RetryPolicy | Rule, candidates: dict[str, RetryPolicy | Rule], *,
+           replicates: int = 400,
            seed: int = 0, level: float = 0.95) -> list[PolicyReplay]:
     """Replay ``h`` under live (first) and each candidate, with paired bootstrap CIs."""
     model = fit_imputation(h)

@@ -1,38 +1,134 @@
-"""The replay rules as a plain per-attempt Python loop: the readable reference.
+"""Replay as a plain per-attempt loop that runs the scalar rules: the readable reference.
 
-Same semantics as :func:`replay.replay_policy` (point estimates, no bootstrap), written
-attempt by attempt. The tests check that the vectorised replay gives the same numbers,
-and ``bench/replay.py`` times both.
+Same semantics as :func:`replay.replay_policy` (point estimates, no bootstrap), but each
+logged task is walked attempt by attempt through a real
+:class:`~retrylens.sdk.state.TaskState`: the candidate's and the live chain's stop rules
+are *called* on it (``rule(state)``), the candidate's ``retry_by_class`` gives the wait,
+and :func:`~retrylens.sdk.rules.apply_verdict` moves the state on with the logged
+decision. The tests check that the vectorised replay gives the same numbers, so the
+vectorised twins are held to the rules the governor runs; ``bench/replay.py`` times both.
 """
 
 from __future__ import annotations
 
 import math
+import random
+from collections.abc import Iterator
 
 import numpy as np
 
-from .history import ERROR_CODE, TRANSIENT_MASK, History
-from .limits import Limits
+from retrylens.schemas import AgentRef, Decision
+from retrylens.sdk.rules import Verdict, apply_verdict, record_failure
+from retrylens.sdk.sanitizer import Failure
+from retrylens.sdk.state import TaskState
+
+from .history import DECISIONS, TRANSIENT_MASK, History
+from .limits import MEDIAN_DRAW, STOP_DIMENSIONS, Limits
 from .replay import MAX_EXTRA, ImputationModel
-
-_RATE_LIMIT = ERROR_CODE["rate_limit"]
-
-
-def _wait(lim: Limits, ref: Limits, logged: float, error: int, failures: int) -> float:
-    if lim.backoff_key == ref.backoff_key or logged <= 0 or not TRANSIENT_MASK[error]:
-        return logged if lim.backoff_key == ref.backoff_key else 0.0
-    wait = min(lim.cap_ms, lim.base_ms * 2.0 ** min(max(failures - 1, 0), 30)) * lim.jitter_mean
-    if lim.honour_retry_after and error == _RATE_LIMIT:
-        wait = max(wait, min(logged, lim.max_retry_after_ms))
-    return wait
+from .vectorised import ERRORS, RATE_LIMIT
 
 
-def _binding(lim: Limits, h: History, i: int, pos: int, classes: dict, phases: dict, tok: float, cost: float,
-             elapsed: float) -> list[bool]:
-    e, ph = int(h.error[i]), int(h.phase[i])
-    phase_cap = lim.phase_caps[ph] if len(lim.phase_caps) else math.inf
-    return [not h.retryable[i] or not lim.retryable[e], pos >= lim.max_attempts, tok >= lim.max_tokens,
-            cost >= lim.max_cost, elapsed >= lim.deadline_ms, phases[ph] >= phase_cap, classes[e] > lim.caps[e]]
+class _ReplayEnv:
+    """The world as replay sees it: a clock it sets, and nothing else binding."""
+
+    def __init__(self) -> None:
+        self.clock_s = 0.0
+
+    def now(self) -> float:
+        return self.clock_s
+
+    def breaker_open(self, dependency: str) -> bool:
+        return False
+
+    def retry_allowed(self, dependency: str) -> bool:
+        return True
+
+    def fingerprint_failures(self, fingerprint: str) -> int:
+        return 0
+
+    def can_handoff(self) -> bool:
+        return True
+
+
+class _MedianDraw(random.Random):
+    """Every jitter draw at its median, as the vectorised replay assumes."""
+
+    def random(self) -> float:
+        return MEDIAN_DRAW
+
+
+def _state(env: _ReplayEnv) -> TaskState:
+    return TaskState(task_id="replay", project="replay", agent=AgentRef(name="replay"), goal="",
+                     fingerprint="", features={}, trace_id="0" * 32, root_span_id="0" * 16, env=env,
+                     rng=_MedianDraw())
+
+
+def _binding(lim: Limits, state: TaskState) -> list[bool]:
+    """Which of ``lim``'s replayed stop rules stop ``state`` (one flag per STOP_DIMENSIONS name)."""
+    flags = [False] * len(STOP_DIMENSIONS)
+    for rule in lim.stops:
+        if rule(state) is not None:
+            flags[STOP_DIMENSIONS.index(rule.name)] = True
+    return flags
+
+
+def _wait(lim: Limits, ref: Limits, state: TaskState, logged: float, error: int) -> float:
+    if lim.backoff_key == ref.backoff_key:
+        return logged
+    if logged <= 0 or not TRANSIENT_MASK[error] or lim.retry is None:
+        return 0.0
+    verdict = lim.retry(state)
+    assert verdict is not None, "retry_by_class always answers"
+    return float(verdict.backoff_ms)
+
+
+def _walk(h: History, t: int, ref: Limits, env: _ReplayEnv) -> Iterator[tuple[int, TaskState]]:
+    """Task ``t``'s logged states, one per failed attempt row, as the live governor held them.
+
+    After each row the log went on from, the state moves on with the logged decision
+    (:func:`apply_verdict`, the extra try judged by the live caps).
+    """
+    live_caps = {e: ref.caps[k] for k, e in enumerate(ERRORS)}
+    state = _state(env)
+    tok = cost = 0.0
+    start, count = int(h.starts[t]), int(h.counts[t])
+    for pos, i in enumerate(range(start, start + count), start=1):
+        tok += float(h.tokens[i])
+        cost += float(h.cost[i])
+        if not h.failed[i]:
+            return
+        e = int(h.error[i])
+        state.attempt, state.phase = pos, h.phases[int(h.phase[i])]
+        state.ledger.attempts, state.ledger.tokens, state.ledger.cost_usd = pos, int(tok), cost
+        state.last_failure = Failure(ERRORS[e], retryable=bool(h.retryable[i]),
+                                     retry_after_ms=h.backoff[i] if e == RATE_LIMIT else None)
+        record_failure(state, "")
+        yield i, state
+        if pos < count:  # the log went on: move the state as the live governor did
+            logged = DECISIONS[h.decision[i]] if h.decision[i] >= 0 else Decision.NONE
+            apply_verdict(state, Verdict(logged if logged in _RETRYING else Decision.RETRY_SAME, "logged"),
+                          caps=live_caps)
+
+
+def scalar_stop_matrix(h: History, lim: Limits, ref: Limits, elapsed: np.ndarray) -> np.ndarray:
+    """:func:`limits.stop_matrix` computed by calling ``lim``'s stop rules on every logged state."""
+    out = np.zeros((len(STOP_DIMENSIONS), h.n_attempts), bool)
+    env = _ReplayEnv()
+    for t in range(h.n_tasks):
+        for i, state in _walk(h, t, ref, env):
+            env.clock_s = float(elapsed[i]) / 1000.0
+            out[:, i] = _binding(lim, state)
+    return out
+
+
+def scalar_waits(h: History, lim: Limits, ref: Limits) -> np.ndarray:
+    """:func:`limits.backoff_under` computed by calling ``lim``'s ``retry_by_class`` on every logged state."""
+    out = np.zeros(h.n_attempts)
+    env = _ReplayEnv()
+    for t in range(h.n_tasks):
+        for i, state in _walk(h, t, ref, env):
+            out[i] = _wait(lim, ref, state, float(h.backoff[i]), int(h.error[i]))
+    return out
 
 
 def replay_loop(h: History, lim: Limits, ref: Limits, model: ImputationModel,
@@ -42,14 +138,14 @@ def replay_loop(h: History, lim: Limits, ref: Limits, model: ImputationModel,
                                                    "handoff")}
     limit = h.n_attempts if rows is None else rows
     any_handoff = bool(h.handed_off.any())
+    env = _ReplayEnv()
     for t in range(h.n_tasks):
         start, count = int(h.starts[t]), int(h.counts[t])
         if start + count > limit:
             break
-        classes: dict[int, int] = {}
-        phases: dict[int, int] = {}
         tok = cost = lat = elapsed_c = elapsed_l = 0.0
-        failures, attempts, truncated, extended = 0, 0, False, None
+        attempts, truncated, extended = 0, False, None
+        states = _walk(h, t, ref, env)
         for pos, i in enumerate(range(start, start + count), start=1):
             attempts += 1
             tok += float(h.tokens[i])
@@ -59,19 +155,20 @@ def replay_loop(h: History, lim: Limits, ref: Limits, model: ImputationModel,
             elapsed_l += float(h.latency[i])
             if not h.failed[i]:
                 break
-            failures += 1
+            _, state = next(states)
             e, ph = int(h.error[i]), int(h.phase[i])
-            classes[e] = classes.get(e, 0) + 1
-            phases[ph] = phases.get(ph, 0) + 1
-            sc = _binding(lim, h, i, pos, classes, phases, tok, cost, elapsed_c)
-            sl = _binding(ref, h, i, pos, classes, phases, tok, cost, elapsed_l)
+            env.clock_s = elapsed_c / 1000.0
+            sc = _binding(lim, state)
+            env.clock_s = elapsed_l / 1000.0
+            sl = _binding(ref, state)
             last = pos == count
             if not last and any(c and not s for c, s in zip(sc, sl, strict=True)):
                 truncated = True
                 break
             if last and any(sl) and not any(sc):
-                extended = (i, e, ph, classes[e], phases[ph], tok, cost, pos)
-            wait = _wait(lim, ref, float(h.backoff[i]), e, failures)
+                extended = (e, ph, state.failures_of(ERRORS[e]), state.failures_in_phase(state.phase), tok,
+                            cost, pos)
+            wait = _wait(lim, ref, state, float(h.backoff[i]), e)
             lat += wait
             elapsed_c += wait
             elapsed_l += float(h.backoff[i])
@@ -82,7 +179,7 @@ def replay_loop(h: History, lim: Limits, ref: Limits, model: ImputationModel,
             handoff = float(success == 0.0 and lim.handoff and (any_handoff or lim.handoff))
         extra = 0.0
         if extended is not None:
-            i, e, ph, c, pc, tk, cs, pos = extended
+            e, ph, c, pc, tk, cs, pos = extended
             phase_cap = lim.phase_caps[ph] if len(lim.phase_caps) else math.inf
             m = min(lim.caps[e] - c + 1, lim.max_attempts - pos, phase_cap - pc,
                     math.ceil((lim.max_tokens - tk) / max(model.tokens[e], 1.0)) if lim.max_tokens < math.inf
@@ -102,6 +199,9 @@ def replay_loop(h: History, lim: Limits, ref: Limits, model: ImputationModel,
                             ("cost_usd", cost), ("latency_ms", lat), ("handoff", handoff)):
             out[name].append(float(value))
     return out
+
+
+_RETRYING = frozenset(d for d in Decision if Verdict(d, "").retrying)
 
 
 def as_arrays(result: dict[str, list[float]]) -> dict[str, np.ndarray]:

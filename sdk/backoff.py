@@ -1,11 +1,15 @@
 """Backoff as small composable waits (in the spirit of ``tenacity.wait``).
 
-A wait is any callable ``wait(state) -> milliseconds``; ``state`` needs ``retries``
-(retries made so far, ≥ 1 for the first retry), ``retry_after_ms`` (the server's
-Retry-After, or ``None``) and ``rng`` (a ``random.Random``). Waits combine with ``+``
-(add) and ``|`` (take the larger), so the policy's default reads as a sentence::
+A wait is any callable ``wait(state) -> milliseconds`` (a plain function too);
+``state`` needs ``retries`` (retries made so far, ≥ 1 for the first retry),
+``retry_after_ms`` (the server's Retry-After, or ``None``) and ``rng`` (a
+``random.Random``). Waits combine with ``+`` (add) and ``|`` (take the larger), so the
+policy's default reads as a sentence::
 
     wait_exponential(500, cap_ms=8000) * jitter(0.3) | wait_retry_after()
+
+Each wait holds its parameters; a :class:`~retrylens.sdk.policy.BackoffPolicy` compiles
+into one with :func:`wait_from_policy`.
 """
 
 from __future__ import annotations
@@ -29,6 +33,12 @@ class Wait:
     def __or__(self, other: Callable[[Any], float]) -> Wait:
         return _Combined(self, other, max, "|")
 
+    def __radd__(self, other: Callable[[Any], float]) -> Wait:
+        return _Combined(other, self, lambda a, b: a + b, "+")
+
+    def __ror__(self, other: Callable[[Any], float]) -> Wait:
+        return _Combined(other, self, max, "|")
+
     def __mul__(self, other: jitter) -> Wait:
         return _Jittered(self, other)
 
@@ -43,7 +53,11 @@ class _Combined(Wait):
         return self.op(self.left(state), self.right(state))
 
     def __repr__(self) -> str:
-        return f"({self.left!r} {self.sym} {self.right!r})"
+        return f"({_describe(self.left)} {self.sym} {_describe(self.right)})"
+
+
+def _describe(wait: Any) -> str:
+    return repr(wait) if isinstance(wait, Wait) else getattr(wait, "__name__", repr(wait))
 
 
 class wait_none(Wait):  # noqa: N801 - reads as a sentence, like tenacity
@@ -107,11 +121,16 @@ class _Jittered(Wait):
         return min(cap, value) if cap is not None else value
 
     def __repr__(self) -> str:
-        return f"{self.inner!r} * {self.jit!r}"
+        return f"{_describe(self.inner)} * {self.jit!r}"
+
+
+def default_wait() -> Wait:
+    """The default policy's backoff: ``wait_exponential(500, cap_ms=8000) * jitter(0.3) | wait_retry_after()``."""
+    return wait_exponential(500, cap_ms=8_000) * jitter(0.3) | wait_retry_after(max_ms=60_000)
 
 
 def wait_from_policy(policy: BackoffPolicy) -> Wait:
-    """The policy's backoff as a composed wait."""
+    """The policy's backoff compiled into a composed wait (each part holds its parameters)."""
     wait: Wait = wait_exponential(policy.base_ms, cap_ms=policy.cap_ms) * jitter(
         policy.jitter, full=policy.full_jitter
     )

@@ -1,16 +1,28 @@
-"""Decisions as a chain of small rules; the first rule that answers decides.
+"""Decisions as a chain of small rules that carry their own parameters; the first that answers decides.
 
-A rule is any callable ``rule(state) -> Verdict | None`` (``None``: not my call). Rules
-compose with ``|`` into a chain that reads top to bottom like the policy document:
-stop rules first (cancellation, kill switch, whitelist, budget, known-bad input, caps,
-loops), then fleet protection (retry throttle, circuit breaker), then degradation, then
-the per-class retry. Rules only *read* the state and the environment, so the same chain
-can be evaluated for a shadow candidate without side effects.
+A rule is any callable ``rule(state) -> Verdict | None`` (``None``: not my call), plain
+functions included. Rules compose with ``|`` into a chain that reads top to bottom like
+the policy document: stop rules first (cancellation, kill switch, whitelist, budget,
+known-bad input, caps, loops), then fleet protection (retry throttle, circuit breaker),
+then degradation, then the per-class retry with its wait::
+
+    stop_at_class_cap({ErrorType.TIMEOUT: 1}) | stop_on_budget(TaskBudget(max_attempts=4))
+    | retry_by_class(wait_exponential(500, cap_ms=8000) * jitter(0.3) | wait_retry_after())
+
+Every rule holds what it decides by (caps, a budget, a limit); none reads the task's
+policy. A :class:`~retrylens.sdk.policy.RetryPolicy` *compiles* into such a chain
+(:func:`compile_policy`), and :func:`follow_policy` is the chain of whatever policy a task
+runs under now (hot reloads, role overrides, pre-flight adaptations each compile once).
+Rules only *read* the state and the environment, so a shadow candidate is just another
+chain evaluated on the same state, and the offline replay derives its vectorised limits
+from the same objects (``retrylens.evaluation.vectorised``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -21,11 +33,11 @@ from retrylens.schemas.taxonomy import (
     ErrorType,
 )
 
-from .backoff import wait_from_policy
+from .backoff import default_wait, wait_from_policy
 from .state import FailureRecord, TaskState
 
 if TYPE_CHECKING:
-    from .policy import TaskBudget
+    from .policy import RetryPolicy, TaskBudget
 
 RuleFn = Callable[[TaskState], "Verdict | None"]
 
@@ -46,6 +58,8 @@ class Verdict:
 
 
 class Rule:
+    """Base of composable rules: ``a | b`` asks ``a`` first, then ``b`` (plain callables too)."""
+
     name = "rule"
 
     def __call__(self, state: TaskState) -> Verdict | None:
@@ -54,11 +68,22 @@ class Rule:
     def __or__(self, other: RuleFn) -> Rule:
         return FirstOf(self, other)
 
+    def __ror__(self, other: RuleFn) -> Rule:
+        return FirstOf(other, self)
+
+    def _args(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """The parameters ``repr`` shows: positional ones, and keywords that differ from defaults."""
+        return (), {}
+
     def __repr__(self) -> str:
-        return f"{self.name}()"
+        positional, keywords = self._args()
+        parts = [repr(a) for a in positional] + [f"{k}={v!r}" for k, v in keywords.items()]
+        return f"{self.name}({', '.join(parts)})"
 
 
 class FirstOf(Rule):
+    """A chain: the first rule that answers decides."""
+
     name = "first_of"
 
     def __init__(self, *rules: RuleFn) -> None:
@@ -74,20 +99,32 @@ class FirstOf(Rule):
                 return verdict
         return None
 
+    def __iter__(self):  # noqa: ANN204 - iterate the rules of the chain, in order
+        return iter(self.rules)
+
     def __repr__(self) -> str:
-        return " | ".join(map(repr, self.rules))
+        return " | ".join(map(_describe, self.rules))
 
 
-def _stop(state: TaskState, reason: str, rule: str) -> Verdict:
-    handoff = (
-        state.policy.rules.handoff_when_stopped
-        and state.env is not None
-        and state.env.can_handoff()
-    )
-    return Verdict(Decision.HANDOFF_HUMAN if handoff else Decision.GIVE_UP, reason, rule=rule)
+def _describe(rule: Any) -> str:
+    return repr(rule) if isinstance(rule, Rule) else getattr(rule, "__name__", repr(rule))
 
 
-stop_verdict = _stop  # the verdict a stop rule gives (hand-off when a channel exists)
+def rules_of(chain: RuleFn) -> list[RuleFn]:
+    """The rules of ``chain`` in order (a single rule is a chain of one)."""
+    return list(chain.rules) if isinstance(chain, FirstOf) else [chain]
+
+
+def stop_verdict(state: TaskState, reason: str, rule: str, handoff: bool | None = None) -> Verdict:
+    """The verdict a stop gives: a person when ``handoff`` and the run has a channel, else give up.
+
+    ``handoff=None`` reads the task's policy (``rules.handoff_when_stopped``), for stops
+    decided outside a chain (the pre-attempt gate); rules pass their own setting.
+    """
+    if handoff is None:
+        handoff = state.policy.rules.handoff_when_stopped
+    to_person = handoff and state.env is not None and state.env.can_handoff()
+    return Verdict(Decision.HANDOFF_HUMAN if to_person else Decision.GIVE_UP, reason, rule=rule)
 
 
 def _err(state: TaskState) -> ErrorType:
@@ -95,7 +132,24 @@ def _err(state: TaskState) -> ErrorType:
     return state.last_failure.error_type
 
 
-class stop_when_cancelled(Rule):  # noqa: N801
+class StopRule(Rule):
+    """A rule that stops the task; ``handoff`` sends the stop to a person when one is reachable."""
+
+    def __init__(self, *, handoff: bool = True) -> None:
+        self.handoff = handoff
+
+    def stop(self, state: TaskState, reason: str) -> Verdict:
+        return stop_verdict(state, reason, self.name, self.handoff)
+
+    def _keywords(self, **defaults_and_values: tuple[Any, Any]) -> dict[str, Any]:
+        pairs = {**defaults_and_values, "handoff": (True, self.handoff)}
+        return {k: value for k, (default, value) in pairs.items() if value != default}
+
+    def _args(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        return (), self._keywords()
+
+
+class stop_when_cancelled(Rule):  # noqa: N801 - reads as a sentence, like tenacity
     name = "stop_when_cancelled"
 
     def __call__(self, s: TaskState) -> Verdict | None:
@@ -104,181 +158,270 @@ class stop_when_cancelled(Rule):  # noqa: N801
         return None
 
 
-class stop_when_killed(Rule):  # noqa: N801
+class stop_when_killed(StopRule):  # noqa: N801
+    """The operator's kill switch: no automatic retries for the project or named agents."""
+
     name = "stop_when_killed"
 
+    def __init__(
+        self, *, project: bool = False, agents: Iterable[str] = (), handoff: bool = True
+    ) -> None:
+        super().__init__(handoff=handoff)
+        self.project, self.agents = project, frozenset(agents)
+
+    def _args(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        return (), self._keywords(
+            project=(False, self.project), agents=([], sorted(self.agents))
+        )
+
     def __call__(self, s: TaskState) -> Verdict | None:
-        if s.policy.is_killed(s.agent.name):
-            scope = "project" if s.policy.kill_switch.project else f"agent {s.agent.name}"
-            return _stop(s, f"kill switch: automatic retries are off for {scope}", self.name)
+        if self.project or s.agent.name in self.agents:
+            scope = "project" if self.project else f"agent {s.agent.name}"
+            return self.stop(s, f"kill switch: automatic retries are off for {scope}")
         return None
 
 
-class stop_unless_retryable(Rule):  # noqa: N801
+class stop_unless_retryable(StopRule):  # noqa: N801
+    """Only whitelisted failure classes (and failures not marked unretryable) may be retried."""
+
     name = "stop_unless_retryable"
+
+    def __init__(self, retryable: Iterable[ErrorType] | None = None, *, handoff: bool = True) -> None:
+        super().__init__(handoff=handoff)
+        if retryable is None:
+            from .policy import DEFAULT_RETRYABLE
+
+            retryable = DEFAULT_RETRYABLE
+        self.retryable = frozenset(ErrorType(e) for e in retryable)
+
+    def _args(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        return (sorted(e.value for e in self.retryable),), self._keywords()
 
     def __call__(self, s: TaskState) -> Verdict | None:
         failure = s.last_failure
         assert failure is not None
-        if not failure.retryable or failure.error_type not in s.policy.retryable:
-            return _stop(
-                s, f"{failure.error_type.value} is not in the retryable whitelist", self.name
-            )
+        if not failure.retryable or failure.error_type not in self.retryable:
+            return self.stop(s, f"{failure.error_type.value} is not in the retryable whitelist")
         return None
 
 
-class stop_on_ambiguous_side_effect(Rule):  # noqa: N801
+class stop_on_ambiguous_side_effect(StopRule):  # noqa: N801
     """A side effect declared ``unsafe`` may have happened: never repeat it blindly."""
 
     name = "stop_on_ambiguous_side_effect"
 
     def __call__(self, s: TaskState) -> Verdict | None:
         if s.ambiguous:
-            return _stop(
+            return self.stop(
                 s,
                 f"ambiguous outcome of side effect {s.ambiguous}: it may have happened and is "
                 "declared unsafe to repeat, so a person checks it",
-                self.name,
             )
         return None
 
 
-class hand_off_unclassified(Rule):  # noqa: N801
-    """The seed design: a failure nobody can classify goes to a person early, not to a guess."""
+class hand_off_unclassified(StopRule):  # noqa: N801
+    """The seed design: a failure nobody can classify goes to a person early, not to a guess.
+
+    ``cap``: retries allowed for unclassified failures (the policy's ``caps.unknown``).
+    """
 
     name = "hand_off_unclassified"
 
+    def __init__(self, cap: int = 0, *, handoff: bool = True) -> None:
+        super().__init__(handoff=handoff)
+        self.cap = cap
+
+    def _args(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        return (self.cap,), self._keywords()
+
     def __call__(self, s: TaskState) -> Verdict | None:
-        if _err(s) is ErrorType.UNKNOWN and s.policy.cap(ErrorType.UNKNOWN) < s.failures_of(
-            ErrorType.UNKNOWN
-        ):
+        if _err(s) is ErrorType.UNKNOWN and self.cap < s.failures_of(ErrorType.UNKNOWN):
             failure = s.last_failure
             code = failure.code if failure is not None and failure.code else "exception"
-            return _stop(
+            return self.stop(
                 s,
                 f"unclassified failure ({code}): no retry rule applies to it, so it goes to a "
                 "person early instead of being retried blindly",
-                self.name,
             )
         return None
 
 
-class stop_on_budget(Rule):  # noqa: N801
-    """The task's budget; ``budget`` fixes one instead of reading the (reloadable) policy's."""
+class stop_on_budget(StopRule):  # noqa: N801
+    """The task's budget (attempts, tokens, money, deadline), shared with its sub-agents."""
 
     name = "stop_on_budget"
 
-    def __init__(self, budget: TaskBudget | None = None) -> None:
+    def __init__(self, budget: TaskBudget | None = None, *, handoff: bool = True) -> None:
+        super().__init__(handoff=handoff)
+        if budget is None:
+            from .policy import TaskBudget
+
+            budget = TaskBudget()
         self.budget = budget
 
-    def __repr__(self) -> str:
-        return f"stop_on_budget({self.budget!r})" if self.budget is not None else "stop_on_budget()"
+    def _args(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        return (self.budget,), self._keywords()
 
     def __call__(self, s: TaskState) -> Verdict | None:
         now = s.env.now() if s.env is not None else s.ledger.started_at
-        reason = s.ledger.exhausted(self.budget or s.policy.budget, now)
-        return _stop(s, reason, self.name) if reason else None
+        reason = s.ledger.exhausted(self.budget, now)
+        return self.stop(s, reason) if reason else None
 
 
-class stop_on_known_bad_input(Rule):  # noqa: N801
+class stop_on_known_bad_input(StopRule):  # noqa: N801
+    """An input that failed ``limit`` times before (any task) is not retried for a lasting error."""
+
     name = "stop_on_known_bad_input"
 
+    def __init__(self, limit: int = 3, *, handoff: bool = True) -> None:
+        super().__init__(handoff=handoff)
+        self.limit = limit
+
+    def _args(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        return (self.limit,), self._keywords()
+
     def __call__(self, s: TaskState) -> Verdict | None:
-        limit = s.policy.rules.fingerprint_failure_limit
         seen = s.env.fingerprint_failures(s.fingerprint) if s.env is not None else 0
-        if seen >= limit and _err(s) not in TRANSIENT_ERROR_TYPES:
-            return _stop(
-                s,
-                f"this input failed {seen} times before (≥ {limit}): a retry will not fix it",
-                self.name,
+        if seen >= self.limit and _err(s) not in TRANSIENT_ERROR_TYPES:
+            return self.stop(
+                s, f"this input failed {seen} times before (≥ {self.limit}): a retry will not fix it"
             )
         return None
 
 
-class stop_at_phase_cap(Rule):  # noqa: N801
+class stop_at_phase_cap(StopRule):  # noqa: N801
+    """Failures allowed per phase (``{"planning": 2}``); phases not named are not capped."""
+
     name = "stop_at_phase_cap"
 
-    def __init__(self, caps: Mapping[str, int] | None = None) -> None:
-        self.caps = caps
+    def __init__(self, caps: Mapping[str, int] | None = None, *, handoff: bool = True) -> None:
+        super().__init__(handoff=handoff)
+        self.caps: dict[str, int] = dict({"planning": 2} if caps is None else caps)
 
-    def __repr__(self) -> str:
-        return f"stop_at_phase_cap({dict(self.caps)!r})" if self.caps is not None else "stop_at_phase_cap()"
+    def _args(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        return (self.caps,), self._keywords()
 
     def __call__(self, s: TaskState) -> Verdict | None:
-        cap = (self.caps if self.caps is not None else s.policy.phase_caps).get(s.phase)
+        cap = self.caps.get(s.phase)
         failed = s.failures_in_phase(s.phase)
         if cap is not None and failed >= cap:
-            return _stop(s, f"phase {s.phase} failed {failed} times (cap {cap})", self.name)
+            return self.stop(s, f"phase {s.phase} failed {failed} times (cap {cap})")
         return None
 
 
-class stop_at_class_cap(Rule):  # noqa: N801
-    """Retries caused by one failure class are capped; a change of class earns one more try."""
+class stop_at_class_cap(StopRule):  # noqa: N801
+    """Retries caused by one failure class are capped; a change of class earns one more try.
+
+    A context overflow past its cap is not stopped while ``max_degradations`` allows
+    shrinking the input (that is not a retry of the same attempt).
+    """
 
     name = "stop_at_class_cap"
 
-    def __init__(self, caps: Mapping[ErrorType, int] | None = None) -> None:
-        self.caps = caps  # None: the policy's caps (they follow reloads)
+    def __init__(
+        self,
+        caps: Mapping[ErrorType | str, int] | None = None,
+        *,
+        max_degradations: int = 2,
+        extra_try_on_type_change: bool = True,
+        handoff: bool = True,
+    ) -> None:
+        super().__init__(handoff=handoff)
+        if caps is None:
+            from .policy import DEFAULT_CAPS
 
-    def __repr__(self) -> str:
-        if self.caps is None:
-            return "stop_at_class_cap()"
-        return f"stop_at_class_cap({ {k.value: v for k, v in self.caps.items()} })"
+            caps = DEFAULT_CAPS
+        self.caps: dict[ErrorType, int] = {ErrorType(k): v for k, v in caps.items()}
+        self.max_degradations = max_degradations
+        self.extra_try_on_type_change = extra_try_on_type_change
+
+    def cap(self, error: ErrorType) -> int:
+        return self.caps.get(error, 0)
+
+    def _args(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        caps = {k.value: v for k, v in self.caps.items()}
+        return (caps,), self._keywords(
+            max_degradations=(2, self.max_degradations),
+            extra_try_on_type_change=(True, self.extra_try_on_type_change),
+        )
 
     def __call__(self, s: TaskState) -> Verdict | None:
         error = _err(s)
-        cap = self.caps.get(error, 0) if self.caps is not None else s.policy.cap(error)
+        cap = self.cap(error)
         failed = s.failures_of(error)
         if failed <= cap:
             return None
-        if error is ErrorType.CONTEXT_OVERFLOW and s.degradations < s.policy.rules.max_degradations:
+        if error is ErrorType.CONTEXT_OVERFLOW and s.degradations < self.max_degradations:
             return None  # shrinking the input is not a retry of the same attempt
-        if (
-            s.policy.rules.extra_try_on_type_change
-            and s.type_changed()
-            and not s.extra_try_used
-            and cap > 0
-        ):
+        if self.extra_try_on_type_change and s.type_changed() and not s.extra_try_used and cap > 0:
             return None
         if cap == 0:
-            return _stop(s, f"{error.value}: the policy allows no retries of this class (cap 0)", self.name)
-        return _stop(s, f"{error.value} retry cap reached ({failed - 1}/{cap} retries)", self.name)
+            return self.stop(s, f"{error.value}: the policy allows no retries of this class (cap 0)")
+        return self.stop(s, f"{error.value} retry cap reached ({failed - 1}/{cap} retries)")
 
 
-class break_loops(Rule):  # noqa: N801
-    """The same phase failing back to back for a non-transient reason is a loop."""
+class break_loops(StopRule):  # noqa: N801
+    """The same phase failing ``limit`` times back to back for a non-transient reason is a loop."""
 
     name = "break_loops"
 
+    def __init__(self, limit: int = 2, *, max_degradations: int = 2, handoff: bool = True) -> None:
+        super().__init__(handoff=handoff)
+        self.limit, self.max_degradations = limit, max_degradations
+
+    def _args(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        return (self.limit,), self._keywords(max_degradations=(2, self.max_degradations))
+
     def __call__(self, s: TaskState) -> Verdict | None:
-        limit = s.policy.rules.same_phase_limit
+        limit = self.limit
         recent = s.failures[-limit:]
         if len(recent) < limit or s.phase_streak() < limit:
             return None
         if any(r.error_type in TRANSIENT_ERROR_TYPES for r in recent):
             return None
-        if not s.relaxed and s.degradations < s.policy.rules.max_degradations:
+        if not s.relaxed and s.degradations < self.max_degradations:
             return Verdict(
                 Decision.DEGRADE_PRECISION,
                 f"phase {s.phase} failed {limit} times in a row: switching to simplified mode",
                 rule=self.name,
             )
-        return _stop(s, f"phase {s.phase} keeps failing even in simplified mode (loop)", self.name)
+        return self.stop(s, f"phase {s.phase} keeps failing even in simplified mode (loop)")
 
 
-class protect_dependency(Rule):  # noqa: N801
-    """Fleet retry budget and circuit breaker: fall back or fail fast, never pile on."""
+class protect_dependency(StopRule):  # noqa: N801
+    """Fleet retry budget and circuit breaker: fall back or fail fast, never pile on.
+
+    ``fallbacks`` maps a dependency to its stand-in; ``fleet_ratio`` is only named in the
+    reason (the throttle itself lives in the environment, shared by the fleet).
+    """
 
     name = "protect_dependency"
+
+    def __init__(
+        self,
+        fallbacks: Mapping[str, str] | None = None,
+        *,
+        fleet_ratio: float = 0.1,
+        handoff: bool = True,
+    ) -> None:
+        super().__init__(handoff=handoff)
+        self.fallbacks, self.fleet_ratio = dict(fallbacks or {}), fleet_ratio
+
+    def _args(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        return (self.fallbacks,), self._keywords(fleet_ratio=(0.1, self.fleet_ratio))
 
     def __call__(self, s: TaskState) -> Verdict | None:
         if s.env is None or not s.dependency or _err(s) not in TRANSIENT_ERROR_TYPES:
             return None
-        fallback = s.policy.fallbacks.get(s.dependency)
+        fallback = self.fallbacks.get(s.dependency)
         if s.env.breaker_open(s.dependency):
             why = f"circuit breaker for {s.dependency} is open"
         elif not s.env.retry_allowed(s.dependency):
-            why = f"fleet retry budget for {s.dependency} is spent (retries > {s.policy.fleet_budget.ratio:.0%} of calls)"
+            why = (
+                f"fleet retry budget for {s.dependency} is spent "
+                f"(retries > {self.fleet_ratio:.0%} of calls)"
+            )
         else:
             return None
         if fallback:
@@ -288,7 +431,7 @@ class protect_dependency(Rule):  # noqa: N801
                 fallback=fallback,
                 rule=self.name,
             )
-        return _stop(s, f"{why}: failing fast", self.name)
+        return self.stop(s, f"{why}: failing fast")
 
 
 _DEGRADE_FOR: dict[ErrorType, Decision] = {
@@ -299,14 +442,34 @@ _DEGRADE_FOR: dict[ErrorType, Decision] = {
 
 
 class degrade_after_failures(Rule):  # noqa: N801
+    """``after`` failures of one class in a row: degrade (fallback, smaller scope, simpler mode)."""
+
     name = "degrade_after_failures"
+
+    def __init__(
+        self,
+        after: int = 2,
+        *,
+        max_degradations: int = 2,
+        fallbacks: Mapping[str, str] | None = None,
+    ) -> None:
+        self.after, self.max_degradations = after, max_degradations
+        self.fallbacks = dict(fallbacks or {})
+
+    def _args(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        keywords: dict[str, Any] = {}
+        if self.max_degradations != 2:
+            keywords["max_degradations"] = self.max_degradations
+        if self.fallbacks:
+            keywords["fallbacks"] = self.fallbacks
+        return (self.after,), keywords
 
     def __call__(self, s: TaskState) -> Verdict | None:
         n = s.type_streak()
-        if n < s.policy.degrade_after or s.degradations >= s.policy.rules.max_degradations:
+        if n < self.after or s.degradations >= self.max_degradations:
             return None
         error = _err(s)
-        fallback = s.policy.fallbacks.get(s.dependency)
+        fallback = self.fallbacks.get(s.dependency)
         if error in TRANSIENT_ERROR_TYPES and fallback:
             return Verdict(
                 Decision.DEGRADE_DEPENDENCY,
@@ -327,23 +490,29 @@ class degrade_after_failures(Rule):  # noqa: N801
 
 
 class retry_by_class(Rule):  # noqa: N801
-    """The default retry for each failure class."""
+    """The default retry for each failure class; transient ones wait ``wait(view)`` ms first.
+
+    ``wait`` is any callable of a view with ``retries``, ``retry_after_ms`` and ``rng``
+    (:mod:`.backoff`'s waits compose; a plain function works too).
+    """
 
     name = "retry_by_class"
 
     def __init__(self, wait: Callable[[Any], float] | None = None) -> None:
-        self.wait = wait  # None: the policy's backoff, e.g. wait_exponential(...) * jitter(0.3)
+        self.wait = default_wait() if wait is None else wait
+
+    def _args(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        return (), {"wait": self.wait}
 
     def __repr__(self) -> str:
-        return f"retry_by_class(wait={self.wait!r})" if self.wait is not None else "retry_by_class()"
+        return f"retry_by_class(wait={_describe(self.wait)})"
 
     def __call__(self, s: TaskState) -> Verdict | None:
         error = _err(s)
         failure = s.last_failure
         assert failure is not None
         if error in TRANSIENT_ERROR_TYPES:
-            wait_fn = self.wait or wait_from_policy(s.policy.backoff)
-            wait = round(wait_fn(_BackoffView(s)))
+            wait = round(self.wait(_BackoffView(s)))
             why = f"{error.value} is transient: retry after {wait} ms"
             if error is ErrorType.RATE_LIMIT and failure.retry_after_ms:
                 why = f"rate limited: honouring Retry-After ({failure.retry_after_ms} ms), waiting {wait} ms"
@@ -387,23 +556,81 @@ class _BackoffView:
         return self.state.rng
 
 
-def default_rules() -> Rule:
-    """The governor's decision chain, in order."""
+# -- a policy compiled into a chain ---------------------------------------------------------
+def compile_policy(policy: RetryPolicy) -> FirstOf:
+    """The governor's decision chain for ``policy``, in order; every rule holds its parameters."""
+    r, handoff = policy.rules, policy.rules.handoff_when_stopped
     return (
         stop_when_cancelled()
-        | stop_when_killed()
-        | stop_on_ambiguous_side_effect()
-        | stop_unless_retryable()
-        | hand_off_unclassified()
-        | stop_on_budget()
-        | stop_on_known_bad_input()
-        | stop_at_phase_cap()
-        | stop_at_class_cap()
-        | break_loops()
-        | protect_dependency()
-        | degrade_after_failures()
-        | retry_by_class()
-    )
+        | stop_when_killed(
+            project=policy.kill_switch.project, agents=policy.kill_switch.agents, handoff=handoff
+        )
+        | stop_on_ambiguous_side_effect(handoff=handoff)
+        | stop_unless_retryable(policy.retryable, handoff=handoff)
+        | hand_off_unclassified(policy.cap(ErrorType.UNKNOWN), handoff=handoff)
+        | stop_on_budget(policy.budget, handoff=handoff)
+        | stop_on_known_bad_input(r.fingerprint_failure_limit, handoff=handoff)
+        | stop_at_phase_cap(policy.phase_caps, handoff=handoff)
+        | stop_at_class_cap(
+            policy.caps,
+            max_degradations=r.max_degradations,
+            extra_try_on_type_change=r.extra_try_on_type_change,
+            handoff=handoff,
+        )
+        | break_loops(r.same_phase_limit, max_degradations=r.max_degradations, handoff=handoff)
+        | protect_dependency(
+            policy.fallbacks, fleet_ratio=policy.fleet_budget.ratio, handoff=handoff
+        )
+        | degrade_after_failures(
+            policy.degrade_after, max_degradations=r.max_degradations, fallbacks=policy.fallbacks
+        )
+        | retry_by_class(wait_from_policy(policy.backoff))
+    )  # type: ignore[return-value]
+
+
+class _CompiledCache:
+    """Chains by policy object (LRU): a policy compiles once, a reloaded one compiles anew."""
+
+    def __init__(self, size: int = 128) -> None:
+        self._size = size
+        self._items: OrderedDict[int, tuple[RetryPolicy, FirstOf]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, policy: RetryPolicy) -> FirstOf:
+        key = id(policy)
+        with self._lock:
+            hit = self._items.get(key)
+            if hit is not None and hit[0] is policy:  # the entry holds the policy: no id reuse
+                self._items.move_to_end(key)
+                return hit[1]
+        chain = compile_policy(policy)
+        with self._lock:
+            self._items[key] = (policy, chain)
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+        return chain
+
+
+compiled = _CompiledCache().get  # the compiled chain of a policy object, cached
+
+
+class follow_policy(Rule):  # noqa: N801
+    """The chain compiled from the policy the task runs under *now*.
+
+    This is where a hot reload, a role override or a pre-flight adaptation takes effect:
+    the task's current policy selects its compiled chain (compiled once per policy
+    object); the rules of that chain decide by their own parameters.
+    """
+
+    name = "follow_policy"
+
+    def __call__(self, s: TaskState) -> Verdict | None:
+        return compiled(s.policy)(s)
+
+
+def default_rules(policy: RetryPolicy | None = None) -> Rule:
+    """The governor's decision chain: ``policy``'s, or (no policy) whichever the task runs under."""
+    return follow_policy() if policy is None else compile_policy(policy)
 
 
 DEGRADE_SCOPE_FACTOR = 0.2  # shrink a batch 5× per degradation (the brief says 5–10×)
@@ -425,15 +652,21 @@ def record_failure(state: TaskState, failure_summary: str) -> None:
     state.consecutive_failures += 1
 
 
-def apply_verdict(state: TaskState, verdict: Verdict) -> None:
-    """Prepare the next attempt; the failed attempt's raw output never comes along."""
+def apply_verdict(
+    state: TaskState, verdict: Verdict, caps: Mapping[ErrorType, int] | None = None
+) -> None:
+    """Prepare the next attempt; the failed attempt's raw output never comes along.
+
+    ``caps`` (default: the task policy's) tells whether this retry is the extra try a
+    change of failure class earns, so that it is granted once.
+    """
     d = verdict.decision
     if not verdict.retrying:
         return
     state.retries += 1
-    if state.type_changed() and state.failures_of(state.failures[-1].error_type) > state.policy.cap(
-        state.failures[-1].error_type
-    ):
+    last = state.failures[-1].error_type if state.failures else None
+    cap = (caps.get(last, 0) if caps is not None else state.policy.cap(last)) if last else 0
+    if state.type_changed() and last is not None and state.failures_of(last) > cap:
         state.extra_try_used = True
     summary = state.failures[-1].summary if state.failures else None
     if d is Decision.REBUILD_CONTEXT:

@@ -1,10 +1,11 @@
 """Shadow mode and exploration: evidence for the next policy without acting on it.
 
-A candidate policy evaluates every failure beside the live one; its decision goes on the
-decision event (``shadow=true``, ``shadow_decision``) and is never acted on. Exploration
-takes, with a small configured probability, another *allowed* decision instead of the
-live one, and logs the probability of the decision actually taken (``propensity``), so
-off-line estimators (IPS, doubly robust) can evaluate other policies without bias.
+A candidate is just another chain of rules: a candidate policy compiles into one, or
+you pass a chain yourself. It evaluates every failure beside the live one; its decision
+goes on the decision event (``shadow=true``, ``shadow_decision``) and is never acted on.
+Exploration takes, with a small configured probability, another *allowed* decision
+instead of the live one, and logs the probability of the decision actually taken
+(``propensity``), so off-line estimators (IPS, doubly robust) can evaluate other policies without bias.
 
 Exploration never turns a stop into a retry: it only varies *how* to retry, among the
 retrying decisions that make sense for the failure class.
@@ -14,25 +15,42 @@ from __future__ import annotations
 
 import copy
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from retrylens.schemas.taxonomy import TRANSIENT_ERROR_TYPES, Decision, ErrorType
 
-from .rules import Rule, Verdict, default_rules
+from .rules import Verdict, compiled
 from .state import TaskState
 
 if TYPE_CHECKING:
     from .policy import RetryPolicy
 
+Chain = Callable[[TaskState], "Verdict | None"]
+
+
+def shadow_chain(candidate: RetryPolicy | Chain, role: str = "") -> Chain:
+    """The chain a candidate decides by: a policy's compiled chain (for ``role``), or the chain given."""
+    if callable(candidate):
+        return candidate
+    return compiled(candidate.for_role(role))
+
 
 def shadow_verdict(
-    candidate: RetryPolicy, state: TaskState, rules: Rule | None = None
+    candidate: RetryPolicy | Chain, state: TaskState, rules: Chain | None = None
 ) -> Verdict | None:
-    """What ``candidate`` would decide for ``state`` (read-only)."""
+    """What ``candidate`` (a policy or a chain) would decide for ``state`` (read-only).
+
+    ``rules`` is not used: the live chain has its own parameters and says nothing about
+    the candidate's; it is accepted so that existing callers keep working.
+    """
+    del rules
     view = copy.copy(state)
+    if callable(candidate):
+        return candidate(view)
     view.policy = candidate.for_role(state.agent.role)
-    return (rules or default_rules())(view)
+    return compiled(view.policy)(view)
 
 
 def alternatives(verdict: Verdict, state: TaskState) -> list[Decision]:
