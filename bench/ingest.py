@@ -289,6 +289,7 @@ def main() -> None:
     results: dict[str, object] = {"events": args.events, "workers": args.workers}
     for kind in kinds:
         results[kind] = run_payload(settings, kind, args.events, args.naive_events, args.workers)
+        print(json.dumps({kind: results[kind]}), file=sys.stderr, flush=True)  # survives a later failure
     results["load_average_1m"] = [round(load_before, 1), round(os.getloadavg()[0], 1)]
     if args.json:
         print(json.dumps(results))
