@@ -24,8 +24,10 @@ class Batch:
     max_rows: int
     max_seconds: float
     clock: Callable[[], float] = time.monotonic
-    #: Native blocks encoded by the decode step, and the rows they hold.
+    #: Row blocks (JSON lines) encoded by the decode step, and the rows they hold.
     blocks: list[bytes] = field(default_factory=list)
+    #: The chunks as read: what the writer re-judges if ClickHouse rejects the rows.
+    chunks: list[RawChunk] = field(default_factory=list)
     row_count: int = 0
     messages: int = 0
     payload_bytes: int = 0
@@ -45,6 +47,7 @@ class Batch:
         if encoded.rows:
             self.blocks.append(encoded.block)
             self.row_count += encoded.rows
+        self.chunks.append(raw)
         self.messages += len(raw.offsets)
         self.payload_bytes += raw.payload_bytes
         for index, message in encoded.invalid:

@@ -25,3 +25,6 @@ BATCH_BYTES = Histogram(
 )
 LAG = Gauge("retrylens_ingest_lag_messages", "High watermark minus committed offset", ["partition"])
 BREAKER_TRIPS = Counter("retrylens_ingest_breaker_trips_total", "Invalid-burst breaker trips")
+INSERT_FALLBACKS = Counter(
+    "retrylens_ingest_insert_fallbacks_total", "Batches ClickHouse rejected as JSON rows, inserted as Native rows"
+)

@@ -94,6 +94,16 @@ def _sent_without_event_id(payload: bytes) -> bool:
 
 def process(payload: bytes | None, source: SourceRef) -> ValidEvent | InvalidMessage:
     """Validate one serialized event and build its row."""
+    event = validate(payload, source)
+    if isinstance(event, InvalidMessage):
+        return event
+    row = event_row(event, topic=source.topic, partition=source.partition, offset=source.offset)
+    return ValidEvent(event, row, source)
+
+
+def validate(payload: bytes | None, source: SourceRef) -> RetryEvent | WireEvent | InvalidMessage:
+    """The verdict on one serialized event: the event (its id derived if it was sent
+    without one), or why it is invalid. Every road's row is built from what this returns."""
     if not payload:
         return InvalidMessage(InvalidReason.EMPTY, "empty payload", source)
     if len(payload) > MAX_EVENT_BYTES:
@@ -102,22 +112,24 @@ def process(payload: bytes | None, source: SourceRef) -> ValidEvent | InvalidMes
         )
     # The fast decoder accepts only what pydantic accepts; anything else (lax input, errors)
     # is judged by the pydantic model, which also words the dead-letter reason.
-    event: RetryEvent | WireEvent | None = decode_wire(payload)
+    event: RetryEvent | WireEvent | None = decode_wire(payload, fill_event_id=False)
     if event is None:
         try:
             event = RetryEvent.model_validate_json(payload)
         except ValidationError as exc:
             return _invalid(payload, exc, source)
+        sent_without_id = _sent_without_event_id(payload)
+    else:
+        sent_without_id = event.event_id is msgspec.UNSET
     if _SCHEMA_VERSION_KEY not in payload:
         return InvalidMessage(
             InvalidReason.MISSING_SCHEMA_VERSION,
             f"schema_version is required on the wire (current: {SCHEMA_VERSION})",
             source,
         )
-    if _sent_without_event_id(payload):
+    if sent_without_id:
         event = _with_event_id(event, derived_event_id(payload))
-    row = event_row(event, topic=source.topic, partition=source.partition, offset=source.offset)
-    return ValidEvent(event, row, source)
+    return event
 
 
 def _with_event_id(event: RetryEvent | WireEvent, event_id: uuid.UUID) -> RetryEvent | WireEvent:

@@ -1,13 +1,73 @@
-"""Writes one batch to the store as one deduplicated insert, and measures it."""
+"""Writes one batch to the store as one deduplicated insert, and measures it.
+
+The decode step hands over rows as ``JSONCompactEachRow`` lines; ClickHouse parses them in
+C++ (the insert runs on the chain's helper thread and releases the GIL). The insert is
+kept atomic — one format, no parallel parsing, one block — so a rejected batch has stored
+nothing. Python validation already decided which messages are valid, so a rejection
+means the two encodings disagree on some value: the writer then re-judges the batch's
+raw messages with :func:`~.processor.process` and inserts the same valid rows as a Native
+block, under the same deduplication token (nothing is lost, nothing is stored twice).
+"""
 
 from __future__ import annotations
 
+import logging
 import time
+from collections.abc import Sequence
+from typing import Any
+
+from clickhouse_connect.driver.exceptions import ClickHouseError
 
 from retrylens.store import EventStore
+from retrylens.store.event_table import JSON_INSERT_COLUMN_NAMES
+from retrylens.store.native_block import encode_native
 
 from . import metrics
 from .batch import Batch
+from .binding import refusal
+from .processor import SourceRef, ValidEvent, process
+
+log = logging.getLogger(__name__)
+JSON_FORMAT = "JSONCompactEachRow"
+
+
+def insert_json_rows(store: EventStore, blocks: Sequence[bytes], *, rows: int, dedup_token: str | None) -> None:
+    """One atomic INSERT of JSON row lines (see :func:`~retrylens.store.event_table.event_json_row`)."""
+    body = b"".join(blocks)
+    if not body:
+        return
+    settings: dict[str, Any] = {
+        "optimize_on_insert": 0,  # re-sent events collapse in merges and FINAL reads
+        # What makes the insert all-or-nothing: one block, parsed by one thread.
+        "input_format_parallel_parsing": 0,
+        "max_insert_block_size": max(rows, 1) + 1,
+        # The rows carry RFC 3339 timestamps and shortest-repr floats: read them exactly.
+        "date_time_input_format": "best_effort",
+        "precise_float_parsing": 1,
+        "input_format_null_as_default": 0,
+    }
+    if dedup_token:
+        settings["insert_deduplication_token"] = dedup_token
+    if store.ctx.cluster:
+        settings["insert_distributed_sync"] = 1
+    store.client.raw_insert(
+        store.events_table, list(JSON_INSERT_COLUMN_NAMES), insert_block=body, fmt=JSON_FORMAT, settings=settings
+    )
+
+
+def native_rows(batch: Batch) -> list[list[Any]]:
+    """The batch's valid rows, re-judged from its raw messages (the fallback's input)."""
+    rows = []
+    for chunk in batch.chunks:
+        for offset, value in zip(chunk.offsets, chunk.values, strict=True):
+            source = SourceRef(chunk.topic, chunk.partition, offset)
+            outcome = process(value, source)
+            if isinstance(outcome, ValidEvent) and chunk.projects is not None:
+                if refusal(outcome.event.project, source.topic, chunk.projects) is not None:
+                    continue  # dead-lettered by the tenant binding when the chunk was encoded
+            if isinstance(outcome, ValidEvent):
+                rows.append(outcome.row)
+    return rows
 
 
 class BatchWriter:
@@ -15,6 +75,8 @@ class BatchWriter:
         self._store = store
         #: Seconds the last insert took (the status report's insert latency).
         self.last_insert_s = 0.0
+        #: Batches ClickHouse rejected as JSON rows and that went in as Native blocks.
+        self.fallbacks = 0
 
     def write(self, batch: Batch) -> int:
         """Insert the batch's rows in one INSERT; returns when ClickHouse has them (or raises)."""
@@ -22,7 +84,17 @@ class BatchWriter:
         if not count:
             return 0
         started = time.perf_counter()
-        self._store.insert_native(batch.blocks, dedup_token=batch.dedup_token())
+        token = batch.dedup_token()
+        try:
+            insert_json_rows(self._store, batch.blocks, rows=count, dedup_token=token)
+        except ClickHouseError as exc:
+            log.warning("ClickHouse rejected a batch of JSON rows (%s); inserting it as Native rows", exc)
+            rows = native_rows(batch)
+            if len(rows) != count:  # the verdicts are pure: this cannot differ
+                raise
+            self._store.insert_native([encode_native(rows)], dedup_token=token)
+            self.fallbacks += 1
+            metrics.INSERT_FALLBACKS.inc()
         self.last_insert_s = time.perf_counter() - started
         metrics.INSERT_SECONDS.observe(self.last_insert_s)
         metrics.ROWS_INSERTED.inc(count)

@@ -165,12 +165,14 @@ _CONSISTENT = RetryEvent._consistent
 _UTC_MILLISECONDS = RetryEvent._utc_milliseconds
 
 
-def decode_wire(payload: bytes) -> WireEvent | None:
+def decode_wire(payload: bytes, *, fill_event_id: bool = True) -> WireEvent | None:
     """The event in ``payload`` as a :class:`WireEvent`, or ``None`` to let pydantic judge it.
 
     The returned object has the same attribute names and values as the pydantic model
     (``ts`` a UTC datetime at millisecond precision, ``event_id`` a UUID, enums as enum
     members); a missing ``event_id``/``ts`` is filled like the model's defaults would.
+    With ``fill_event_id=False`` a missing ``event_id`` stays ``UNSET``: the consumer
+    derives it from the payload instead, and learns it was absent without a second parse.
     """
     try:
         event = _DECODER.decode(payload)
@@ -187,7 +189,7 @@ def decode_wire(payload: bytes) -> WireEvent | None:
             event.ts = _UTC_MILLISECONDS(datetime.fromisoformat(ts))  # type: ignore[arg-type]
         except (ValueError, OverflowError):  # e.g. 0001-01-01T00:00:00+01:00 has no UTC
             return None
-    if event.event_id is UNSET:
+    if fill_event_id and event.event_id is UNSET:
         event.event_id = uuid.uuid4()
     try:
         _CONSISTENT(event)  # type: ignore[arg-type]

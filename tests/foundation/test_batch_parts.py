@@ -16,7 +16,7 @@ from retrylens.ingest.dead_letter_file import DeadLetterFile
 from retrylens.ingest.encoder import EncodedChunk, RawChunk, encode_chunk
 from retrylens.ingest.processor import InvalidReason, SourceRef, process
 from retrylens.ingest.status import IngestStatus
-from retrylens.ingest.writer import BatchWriter
+from retrylens.ingest.writer import BatchWriter, insert_json_rows
 from retrylens.store import EventStore
 from retrylens.store.native_block import encode_native
 
@@ -55,7 +55,7 @@ def test_a_chunk_keeps_invalid_verdicts_in_place_and_encodes_the_valid_rows(stor
         (4, InvalidReason.EMPTY),
     ]
     assert [m.source.offset for _, m in chunk.invalid] == [11, 13, 14]
-    store.insert_native([chunk.block], dedup_token="chunk-1")
+    insert_json_rows(store, [chunk.block], rows=chunk.rows, dedup_token="chunk-1")
     rows = store.client.query(
         store.sql("SELECT toString(event_id), kafka_partition, kafka_offset FROM [[db]].events ORDER BY kafka_offset")
     ).result_rows
@@ -70,6 +70,16 @@ def test_blocks_encoded_apart_insert_as_one_deduplicated_insert(store: EventStor
     assert store.count_rows() == 40
     assert store.count_distinct_events() == 40
     assert encode_native([]) == b""
+
+
+def test_json_row_blocks_encoded_apart_insert_as_one_deduplicated_insert(store: EventStore) -> None:
+    values = [e.to_json_bytes() for e in make_events(40, tasks=5)]
+    blocks = [encode_chunk("t", 0, list(range(15)), values[:15]), encode_chunk("t", 0, list(range(15, 40)), values[15:])]
+    for _replay in range(2):  # the second insert is a replay: dropped by its token
+        insert_json_rows(store, [b.block for b in blocks], rows=40, dedup_token="two-json-blocks")
+    assert store.count_rows() == 40
+    assert store.count_distinct_events() == 40
+    assert encode_chunk("t", 0, [], []).block == b""
 
 
 # --- the strategy chain, driven directly (the spool and Kafka sources both build it) ---
@@ -90,9 +100,9 @@ class _FailingSink:
         raise ConnectionError("dead-letter sink down")
 
 
-def _values(n: int, *, bad_every: int = 0) -> list[bytes | None]:
+def _values(n: int, *, bad_every: int = 0, seed: int = 0) -> list[bytes | None]:
     out: list[bytes | None] = []
-    for i, event in enumerate(make_events(n, tasks=7)):
+    for i, event in enumerate(make_events(n, tasks=7, seed=seed)):
         out.append(b"{bad" if bad_every and i % bad_every == 0 else event.to_json_bytes())
     return out
 
@@ -105,7 +115,7 @@ def test_the_chain_writes_dead_letters_then_inserts_then_commits(store: EventSto
         max_rows=1_000, max_seconds=60,
     )
     chain.submit(_chunk("spool:a", 0, 0, _values(20, bad_every=5)))
-    chain.submit(_chunk("spool:b", 3, 100, _values(10)))
+    chain.submit(_chunk("spool:b", 3, 100, _values(10, seed=1)))  # other events: 26 distinct rows
     assert committed == [] and store.count_rows() == 0  # nothing is due yet
     chain.join()
     assert store.count_rows() == 26

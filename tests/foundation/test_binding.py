@@ -91,3 +91,19 @@ def test_settings_check_the_binding_when_they_load(monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("RETRYLENS_PROJECT_TOPICS", "{alice")
     with pytest.raises(ConfigError, match="project_topics"):
         load_settings()
+
+
+def test_the_writers_fallback_keeps_the_bindings_dead_letters_out() -> None:
+    """A batch ClickHouse rejects is re-judged from its raw messages: a message the tenant
+    binding refused must not come back as a row (the fallback would insert it)."""
+    from factories import payload
+
+    from retrylens.ingest.batch import Batch
+    from retrylens.ingest.writer import native_rows
+
+    raw = RawChunk("events.alice", 0, [0, 1], [None, None], [payload(project="alice"), payload(project="bob")],
+                   commit_to=2, projects=frozenset({"alice"}))
+    batch = Batch(max_rows=10, max_seconds=1.0)
+    encoded = encode_raw(raw)
+    batch.add(raw, encoded)
+    assert encoded.rows == 1 and len(native_rows(batch)) == encoded.rows
