@@ -159,7 +159,7 @@ class RetryEvent(_Part):
     outcome: TaskOutcome | None = None
     tokens_in: int = Field(default=0, ge=0, le=limits.MAX_COUNT)
     tokens_out: int = Field(default=0, ge=0, le=limits.MAX_COUNT)
-    cost_usd: float = Field(default=0.0, ge=0.0, allow_inf_nan=False)
+    cost_usd: float = Field(default=0.0, ge=0.0, le=limits.MAX_COST_USD, allow_inf_nan=False)
     latency_ms: int = Field(default=0, ge=0, le=limits.MAX_COUNT)
 
     @field_validator("ts")

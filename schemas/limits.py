@@ -22,6 +22,9 @@ MAX_SIDE_EFFECTS = 32
 MAX_ATTEMPT = 10_000
 #: Counters (tokens, latency, message counts) are stored as UInt32.
 MAX_COUNT = 2**32 - 1
+#: Cost of one event, USD. The rollups keep costs as nano-dollars in an Int64 (at most
+#: ~9.2e9 USD a row): a larger cost made ClickHouse refuse the whole insert.
+MAX_COST_USD = 1_000_000.0
 #: Integer feature values are stored as Int64.
 MIN_FEATURE_INT = -(2**63)
 MAX_FEATURE_INT = 2**63 - 1

@@ -147,7 +147,7 @@ class WireEvent(_Part, kw_only=True):
     outcome: TaskOutcome | None = None
     tokens_in: Count = 0
     tokens_out: Count = 0
-    cost_usd: Annotated[float, Meta(ge=0.0)] = 0.0  # and see UNBOUNDED_FLOATS
+    cost_usd: Annotated[float, Meta(ge=0.0, le=limits.MAX_COST_USD)] = 0.0
     latency_ms: Count = 0
 
 
@@ -155,7 +155,7 @@ class WireEvent(_Part, kw_only=True):
 #: is finite (the model may say ``allow_inf_nan=False``, which JSON Schema cannot show) and
 #: below 2**53 in magnitude (pydantic <= 2.11 rejects JSON integers from about 2**62 for a
 #: float where msgspec converts them; no real cost comes near either limit).
-UNBOUNDED_FLOATS: tuple[str, ...] = ("cost_usd",)
+UNBOUNDED_FLOATS: tuple[str, ...] = ()  # cost_usd is bounded since MAX_COST_USD
 _FLOAT_LIMIT = float(2**53)
 
 _DECODER = msgspec.json.Decoder(WireEvent)

@@ -68,3 +68,29 @@ def test_schema_version_is_required_on_the_wire() -> None:
     del body["schema_version"]
     outcome = process(orjson.dumps(body), SOURCE)
     assert isinstance(outcome, InvalidMessage) and outcome.reason is InvalidReason.MISSING_SCHEMA_VERSION
+
+
+def test_a_cost_the_rollups_cannot_hold_is_a_dead_letter_not_a_poison_pill() -> None:
+    """The rollup views store nano-dollars in an Int64: a cost the schema accepted but the
+    views cannot hold made ClickHouse refuse the whole batch, and the consumer replayed it
+    forever. The schema bounds it, so it is one dead letter with its reason."""
+    outcome = process(payload(cost_usd=1e10), SourceRef("t", 0, 1))
+    assert isinstance(outcome, InvalidMessage)
+    assert outcome.reason is InvalidReason.INVALID_FIELDS and "cost_usd" in outcome.detail
+    assert isinstance(process(payload(cost_usd=999_999.5), SourceRef("t", 0, 2)), ValidEvent)
+
+
+@pytest.mark.clickhouse
+def test_a_batch_with_a_huge_cost_stores_every_valid_event(store) -> None:
+    from retrylens.ingest.batch import Batch
+    from retrylens.ingest.encoder import RawChunk, encode_raw
+    from retrylens.ingest.writer import BatchWriter
+
+    values = [payload(), payload(cost_usd=1e10), payload(cost_usd=12.5)]
+    raw = RawChunk("t", 0, [0, 1, 2], [None] * 3, values, commit_to=3)
+    batch = Batch(max_rows=10, max_seconds=1.0)
+    encoded = encode_raw(raw)
+    batch.add(raw, encoded)
+    assert [index for index, _ in encoded.invalid] == [1]
+    assert BatchWriter(store).write(batch) == 2
+    assert store.count_distinct_events() == 2
