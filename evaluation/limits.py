@@ -54,7 +54,7 @@ class Limits:
     @classmethod
     def of(cls, policy: RetryPolicy | Any, phases: tuple[str, ...], name: str | None = None) -> Limits:
         """``policy``'s compiled chain (or the chain ``policy`` is) as replay limits."""
-        chain = policy.chain() if isinstance(policy, RetryPolicy) else policy
+        chain = r.compiled(policy) if isinstance(policy, RetryPolicy) else policy
         stop_rules = tuple(replayed_stops(chain))
         retry = first_of_type(chain, r.retry_by_class)
         class_cap = first_of_type(chain, r.stop_at_class_cap)

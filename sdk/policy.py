@@ -15,16 +15,12 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from retrylens.errors import PolicyError
 from retrylens.schemas.taxonomy import ErrorType
-
-if TYPE_CHECKING:
-    from .backoff import Wait
-    from .rules import FirstOf
 
 POLICY_ENV = "RETRYLENS_POLICY"
 POLICY_FILE_ENV = "RETRYLENS_POLICY_FILE"
@@ -185,21 +181,6 @@ class RetryPolicy(_Part):
 
     def is_killed(self, agent: str) -> bool:
         return self.kill_switch.project or agent in self.kill_switch.agents
-
-    def chain(self) -> FirstOf:
-        """This policy compiled into its decision chain (compiled once per policy object)::
-
-            stop_when_cancelled() | … | stop_at_class_cap({...}) | … | retry_by_class(wait=…)
-        """
-        from .rules import compiled
-
-        return compiled(self)
-
-    def wait(self) -> Wait:
-        """This policy's backoff compiled into a wait, e.g. ``wait_exponential(…) * jitter(…)``."""
-        from .backoff import wait_from_policy
-
-        return wait_from_policy(self.backoff)
 
     def with_overrides(self, **changes: Any) -> RetryPolicy:
         """A validated copy with top-level fields replaced (e.g. pre-flight adaptations)."""

@@ -19,6 +19,7 @@ from retrylens.sdk.rules import (
     FirstOf,
     Verdict,
     compile_policy,
+    compiled,
     default_rules,
     record_failure,
     retry_by_class,
@@ -65,7 +66,7 @@ def test_a_chain_compiled_from_one_policy_decides_by_it_under_another() -> None:
     verdict = compile_policy(LENIENT)(lenient_in_strict)
     assert verdict is not None and verdict.decision is Decision.RETRY_BACKOFF
     strict_in_lenient = state_with(LENIENT, ErrorType.TIMEOUT)
-    verdict = STRICT.chain()(strict_in_lenient)
+    verdict = compiled(STRICT)(strict_in_lenient)
     assert verdict is not None and verdict.decision is Decision.GIVE_UP
     assert verdict.rule == "stop_unless_retryable"
 
@@ -82,10 +83,10 @@ def test_each_rule_of_a_compiled_chain_holds_the_policys_parameters() -> None:
 
 def test_a_policy_compiles_once_and_a_changed_one_compiles_anew() -> None:
     policy = RetryPolicy()
-    assert policy.chain() is policy.chain()
+    assert compiled(policy) is compiled(policy)
     changed = policy.with_overrides(caps={"timeout": 1})
-    assert changed.chain() is not policy.chain()
-    assert {r.name: r for r in changed.chain()}["stop_at_class_cap"].caps == {ErrorType.TIMEOUT: 1}
+    assert compiled(changed) is not compiled(policy)
+    assert {r.name: r for r in compiled(changed)}["stop_at_class_cap"].caps == {ErrorType.TIMEOUT: 1}
 
 
 def test_a_plain_function_is_a_rule_anywhere_in_a_chain() -> None:
