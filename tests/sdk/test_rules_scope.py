@@ -185,3 +185,15 @@ def test_a_chain_does_not_ask_a_rule_about_a_class_it_cannot_answer_for() -> Non
         ErrorType.CANCELLED,
         ErrorType.UNKNOWN,
     }
+
+
+def test_a_shadow_candidate_is_parsed_once_per_policy_and_equals_a_fresh_parse() -> None:
+    from retrylens.sdk.policy import parse_policy
+
+    policy = parse_policy({"shadow": {"candidate": {"caps": {"timeout": 0}}}})
+    first = policy.candidate()
+    assert first is not None and first is policy.candidate()  # the governor asks per failure
+    assert first.cap(ErrorType.TIMEOUT) == 0 and first.shadow.candidate is None
+    twin = parse_policy({"shadow": {"candidate": {"caps": {"timeout": 0}}}})
+    assert twin.candidate() == first and twin.candidate() is not first  # per policy object
+    assert parse_policy({}).candidate() is None
