@@ -354,8 +354,10 @@ class stop_at_phase_cap(StopRule):  # noqa: N801
 
     def __call__(self, s: TaskState) -> Verdict | None:
         cap = self.caps.get(s.phase)
+        if cap is None:
+            return None  # phases not named are not capped: no need to count
         failed = s.failures_in_phase(s.phase)
-        if cap is not None and failed >= cap:
+        if failed >= cap:
             return self.stop(s, f"phase {s.phase} failed {failed} times (cap {cap})")
         return None
 
@@ -568,9 +570,9 @@ class retry_by_class(Rule):  # noqa: N801
         return f"retry_by_class(wait={_describe(self.wait)})"
 
     def __call__(self, s: TaskState) -> Verdict | None:
-        error = _err(s)
         failure = s.last_failure
-        assert failure is not None
+        assert failure is not None, "rules run after a failure"
+        error = failure.error_type
         if error in TRANSIENT_ERROR_TYPES:
             wait = round(self.wait(_BackoffView(s)))
             why = f"{error.value} is transient: retry after {wait} ms"
@@ -599,21 +601,19 @@ class retry_by_class(Rule):  # noqa: N801
         )
 
 
-@dataclass
 class _BackoffView:
-    state: TaskState
+    """What a wait sees of the task: the retry about to happen (1-based), Retry-After, the rng.
 
-    @property
-    def retries(self) -> int:
-        return self.state.retries + 1
+    Read once per decision into slots (a composed wait reads them several times).
+    """
 
-    @property
-    def retry_after_ms(self) -> int | None:
-        return self.state.retry_after_ms
+    __slots__ = ("state", "retries", "retry_after_ms", "rng")
 
-    @property
-    def rng(self):  # noqa: ANN201
-        return self.state.rng
+    def __init__(self, state: TaskState) -> None:
+        self.state = state
+        self.retries: int = state.retries + 1
+        self.retry_after_ms: int | None = state.retry_after_ms
+        self.rng = state.rng
 
 
 # -- a policy compiled into a chain ---------------------------------------------------------
