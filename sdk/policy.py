@@ -24,6 +24,9 @@ from retrylens.schemas.taxonomy import ErrorType
 
 POLICY_ENV = "RETRYLENS_POLICY"
 POLICY_FILE_ENV = "RETRYLENS_POLICY_FILE"
+#: shadow candidates parsed per policy object (``RetryPolicy.candidate``), by ``id``
+_CANDIDATES: dict[int, tuple[RetryPolicy, RetryPolicy]] = {}
+_CANDIDATES_KEPT = 64
 
 DEFAULT_CAPS: dict[ErrorType, int] = {
     ErrorType.TIMEOUT: 3,
@@ -187,12 +190,23 @@ class RetryPolicy(_Part):
         return parse_policy({**self.model_dump(mode="json"), **changes}, source="override")
 
     def candidate(self) -> RetryPolicy | None:
-        """The shadow candidate as a full policy (this one with the candidate's fields)."""
+        """The shadow candidate as a full policy (this one with the candidate's fields).
+
+        Parsed once per policy object (policies are frozen): the governor asks on every
+        failure, and the candidate's compiled chain is then cached on the same object.
+        """
         if self.shadow.candidate is None:
             return None
+        hit = _CANDIDATES.get(id(self))
+        if hit is not None and hit[0] is self:  # the entry holds the policy: no id reuse
+            return hit[1]
         base = self.model_dump(mode="json")
         base.pop("shadow")
-        return parse_policy({**base, **self.shadow.candidate}, source="shadow.candidate")
+        parsed = parse_policy({**base, **self.shadow.candidate}, source="shadow.candidate")
+        if len(_CANDIDATES) >= _CANDIDATES_KEPT:
+            _CANDIDATES.clear()  # a handful of live policies at a time; reloads start afresh
+        _CANDIDATES[id(self)] = (self, parsed)
+        return parsed
 
 
 def parse_policy(data: Any, *, source: str = "policy") -> RetryPolicy:

@@ -65,6 +65,15 @@ class Rule:
     def __call__(self, state: TaskState) -> Verdict | None:
         raise NotImplementedError
 
+    def answers_for(self) -> frozenset[ErrorType] | None:
+        """The failure classes this rule can answer for (``None``: any); fixed by its parameters.
+
+        A chain skips a rule for the other classes without calling it, so a retried call
+        only pays for the rules that can decide it. A rule must return ``None`` for every
+        class outside this set, whatever the state (the chain's test checks it).
+        """
+        return None
+
     def __or__(self, other: RuleFn) -> Rule:
         return FirstOf(self, other)
 
@@ -90,14 +99,33 @@ class FirstOf(Rule):
         flat: list[RuleFn] = []
         for rule in rules:
             flat.extend(rule.rules if isinstance(rule, FirstOf) else [rule])
-        self.rules = flat
+        self.rules: tuple[RuleFn, ...] = tuple(flat)
+        # per failure class, the rules that can answer for it (in order): built once here,
+        # so deciding a failure calls only those (plain callables answer for any class)
+        scopes = [rule.answers_for() if isinstance(rule, Rule) else None for rule in flat]
+        self._for_class: dict[ErrorType, tuple[RuleFn, ...]] = {
+            error: tuple(
+                r for r, scope in zip(flat, scopes, strict=True) if scope is None or error in scope
+            )
+            for error in ErrorType
+        }
 
     def __call__(self, state: TaskState) -> Verdict | None:
-        for rule in self.rules:
+        failure = state.last_failure
+        rules = (
+            self.rules if failure is None else self._for_class.get(failure.error_type, self.rules)
+        )
+        for rule in rules:
             verdict = rule(state)
             if verdict is not None:
                 return verdict
         return None
+
+    def answers_for(self) -> frozenset[ErrorType] | None:
+        scopes = [rule.answers_for() if isinstance(rule, Rule) else None for rule in self.rules]
+        if any(scope is None for scope in scopes):
+            return None
+        return frozenset().union(*scopes)
 
     def __iter__(self):  # noqa: ANN204 - iterate the rules of the chain, in order
         return iter(self.rules)
@@ -149,8 +177,15 @@ class StopRule(Rule):
         return (), self._keywords()
 
 
+_ANY_CLASS: frozenset[ErrorType] = frozenset(ErrorType)
+_LASTING_CLASSES: frozenset[ErrorType] = _ANY_CLASS - TRANSIENT_ERROR_TYPES
+
+
 class stop_when_cancelled(Rule):  # noqa: N801 - reads as a sentence, like tenacity
     name = "stop_when_cancelled"
+
+    def answers_for(self) -> frozenset[ErrorType]:
+        return frozenset({ErrorType.CANCELLED})
 
     def __call__(self, s: TaskState) -> Verdict | None:
         if _err(s) is ErrorType.CANCELLED:
@@ -170,9 +205,10 @@ class stop_when_killed(StopRule):  # noqa: N801
         self.project, self.agents = project, frozenset(agents)
 
     def _args(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        return (), self._keywords(
-            project=(False, self.project), agents=([], sorted(self.agents))
-        )
+        return (), self._keywords(project=(False, self.project), agents=([], sorted(self.agents)))
+
+    def answers_for(self) -> frozenset[ErrorType]:
+        return _ANY_CLASS if self.project or self.agents else frozenset()
 
     def __call__(self, s: TaskState) -> Verdict | None:
         if self.project or s.agent.name in self.agents:
@@ -186,7 +222,9 @@ class stop_unless_retryable(StopRule):  # noqa: N801
 
     name = "stop_unless_retryable"
 
-    def __init__(self, retryable: Iterable[ErrorType] | None = None, *, handoff: bool = True) -> None:
+    def __init__(
+        self, retryable: Iterable[ErrorType] | None = None, *, handoff: bool = True
+    ) -> None:
         super().__init__(handoff=handoff)
         if retryable is None:
             from .policy import DEFAULT_RETRYABLE
@@ -235,6 +273,9 @@ class hand_off_unclassified(StopRule):  # noqa: N801
     def _args(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         return (self.cap,), self._keywords()
 
+    def answers_for(self) -> frozenset[ErrorType]:
+        return frozenset({ErrorType.UNKNOWN})
+
     def __call__(self, s: TaskState) -> Verdict | None:
         if _err(s) is ErrorType.UNKNOWN and self.cap < s.failures_of(ErrorType.UNKNOWN):
             failure = s.last_failure
@@ -264,7 +305,9 @@ class stop_on_budget(StopRule):  # noqa: N801
         return (self.budget,), self._keywords()
 
     def __call__(self, s: TaskState) -> Verdict | None:
-        now = s.env.now() if s.env is not None else s.ledger.started_at
+        # the clock is read only when the budget has a deadline (the only limit that needs it)
+        timed = self.budget.deadline_s is not None and s.env is not None
+        now = s.env.now() if timed else s.ledger.started_at  # type: ignore[union-attr]
         reason = s.ledger.exhausted(self.budget, now)
         return self.stop(s, reason) if reason else None
 
@@ -281,11 +324,15 @@ class stop_on_known_bad_input(StopRule):  # noqa: N801
     def _args(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         return (self.limit,), self._keywords()
 
+    def answers_for(self) -> frozenset[ErrorType]:
+        return _LASTING_CLASSES
+
     def __call__(self, s: TaskState) -> Verdict | None:
         seen = s.env.fingerprint_failures(s.fingerprint) if s.env is not None else 0
         if seen >= self.limit and _err(s) not in TRANSIENT_ERROR_TYPES:
             return self.stop(
-                s, f"this input failed {seen} times before (≥ {self.limit}): a retry will not fix it"
+                s,
+                f"this input failed {seen} times before (≥ {self.limit}): a retry will not fix it",
             )
         return None
 
@@ -302,10 +349,15 @@ class stop_at_phase_cap(StopRule):  # noqa: N801
     def _args(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         return (self.caps,), self._keywords()
 
+    def answers_for(self) -> frozenset[ErrorType]:
+        return _ANY_CLASS if self.caps else frozenset()
+
     def __call__(self, s: TaskState) -> Verdict | None:
         cap = self.caps.get(s.phase)
+        if cap is None:
+            return None  # phases not named are not capped: no need to count
         failed = s.failures_in_phase(s.phase)
-        if cap is not None and failed >= cap:
+        if failed >= cap:
             return self.stop(s, f"phase {s.phase} failed {failed} times (cap {cap})")
         return None
 
@@ -357,7 +409,9 @@ class stop_at_class_cap(StopRule):  # noqa: N801
         if self.extra_try_on_type_change and s.type_changed() and not s.extra_try_used and cap > 0:
             return None
         if cap == 0:
-            return self.stop(s, f"{error.value}: the policy allows no retries of this class (cap 0)")
+            return self.stop(
+                s, f"{error.value}: the policy allows no retries of this class (cap 0)"
+            )
         return self.stop(s, f"{error.value} retry cap reached ({failed - 1}/{cap} retries)")
 
 
@@ -410,6 +464,9 @@ class protect_dependency(StopRule):  # noqa: N801
 
     def _args(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         return (self.fallbacks,), self._keywords(fleet_ratio=(0.1, self.fleet_ratio))
+
+    def answers_for(self) -> frozenset[ErrorType]:
+        return TRANSIENT_ERROR_TYPES
 
     def __call__(self, s: TaskState) -> Verdict | None:
         if s.env is None or not s.dependency or _err(s) not in TRANSIENT_ERROR_TYPES:
@@ -464,6 +521,11 @@ class degrade_after_failures(Rule):  # noqa: N801
             keywords["fallbacks"] = self.fallbacks
         return (self.after,), keywords
 
+    def answers_for(self) -> frozenset[ErrorType]:
+        # a transient failure degrades only to a fallback dependency; others by _DEGRADE_FOR
+        classes = frozenset(_DEGRADE_FOR)
+        return classes | TRANSIENT_ERROR_TYPES if self.fallbacks else classes
+
     def __call__(self, s: TaskState) -> Verdict | None:
         n = s.type_streak()
         if n < self.after or s.degradations >= self.max_degradations:
@@ -508,9 +570,9 @@ class retry_by_class(Rule):  # noqa: N801
         return f"retry_by_class(wait={_describe(self.wait)})"
 
     def __call__(self, s: TaskState) -> Verdict | None:
-        error = _err(s)
         failure = s.last_failure
-        assert failure is not None
+        assert failure is not None, "rules run after a failure"
+        error = failure.error_type
         if error in TRANSIENT_ERROR_TYPES:
             wait = round(self.wait(_BackoffView(s)))
             why = f"{error.value} is transient: retry after {wait} ms"
@@ -539,21 +601,19 @@ class retry_by_class(Rule):  # noqa: N801
         )
 
 
-@dataclass
 class _BackoffView:
-    state: TaskState
+    """What a wait sees of the task: the retry about to happen (1-based), Retry-After, the rng.
 
-    @property
-    def retries(self) -> int:
-        return self.state.retries + 1
+    Read once per decision into slots (a composed wait reads them several times).
+    """
 
-    @property
-    def retry_after_ms(self) -> int | None:
-        return self.state.retry_after_ms
+    __slots__ = ("state", "retries", "retry_after_ms", "rng")
 
-    @property
-    def rng(self):  # noqa: ANN201
-        return self.state.rng
+    def __init__(self, state: TaskState) -> None:
+        self.state = state
+        self.retries: int = state.retries + 1
+        self.retry_after_ms: int | None = state.retry_after_ms
+        self.rng = state.rng
 
 
 # -- a policy compiled into a chain ---------------------------------------------------------
@@ -595,19 +655,25 @@ class _CompiledCache:
         self._size = size
         self._items: OrderedDict[int, tuple[RetryPolicy, FirstOf]] = OrderedDict()
         self._lock = threading.Lock()
+        self._last: tuple[RetryPolicy, FirstOf] | None = None
 
     def get(self, policy: RetryPolicy) -> FirstOf:
+        last = self._last  # one read of a tuple: no lock for the policy asked for last
+        if last is not None and last[0] is policy:
+            return last[1]
         key = id(policy)
         with self._lock:
             hit = self._items.get(key)
             if hit is not None and hit[0] is policy:  # the entry holds the policy: no id reuse
                 self._items.move_to_end(key)
+                self._last = hit
                 return hit[1]
         chain = compile_policy(policy)
         with self._lock:
             self._items[key] = (policy, chain)
             while len(self._items) > self._size:
                 self._items.popitem(last=False)
+            self._last = (policy, chain)
         return chain
 
 
