@@ -102,6 +102,8 @@ def demo(
         whole = demo_loop.combined(parts)
         report.update({
             "events_emitted": whole["fleet"]["events_emitted"], "events_stored": stored, "flushed": flushed,
+            # Events already in the store: its metrics count them too, the truth does not.
+            "store_held_before": before,
             "fleet": whole["fleet"], "metrics": metrics_summary(store).as_dict(),
             # The ground truth of this run, from the simulation's own tallies; equal to "metrics"
             # field by field when the store held nothing before (p95s within the histogram's error).
@@ -169,6 +171,10 @@ def _print_report(report: dict) -> None:
                  "degradation_rate", "handoffs", "handoff_rate", "retry_cost_usd"):
         shown.add_row(name, _fmt(metrics.get(name)), _fmt(report["truth"].get(name)))
     out.print(shown)
+    if report.get("store_held_before"):
+        out.print(f"[yellow]The store already held {report['store_held_before']} events from earlier runs: the "
+                  "store column counts them too, the truth only this run. For a comparison with the truth "
+                  "alone, run with a fresh RETRYLENS_DATA_DIR.[/yellow]")
     if "model" in report:
         model = report["model"]
         out.print(f"Risk model [bold]{model['version']}[/bold] trained on {model.get('n_train')} tasks of the "

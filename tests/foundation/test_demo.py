@@ -66,3 +66,21 @@ def test_demo_rejects_bad_arguments(tmp_path: Path) -> None:
                  ["--learn-share", "1.5"], ["--learn-share", "half"], ["--start", "yesterday"]):
         result = subprocess.run([sys.executable, "-m", "retrylens", "demo", *args], env=env, capture_output=True, text=True, timeout=60)
         assert result.returncode == 2, (args, result.stderr)
+
+
+@pytest.mark.clickhouse
+def test_a_demo_on_a_store_with_earlier_events_says_its_store_column_counts_them(tmp_path: Path) -> None:
+    """Run twice on one data directory, the store column also counts the first run: the
+    report must say so instead of showing store ≠ truth without a word."""
+    env = {**os.environ, "RETRYLENS_DATA_DIR": str(tmp_path), "KAFKA_BOOTSTRAP_SERVERS": ""}
+    first = _demo(env, "--tasks", "30", "--seed", "1", "--learn-share", "0", "--start", START)
+    assert first["store_held_before"] == 0
+    second = _demo(env, "--tasks", "30", "--seed", "2", "--learn-share", "0", "--start", START)
+    assert second["store_held_before"] == first["events_stored"] > 0
+    assert second["metrics"]["calls"] > second["truth"]["calls"]
+    text = subprocess.run([sys.executable, "-m", "retrylens", "demo", "--tasks", "30", "--seed", "3",
+                           "--learn-share", "0", "--start", START], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert text.returncode == 0, text.stderr
+    shown = " ".join(text.stdout.split())  # rich wraps lines at the terminal's width
+    assert "already held" in shown and "fresh RETRYLENS_DATA_DIR" in shown
