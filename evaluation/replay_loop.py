@@ -28,11 +28,11 @@ from .replay import MAX_EXTRA, ImputationModel
 from .vectorised import ERRORS, RATE_LIMIT
 
 
-class _ReplayEnv:
+class ReplayEnv:
     """The world as replay sees it: a clock it sets, and nothing else binding."""
 
-    def __init__(self) -> None:
-        self.clock_s = 0.0
+    def __init__(self, clock_s: float = 0.0) -> None:
+        self.clock_s = clock_s
 
     def now(self) -> float:
         return self.clock_s
@@ -57,7 +57,7 @@ class _MedianDraw(random.Random):
         return MEDIAN_DRAW
 
 
-def _state(env: _ReplayEnv) -> TaskState:
+def _state(env: ReplayEnv) -> TaskState:
     return TaskState(task_id="replay", project="replay", agent=AgentRef(name="replay"), goal="",
                      fingerprint="", features={}, trace_id="0" * 32, root_span_id="0" * 16, env=env,
                      rng=_MedianDraw())
@@ -82,7 +82,7 @@ def _wait(lim: Limits, ref: Limits, state: TaskState, logged: float, error: int)
     return float(verdict.backoff_ms)
 
 
-def _walk(h: History, t: int, ref: Limits, env: _ReplayEnv) -> Iterator[tuple[int, TaskState]]:
+def _walk(h: History, t: int, ref: Limits, env: ReplayEnv) -> Iterator[tuple[int, TaskState]]:
     """Task ``t``'s logged states, one per failed attempt row, as the live governor held them.
 
     After each row the log went on from, the state moves on with the logged decision
@@ -113,7 +113,7 @@ def _walk(h: History, t: int, ref: Limits, env: _ReplayEnv) -> Iterator[tuple[in
 def scalar_stop_matrix(h: History, lim: Limits, ref: Limits, elapsed: np.ndarray) -> np.ndarray:
     """:func:`limits.stop_matrix` computed by calling ``lim``'s stop rules on every logged state."""
     out = np.zeros((len(STOP_DIMENSIONS), h.n_attempts), bool)
-    env = _ReplayEnv()
+    env = ReplayEnv()
     for t in range(h.n_tasks):
         for i, state in _walk(h, t, ref, env):
             env.clock_s = float(elapsed[i]) / 1000.0
@@ -124,7 +124,7 @@ def scalar_stop_matrix(h: History, lim: Limits, ref: Limits, elapsed: np.ndarray
 def scalar_waits(h: History, lim: Limits, ref: Limits) -> np.ndarray:
     """:func:`limits.backoff_under` computed by calling ``lim``'s ``retry_by_class`` on every logged state."""
     out = np.zeros(h.n_attempts)
-    env = _ReplayEnv()
+    env = ReplayEnv()
     for t in range(h.n_tasks):
         for i, state in _walk(h, t, ref, env):
             out[i] = _wait(lim, ref, state, float(h.backoff[i]), int(h.error[i]))
@@ -138,7 +138,7 @@ def replay_loop(h: History, lim: Limits, ref: Limits, model: ImputationModel,
                                                    "handoff")}
     limit = h.n_attempts if rows is None else rows
     any_handoff = bool(h.handed_off.any())
-    env = _ReplayEnv()
+    env = ReplayEnv()
     for t in range(h.n_tasks):
         start, count = int(h.starts[t]), int(h.counts[t])
         if start + count > limit:

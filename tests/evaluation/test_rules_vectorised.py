@@ -27,7 +27,7 @@ from retrylens.evaluation.limits import (
     stop_matrix,
 )
 from retrylens.evaluation.replay import replay_policy
-from retrylens.evaluation.replay_loop import scalar_stop_matrix, scalar_waits
+from retrylens.evaluation.replay_loop import ReplayEnv, scalar_stop_matrix, scalar_waits
 from retrylens.schemas import AgentRef, ErrorType
 from retrylens.sdk import backoff as b
 from retrylens.sdk import rules as r
@@ -55,26 +55,6 @@ class Draw(random.Random):
         return self.value
 
 
-class Clock:
-    def __init__(self, now: float) -> None:
-        self.t = now
-
-    def now(self) -> float:
-        return self.t
-
-    def breaker_open(self, dependency: str) -> bool:
-        return False
-
-    def retry_allowed(self, dependency: str) -> bool:
-        return True
-
-    def fingerprint_failures(self, fingerprint: str) -> int:
-        return 0
-
-    def can_handoff(self) -> bool:
-        return True
-
-
 #: small whole numbers too, so that limits are sometimes met exactly
 seconds = st.integers(0, 6).map(float) | st.floats(0, 200, allow_nan=False)
 counts = st.integers(1, 6) | st.integers(1, 20_000)
@@ -85,7 +65,7 @@ def task_states(draw: st.DrawFn) -> TaskState:
     """A state just after a failure: a random failure history, spend, clock and adaptations."""
     s = TaskState(task_id="t", project="p", agent=AgentRef(name="a"), goal="g", fingerprint="f",
                   features={}, trace_id="0" * 32, root_span_id="0" * 16,
-                  env=Clock(draw(seconds)))
+                  env=ReplayEnv(draw(seconds)))
     for _ in range(draw(st.integers(1, 7))):
         s.phase = draw(st.sampled_from(PHASES))
         s.attempt += 1
