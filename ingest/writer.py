@@ -24,8 +24,8 @@ from retrylens.store.native_block import encode_native
 
 from . import metrics
 from .batch import Batch
-from .binding import refusal
-from .processor import SourceRef, ValidEvent, process
+from .encoder import bound
+from .processor import InvalidMessage, SourceRef, ValidEvent, process
 
 log = logging.getLogger(__name__)
 JSON_FORMAT = "JSONCompactEachRow"
@@ -63,7 +63,7 @@ def native_rows(batch: Batch) -> list[list[Any]]:
             source = SourceRef(chunk.topic, chunk.partition, offset)
             outcome = process(value, source)
             if isinstance(outcome, ValidEvent) and chunk.projects is not None:
-                if refusal(outcome.event.project, source.topic, chunk.projects) is not None:
+                if isinstance(bound(outcome.event, source, chunk.projects), InvalidMessage):
                     continue  # dead-lettered by the tenant binding when the chunk was encoded
             if isinstance(outcome, ValidEvent):
                 rows.append(outcome.row)
