@@ -133,7 +133,7 @@ def test_every_fields_boundary_values_are_stored_identically(store: EventStore, 
         current: Any = _FULL
         for step in path:
             current = current[step]
-        values += [_with(path, value) for value in _candidates(members, current) if not _overflows_rollups(path, value)]
+        values += [_with(path, value) for value in _candidates(members, current)]
         if not isinstance(path[-1], int) and path != ("ts",):
             values.append(_with(path, None, delete=True))
     sent_id = str(_FULL["event_id"]).encode()
@@ -141,13 +141,6 @@ def test_every_fields_boundary_values_are_stored_identically(store: EventStore, 
     chunk = _through_both(store, json_store, values)
     assert chunk.rows > 800 and len(chunk.invalid) > 800
     _assert_same_rows(store, json_store, chunk.rows)
-
-
-def _overflows_rollups(path: tuple[Any, ...], value: Any) -> bool:
-    """A cost the schema allows but the rollup views cannot hold (nano-dollars in an
-    Int64): ClickHouse refuses the whole insert on either road (see the notes: a known
-    limit of the views, not of the row encodings compared here)."""
-    return path == ("cost_usd",) and isinstance(value, int | float) and not isinstance(value, bool) and value >= 9e9
 
 
 def _float32_edges(rng: random.Random, n: int) -> list[float]:
