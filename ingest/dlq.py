@@ -15,6 +15,7 @@ from kafka.structs import OffsetAndMetadata
 from retrylens.config import Settings
 
 from . import metrics
+from .binding import parse_project_topics
 from .kafka_clients import make_consumer, make_producer
 from .processor import InvalidMessage
 
@@ -64,7 +65,13 @@ def replay_dead_letters(
     max_messages: int | None = None,
     idle_timeout_s: float = 5.0,
 ) -> ReplayResult:
-    """Re-send dead letters (optionally only one ``reason``) to the event topic.
+    """Re-send dead letters (optionally only one ``reason``) to the topic they came from.
+
+    A letter goes back to its ``source_topic`` when that is a topic the consumer reads (a
+    tenant's bound topic keeps its letters: on the shared topic the binding would refuse
+    them again); a letter from anywhere else (written to the DLQ by hand, or read before
+    the binding changed) goes to ``kafka_topic``, so a header can never steer a replay to
+    a topic the consumer does not own.
 
     Progress is kept by the ``<group>-dlq-replay`` consumer group, so each dead letter is
     replayed once; a letter that is still invalid simply returns to the DLQ. Committing
@@ -73,6 +80,10 @@ def replay_dead_letters(
     the end of the topic for a replay of its own reason. The run stops at the end offsets
     the DLQ had when it started, so it never reads the letters it set aside itself.
     """
+    binding = parse_project_topics(
+        settings.project_topics, event_topic=settings.kafka_topic, dlq_topic=settings.kafka_dlq_topic
+    )
+    consumed = frozenset((settings.kafka_topic,) if binding is None else binding.topics)
     consumer = make_consumer(settings, group_id=f"{settings.kafka_group}-dlq-replay")
     consumer.subscribe([settings.kafka_dlq_topic])
     producer = make_producer(settings)
@@ -104,8 +115,9 @@ def replay_dead_letters(
                         skipped += 1
                     else:
                         origin = f"{message.topic}:{message.partition}:{message.offset}".encode()
+                        source = dict(headers).get("source_topic", b"").decode("utf-8", "replace")
                         producer.send(
-                            settings.kafka_topic,
+                            source if source in consumed else settings.kafka_topic,
                             key=message.key,
                             value=message.value,
                             headers=[(REPLAYED_HEADER, origin)],

@@ -107,3 +107,32 @@ def test_a_replay_filtered_by_reason_leaves_the_other_letters_replayable(
     assert sorted(m.value for m in replayed) == sorted(v for _, v in [*unknown_version, *bad_json])
     assert all(REPLAYED_HEADER in dict(m.headers) for m in replayed)
     assert replay_dead_letters(kafka_settings, idle_timeout_s=2).replayed == 0  # each letter once
+
+
+@pytest.mark.kafka
+@pytest.mark.clickhouse
+def test_a_dead_letter_is_replayed_into_the_topic_it_came_from(kafka_settings: Settings, store: EventStore) -> None:
+    """With projects bound to topics, a letter from ``events.<tenant>`` must go back there:
+    sent to the shared event topic it would be refused again (project not bound to it)."""
+    tenant_topic = f"{kafka_settings.kafka_topic}.acme"
+    settings = kafka_settings.model_copy(update={"project_topics": {"acme": [tenant_topic]}})
+    broken = [(b"j%d" % i, b'{"broken": %d' % i) for i in range(3)]
+    produce(settings, broken, topic=tenant_topic)
+    produce(settings, [(b"plain", b"not json")])  # from the shared event topic
+    IngestConsumer(settings, store).run(idle_exit_s=3)
+    # A letter whose origin names a topic the consumer does not read (written to the DLQ by
+    # hand, or after the binding changed) goes to the shared event topic, never elsewhere.
+    forged = [("source_topic", b"payments"), ("reason", b"bad_json")]
+    from retrylens.ingest.kafka_clients import make_producer
+
+    producer = make_producer(settings)
+    producer.send(settings.kafka_dlq_topic, key=b"forged", value=b"{", headers=forged)
+    producer.flush(timeout=30)
+    producer.close()
+
+    result = replay_dead_letters(settings, idle_timeout_s=3)
+    assert result.replayed == 5
+    back_home = [m for m in read_topic(settings, tenant_topic) if m.headers]
+    assert sorted(m.value for m in back_home) == sorted(v for _, v in broken)
+    shared = [m for m in read_topic(settings, settings.kafka_topic) if m.headers]
+    assert sorted(m.value for m in shared) == sorted([b"{", b"not json"])
