@@ -170,6 +170,7 @@ class EventFactory:
         self.validate = validate
         self.ids: IdSource = ids or SeededIds(rng)
         self._snapshots: dict[Any, ContextSnapshot] = {}
+        self._details: dict[tuple[str, str, int | None, str | None], ErrorDetail] = {}
 
     def make(
         self,
@@ -222,23 +223,26 @@ class EventFactory:
         cached = state.event_base
         if cached is None or cached[0] is not state.policy or cached[1] != self.project:
             cached = state.event_base = (state.policy, self.project, self._base(state))
-        values = cached[2].copy()
-        values["event_id"] = self.ids.uuid4()
         ts = self.wall()
-        values["ts"] = ts if not ts.microsecond % 1000 else ts.replace(
-            microsecond=ts.microsecond // 1000 * 1000
-        )
-        values["correlation_id"] = correlation_id
-        values["span_id"] = span_id
-        values["parent_span_id"] = state.root_span_id if span_id != state.root_span_id else None
-        values["attempt"] = state.attempt
-        values["phase"] = state.phase
-        values["kind"] = kind
-        values["dependency"] = state.dependency
-        values["degraded"] = state.degraded
-        values["input_features"] = {}
-        values["side_effects"] = []
-        values.update(fields)
+        # one dict display over the task's shared part: merged in C, in the base's key order
+        values = {
+            **cached[2],
+            "event_id": self.ids.uuid4(),
+            "ts": ts
+            if not ts.microsecond % 1000
+            else ts.replace(microsecond=ts.microsecond // 1000 * 1000),
+            "correlation_id": correlation_id,
+            "span_id": span_id,
+            "parent_span_id": state.root_span_id if span_id != state.root_span_id else None,
+            "attempt": state.attempt,
+            "phase": state.phase,
+            "kind": kind,
+            "dependency": state.dependency,
+            "degraded": state.degraded,
+            "input_features": {},
+            "side_effects": [],
+            **fields,
+        }
         return _construct(values, _ALL_FIELDS if len(values) == len(_ALL_FIELDS) else None)
 
     def _base(self, state: TaskState) -> dict[str, Any]:
@@ -288,18 +292,27 @@ class EventFactory:
         digest = failure.stack_digest
         if self.validate or (digest is not None and not _HEX_DIGEST.compiled.fullmatch(digest)):
             return failure.detail()
-        from retrylens.schemas.event import ErrorDetail
+        key = (failure.message, failure.code, failure.status, digest)
+        details = self._details
+        found = details.get(key)
+        if found is None:  # a retried failure repeats its detail: one frozen part, shared
+            from retrylens.schemas.event import ErrorDetail
 
-        status = failure.status
-        return construct_part(
-            ErrorDetail,
-            {
-                "message": redact(failure.message, limit=MAX_ERROR_MESSAGE_CHARS),
-                "code": failure.code[:128],
-                "status": status if status is None or 0 <= status <= 999 else None,
-                "stack_digest": digest,
-            },
-        )
+            status = failure.status
+            found = construct_part(
+                ErrorDetail,
+                {
+                    "message": redact(failure.message, limit=MAX_ERROR_MESSAGE_CHARS),
+                    "code": failure.code[:128],
+                    "status": status if status is None or 0 <= status <= 999 else None,
+                    "stack_digest": digest,
+                },
+            )
+            if len(failure.message) <= _SNAPSHOT_CACHE_CHARS:  # the key keeps the text
+                if len(details) >= _SNAPSHOT_CACHE_SIZE:
+                    details.clear()
+                details[key] = found
+        return found
 
     def snapshot(self, fields: dict[str, Any]) -> ContextSnapshot:
         """A context snapshot from :func:`~retrylens.sdk.context.snapshot_fields` (validated
