@@ -80,24 +80,7 @@ class SystemIds:
         return buffer[position:end]
 
     def uuid4(self) -> uuid.UUID:
-        try:
-            return _local.uuids.pop()  # made in bulk: one per event
-        except (AttributeError, IndexError):
-            _local.uuids = uuids = _bulk_uuid4(self.CHUNK_BYTES)
-            return uuids.pop()
-
-
-def _bulk_uuid4(chunk_bytes: int) -> list[uuid.UUID]:
-    """``chunk_bytes // 16`` version-4 UUIDs from one ``os.urandom`` read (as ``uuid.uuid4``)."""
-    raw = os.urandom(chunk_bytes)
-    made: list[uuid.UUID] = []
-    append, from_bytes = made.append, int.from_bytes
-    for start in range(0, chunk_bytes - 15, 16):
-        value = _new(_UUID)
-        _set_int(value, (from_bytes(raw[start : start + 16]) & _UUID_VERSION_MASK) | _UUID_V4_BITS)
-        _set_safe(value, _SAFE_UNKNOWN)
-        append(value)
-    return made
+        return uuid4_from_int(int(self.hex(32), 16))
 
 
 _local = threading.local()

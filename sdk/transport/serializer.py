@@ -31,9 +31,16 @@ def _part(value: Any) -> Any:
     Parts are pydantic models built from typed values; their ``__dict__`` is their wire form.
     Recognised by duck typing so that this module never imports pydantic.
     """
-    if hasattr(type(value), "__pydantic_fields__"):
+    kind = type(value)
+    if kind in _PART_TYPES:  # a set lookup: several parts per event
         return value.__dict__
-    raise TypeError(f"not serializable: {type(value).__name__}")
+    if hasattr(kind, "__pydantic_fields__"):
+        _PART_TYPES.add(kind)
+        return value.__dict__
+    raise TypeError(f"not serializable: {kind.__name__}")
+
+
+_PART_TYPES: set[type] = set()
 
 
 def event_bytes(event: RetryEvent) -> bytes:
