@@ -240,7 +240,15 @@ class EventFactory:
         values["input_features"] = {}
         values["side_effects"] = []
         values.update(fields)
-        return _construct(values, _ALL_FIELDS if len(values) == len(_ALL_FIELDS) else None)
+        # ``_construct(values, …)`` inline: seven events a retried call
+        cls = _EVENT_CLASS or _event_class()
+        set_dict, set_fields, set_extra, set_private = _SLOTS or _slot_setters()
+        event = cls.__new__(cls)
+        set_dict(event, values)
+        set_fields(event, _ALL_FIELDS if len(values) == len(_ALL_FIELDS) else set(values))
+        set_extra(event, None)
+        set_private(event, None)
+        return event
 
     def _base(self, state: TaskState) -> dict[str, Any]:
         """The fields every event of ``state``'s task shares, on all defaults, in field order."""
