@@ -61,6 +61,8 @@ class ChainRegistry:
             self._async[root].append((asyncio.get_running_loop(), task))
 
     def is_cancelled(self, task_id: str) -> bool:
+        if not self._cancelled:  # nothing ever cancelled (the usual case): no lock needed
+            return False
         with self._lock:
             return (
                 task_id in self._cancelled or self._root_of.get(task_id, task_id) in self._cancelled

@@ -95,9 +95,31 @@ def pollution_score(messages: Sequence[Message]) -> float:
 
 
 def digests_and_pollution(messages: Sequence[Message]) -> tuple[list[str], float]:
-    """Each message's :func:`digest` and the context's :func:`pollution_score`, in one pass."""
+    """Each message's :func:`digest` and the context's :func:`pollution_score`, in one pass.
+
+    Memoised on :func:`content_key` for small contexts: every attempt of a task (and every
+    task of an agent) starts from the same clean context again.
+    """
+    key = content_key(messages)
+    if sum(len(part[2]) for part in key) > _MEMO_CHARS:
+        return _digests_and_pollution(messages)
+    found = _DIGESTS.get(key)
+    if found is None:
+        found = _digests_and_pollution(messages)
+        if len(_DIGESTS) >= _MEMO_SIZE:
+            _DIGESTS.clear()
+        _DIGESTS[key] = found
+    return list(found[0]), found[1]  # the caller keeps the list: a copy of the memo's
+
+
+def _digests_and_pollution(messages: Sequence[Message]) -> tuple[list[str], float]:
     digests = [digest(m) for m in messages]
     return digests, _pollution(messages, digests, _error_flags(messages))
+
+
+_MEMO_SIZE = 512
+_MEMO_CHARS = 8_192  # larger contexts are not memoised: the key keeps their text
+_DIGESTS: dict[tuple[tuple[Any, ...], ...], tuple[list[str], float]] = {}
 
 
 def _pollution(messages: Sequence[Message], digests: Sequence[str], errors: Sequence[bool]) -> float:
@@ -211,15 +233,17 @@ def content_key(messages: Sequence[Message]) -> tuple[tuple[Any, ...], ...]:
     contexts repeat across attempts and tasks).
     """
     return tuple(
-        (
-            str(m.get("role", "")),
-            repr(tool := m.get("tool")),
-            str(m.get("content", "")),
-            bool(m.get("summary")),
-            bool(m.get("error")),
-            repr(m.get("args")) if tool else None,
-        )
-        for m in messages
+        [
+            (
+                str(m.get("role", "")),
+                repr(tool := m.get("tool", "")),  # "" and None digest differently
+                str(m.get("content", "")),
+                bool(m.get("summary")),
+                bool(m.get("error")),
+                repr(m.get("args")) if tool else None,
+            )
+            for m in messages
+        ]
     )
 
 

@@ -170,6 +170,7 @@ class EventFactory:
         self.validate = validate
         self.ids: IdSource = ids or SeededIds(rng)
         self._snapshots: dict[Any, ContextSnapshot] = {}
+        self._details: dict[tuple[str, str, int | None, str | None], ErrorDetail] = {}
 
     def make(
         self,
@@ -222,11 +223,11 @@ class EventFactory:
         cached = state.event_base
         if cached is None or cached[0] is not state.policy or cached[1] != self.project:
             cached = state.event_base = (state.policy, self.project, self._base(state))
-        values = cached[2].copy()
+        values = cached[2].copy()  # a copy of the table: far cheaper than a dict display
         values["event_id"] = self.ids.uuid4()
         ts = self.wall()
-        values["ts"] = ts if not ts.microsecond % 1000 else ts.replace(
-            microsecond=ts.microsecond // 1000 * 1000
+        values["ts"] = (
+            ts if not ts.microsecond % 1000 else ts.replace(microsecond=ts.microsecond // 1000 * 1000)
         )
         values["correlation_id"] = correlation_id
         values["span_id"] = span_id
@@ -239,7 +240,15 @@ class EventFactory:
         values["input_features"] = {}
         values["side_effects"] = []
         values.update(fields)
-        return _construct(values, _ALL_FIELDS if len(values) == len(_ALL_FIELDS) else None)
+        # ``_construct(values, …)`` inline: seven events a retried call
+        cls = _EVENT_CLASS or _event_class()
+        set_dict, set_fields, set_extra, set_private = _SLOTS or _slot_setters()
+        event = cls.__new__(cls)
+        set_dict(event, values)
+        set_fields(event, _ALL_FIELDS if len(values) == len(_ALL_FIELDS) else set(values))
+        set_extra(event, None)
+        set_private(event, None)
+        return event
 
     def _base(self, state: TaskState) -> dict[str, Any]:
         """The fields every event of ``state``'s task shares, on all defaults, in field order."""
@@ -288,18 +297,27 @@ class EventFactory:
         digest = failure.stack_digest
         if self.validate or (digest is not None and not _HEX_DIGEST.compiled.fullmatch(digest)):
             return failure.detail()
-        from retrylens.schemas.event import ErrorDetail
+        key = (failure.message, failure.code, failure.status, digest)
+        details = self._details
+        found = details.get(key)
+        if found is None:  # a retried failure repeats its detail: one frozen part, shared
+            from retrylens.schemas.event import ErrorDetail
 
-        status = failure.status
-        return construct_part(
-            ErrorDetail,
-            {
-                "message": redact(failure.message, limit=MAX_ERROR_MESSAGE_CHARS),
-                "code": failure.code[:128],
-                "status": status if status is None or 0 <= status <= 999 else None,
-                "stack_digest": digest,
-            },
-        )
+            status = failure.status
+            found = construct_part(
+                ErrorDetail,
+                {
+                    "message": redact(failure.message, limit=MAX_ERROR_MESSAGE_CHARS),
+                    "code": failure.code[:128],
+                    "status": status if status is None or 0 <= status <= 999 else None,
+                    "stack_digest": digest,
+                },
+            )
+            if len(failure.message) <= _SNAPSHOT_CACHE_CHARS:  # the key keeps the text
+                if len(details) >= _SNAPSHOT_CACHE_SIZE:
+                    details.clear()
+                details[key] = found
+        return found
 
     def snapshot(self, fields: dict[str, Any]) -> ContextSnapshot:
         """A context snapshot from :func:`~retrylens.sdk.context.snapshot_fields` (validated

@@ -80,7 +80,21 @@ class SystemIds:
         return buffer[position:end]
 
     def uuid4(self) -> uuid.UUID:
-        return uuid4_from_int(int(self.hex(32), 16))
+        # ``uuid4_from_int(int(self.hex(32), 16))`` inline: one per event, three calls less
+        try:
+            state = _local.state
+        except AttributeError:
+            state = _local.state = ["", 0]
+        buffer, position = state
+        end = position + 32
+        if end > len(buffer):
+            buffer = state[0] = os.urandom(self.CHUNK_BYTES).hex()
+            position, end = 0, 32
+        state[1] = end
+        made = _new(_UUID)
+        _set_int(made, (int(buffer[position:end], 16) & _UUID_VERSION_MASK) | _UUID_V4_BITS)
+        _set_safe(made, _SAFE_UNKNOWN)
+        return made
 
 
 _local = threading.local()

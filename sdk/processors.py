@@ -35,10 +35,13 @@ NAME_PATTERN = r"\b[A-Z][a-z]+(?: [A-Z][a-z]+)+\b"  # not "Retry-After": words j
 class redact_event:  # noqa: N801 - reads as a sentence in a chain
     """Redact secrets and personal-data ``patterns`` in an event's free-text fields."""
 
-    def __init__(self, patterns: Iterable[str] = (NAME_PATTERN,), replacement: str = "[NAME]") -> None:
+    def __init__(
+        self, patterns: Iterable[str] = (NAME_PATTERN,), replacement: str = "[NAME]"
+    ) -> None:
         self.patterns = [LazyPattern(p) for p in patterns]
         self.replacement = replacement
         self.clean = functools.lru_cache(maxsize=4_096)(self._clean)  # texts repeat a lot
+        self._snapshots: dict[int, tuple[Any, Any]] = {}  # id → (snapshot, cleaned snapshot)
 
     def _clean(self, text: str, limit: int) -> str:
         text = redact(text, limit=limit)
@@ -47,27 +50,46 @@ class redact_event:  # noqa: N801 - reads as a sentence in a chain
         return text
 
     def __call__(self, event: RetryEvent) -> RetryEvent:
+        fields = event.__dict__
+        reason, detail, snap = (
+            fields["decision_reason"],
+            fields["error_detail"],
+            fields["context_snapshot"],
+        )
+        if not reason and detail is None and snap is None:
+            return event  # no free text (most attempt and task events)
         changes: dict[str, Any] = {}
-        if event.decision_reason:
-            reason = self.clean(event.decision_reason, MAX_REASON_CHARS)
-            if reason != event.decision_reason:
-                changes["decision_reason"] = reason
-        detail = event.error_detail
+        if reason:
+            cleaned_reason = self.clean(reason, MAX_REASON_CHARS)
+            if cleaned_reason != reason:
+                changes["decision_reason"] = cleaned_reason
         if detail is not None and detail.message:
             message = self.clean(detail.message, MAX_ERROR_MESSAGE_CHARS)
             if message != detail.message:
                 changes["error_detail"] = detail.model_copy(update={"message": message})
-        snap = event.context_snapshot
         if snap is not None and snap.last_messages:
-            clean = self.clean
-            cleaned = [clean(m.content, MAX_MESSAGE_CHARS) for m in snap.last_messages]
-            if any(c != m.content for c, m in zip(cleaned, snap.last_messages, strict=True)):
-                messages = [
-                    m if c == m.content else m.model_copy(update={"content": c})
-                    for c, m in zip(cleaned, snap.last_messages, strict=True)
-                ]
-                changes["context_snapshot"] = snap.model_copy(update={"last_messages": messages})
+            # snapshots are memoised and shared between events (frozen): cleaned once each
+            known = self._snapshots.get(id(snap))
+            if known is None or known[0] is not snap:
+                known = (snap, self._clean_snapshot(snap))
+                if len(self._snapshots) >= 512:
+                    self._snapshots.clear()
+                self._snapshots[id(snap)] = known
+            if known[1] is not snap:
+                changes["context_snapshot"] = known[1]
         return event.model_copy(update=changes) if changes else event
+
+    def _clean_snapshot(self, snap: Any) -> Any:
+        """``snap`` with its messages cleaned (``snap`` itself when nothing changes)."""
+        clean = self.clean
+        cleaned = [clean(m.content, MAX_MESSAGE_CHARS) for m in snap.last_messages]
+        if not any(c != m.content for c, m in zip(cleaned, snap.last_messages, strict=True)):
+            return snap
+        messages = [
+            m if c == m.content else m.model_copy(update={"content": c})
+            for c, m in zip(cleaned, snap.last_messages, strict=True)
+        ]
+        return snap.model_copy(update={"last_messages": messages})
 
 
 class truncate_event:  # noqa: N801

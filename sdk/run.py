@@ -838,6 +838,8 @@ class TaskRun:
             self._side_effect_event(tool, key, SideEffectStatus.ROLLED_BACK, rollback="done")
 
     def _spend(self, tokens: int, cost: float) -> None:
+        if not (tokens or cost):
+            return  # nothing reported: no lock taken on the shared ledger
         self.state.tokens += tokens
         self.state.cost_usd += cost
         self.state.ledger.charge(tokens=tokens, cost_usd=cost)

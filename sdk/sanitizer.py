@@ -30,9 +30,15 @@ _REDACTIONS: list[tuple[LazyPattern, str]] = [
     (LazyPattern(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/\s:@]+:[^@\s/]+@"), r"\1[REDACTED]@"),
     (LazyPattern(r"\b(sk|pk|rk)-[A-Za-z0-9_\-]{16,}\b"), "[REDACTED_KEY]"),
     (LazyPattern(r"\bAKIA[0-9A-Z]{16}\b"), "[REDACTED_KEY]"),
-    (LazyPattern(r"\b(ghp|gho|ghs|ghu|ghr|github_pat|xox[abpr])_?[A-Za-z0-9_\-]{16,}\b"), "[REDACTED_KEY]"),
+    (
+        LazyPattern(r"\b(ghp|gho|ghs|ghu|ghr|github_pat|xox[abpr])_?[A-Za-z0-9_\-]{16,}\b"),
+        "[REDACTED_KEY]",
+    ),
     (LazyPattern(r"\bAIza[0-9A-Za-z_\-]{30,}"), "[REDACTED_KEY]"),
-    (LazyPattern(r"\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*"), "[REDACTED_JWT]"),
+    (
+        LazyPattern(r"\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*"),
+        "[REDACTED_JWT]",
+    ),
     (
         LazyPattern(
             r"(?i)\b(api[_\-]?key|secret|token|password|passwd|pwd)([\"']?\s*[:=]\s*[\"']?)[^\s\"',;&]+"
@@ -49,7 +55,9 @@ _REDACTIONS: list[tuple[LazyPattern, str]] = [
     ),
     (LazyPattern(r"\b[\w.+\-]+@[\w\-]+\.[\w.\-]+\b"), "[EMAIL]"),
 ]
-_PAYLOAD = LazyPattern(r"[\[{].*$")  # a quoted JSON payload: never echo a failed output to the model
+_PAYLOAD = LazyPattern(
+    r"[\[{].*$"
+)  # a quoted JSON payload: never echo a failed output to the model
 _CARD = LazyPattern(r"\b(?:\d[ \-]?){12,18}\d\b")
 
 
@@ -114,12 +122,10 @@ class Failure(Exception):  # noqa: N818 - it is raised, but it names a failure, 
 
     def __post_init__(self) -> None:
         super().__init__(self.message)
-        self.error_type = ErrorType(self.error_type)
+        if type(self.error_type) is not ErrorType:
+            self.error_type = ErrorType(self.error_type)
         if self.retryable is None:
-            self.retryable = self.error_type not in {
-                ErrorType.CANCELLED,
-                ErrorType.BUDGET_EXHAUSTED,
-            }
+            self.retryable = self.error_type not in _NOT_RETRYABLE
 
     def __hash__(self) -> int:
         return id(self)
@@ -129,12 +135,10 @@ class Failure(Exception):  # noqa: N818 - it is raised, but it names a failure, 
 
     def safe_message(self) -> str:
         """One redacted line a model may see ("the last try failed because …")."""
-        message = self.message
-        if isinstance(self.output, str) and self.output:
-            message = message.replace(self.output, "<output omitted>")
-        message = _PAYLOAD.sub("<output omitted>", message)
-        line = redact(message.splitlines()[0] if message else "", limit=200)
-        return f"{self.error_type.value}" + (f": {line}" if line else "")
+        output = self.output if isinstance(self.output, str) else ""
+        if len(self.message) <= 2_048 and len(output) <= 2_048:
+            return _safe_message(self.error_type, self.message, output)  # retries repeat it
+        return _safe_message.__wrapped__(self.error_type, self.message, output)
 
     def detail(self) -> ErrorDetail:
         from retrylens.schemas.event import ErrorDetail
@@ -145,6 +149,19 @@ class Failure(Exception):  # noqa: N818 - it is raised, but it names a failure, 
             status=self.status if self.status is None or 0 <= self.status <= 999 else None,
             stack_digest=self.stack_digest,
         )
+
+
+_NOT_RETRYABLE = frozenset({ErrorType.CANCELLED, ErrorType.BUDGET_EXHAUSTED})
+
+
+@functools.lru_cache(maxsize=1_024)
+def _safe_message(error_type: ErrorType, message: str, output: str) -> str:
+    """:meth:`Failure.safe_message` of a failure's class, message and (text) output."""
+    if output:
+        message = message.replace(output, "<output omitted>")
+    message = _PAYLOAD.sub("<output omitted>", message)
+    line = redact(message.splitlines()[0] if message else "", limit=200)
+    return f"{error_type.value}" + (f": {line}" if line else "")
 
 
 _BY_NAME: dict[str, ErrorType] = {
@@ -206,9 +223,11 @@ def stack_digest(exc: BaseException) -> str | None:
     digest of a place is memoised: a retried failure is raised at the same place again.
     """
     tb = exc.__traceback__
-    frames: list[tuple[Any, int]] = []
+    frames: list[tuple[str, str, int]] = []
     while tb is not None:
-        frames.append((tb.tb_frame.f_code, tb.tb_lineno))
+        code = tb.tb_frame.f_code
+        # the place as strings: their hashes are cached, a code object's is recomputed
+        frames.append((code.co_filename, code.co_name, tb.tb_lineno))
         tb = tb.tb_next
     if not frames:
         return None
@@ -216,9 +235,9 @@ def stack_digest(exc: BaseException) -> str | None:
 
 
 @functools.lru_cache(maxsize=1024)
-def _place_digest(name: str, frames: tuple[tuple[Any, int], ...]) -> str:
+def _place_digest(name: str, frames: tuple[tuple[str, str, int], ...]) -> str:
     where = "|".join(
-        f"{code.co_filename.rsplit('/', 1)[-1]}:{code.co_name}:{line}" for code, line in frames
+        f"{path.rsplit('/', 1)[-1]}:{function}:{line}" for path, function, line in frames
     )
     return hashlib.sha256(f"{name}|{where}".encode()).hexdigest()[:16]
 
@@ -260,7 +279,11 @@ def _classify_type(kind: type[BaseException], status: int | None, text: str) -> 
         return _status_type(status)
     if issubclass(kind, TimeoutError) or "Timeout" in kind.__name__:
         return ErrorType.TIMEOUT
-    if issubclass(kind, ConnectionError | OSError) or "ConnectError" in names or "NetworkError" in names:
+    if (
+        issubclass(kind, ConnectionError | OSError)
+        or "ConnectError" in names
+        or "NetworkError" in names
+    ):
         return ErrorType.NETWORK
     if issubclass(kind, json.JSONDecodeError):
         return ErrorType.SCHEMA_MISMATCH
@@ -287,4 +310,3 @@ def classify(exc: BaseException) -> Failure:
         retry_after_ms=_retry_after_ms(exc),
         stack_digest=stack_digest(exc),
     )
-

@@ -156,6 +156,19 @@ class Emitter:
             log.warning("dropping event %s: %s", event.event_id, exc)
             return None
 
+    def _serialize_all(self, events: list[RetryEvent]) -> list[Record]:
+        """:meth:`_serialize` of a batch, in one loop (a call less per event)."""
+        records: list[Record] = []
+        append = records.append
+        for event in events:
+            try:
+                append((event.task_id.encode(), event_bytes(event)))
+            except EventTooLargeError:
+                record = self._serialize(event)  # counts and logs the rejection
+                if record is not None:
+                    append(record)
+        return records
+
     def _take(self) -> list[RetryEvent]:
         self._wake.clear()  # before looking, so a flush() that sets it from now on is not lost
         self._busy = True
@@ -187,7 +200,7 @@ class Emitter:
             items = self._take()
             if items:
                 try:
-                    records = [r for r in map(self._serialize, items) if r is not None]
+                    records = self._serialize_all(items)
                     self._route(records)
                 except Exception:  # noqa: BLE001 - the pump must survive anything
                     log.exception("emitter pump failed to route %d events", len(items))

@@ -29,11 +29,33 @@ def _part(value: Any) -> Any:
     """orjson's hook for what it does not write natively: the event's nested parts.
 
     Parts are pydantic models built from typed values; their ``__dict__`` is their wire form.
-    Recognised by duck typing so that this module never imports pydantic.
+    Recognised by duck typing so that this module never imports pydantic. A part is frozen
+    (a processor changes one by ``model_copy``, which makes a new object), so the bytes
+    written for it are kept by its identity and reused while it lives in the cache.
     """
-    if hasattr(type(value), "__pydantic_fields__"):
-        return value.__dict__
-    raise TypeError(f"not serializable: {type(value).__name__}")
+    known = _FRAGMENTS.get(id(value))
+    if known is not None and known[0] is value:
+        return known[1]
+    kind = type(value)
+    if kind not in _PART_TYPES:
+        if not hasattr(kind, "__pydantic_fields__"):
+            raise TypeError(f"not serializable: {kind.__name__}")
+        _PART_TYPES.add(kind)
+    # Parts are frozen and shared between events (the agent's reference, memoised error
+    # details and snapshots): each is written once and its bytes reused as a fragment.
+    written = orjson.dumps(value.__dict__, default=_part, option=_OPTIONS)
+    fragment = orjson.Fragment(written)
+    if len(written) <= _FRAGMENT_MAX_BYTES:  # a large snapshot is not kept (nor its bytes)
+        if len(_FRAGMENTS) >= _FRAGMENTS_SIZE:
+            _FRAGMENTS.clear()
+        _FRAGMENTS[id(value)] = (value, fragment)  # the entry keeps ``value``: its id stays its own
+    return fragment
+
+
+_PART_TYPES: set[type] = set()
+_FRAGMENTS: dict[int, tuple[Any, orjson.Fragment]] = {}
+_FRAGMENTS_SIZE = 256
+_FRAGMENT_MAX_BYTES = 4_096
 
 
 def event_bytes(event: RetryEvent) -> bytes:

@@ -68,3 +68,24 @@ def test_a_memoised_snapshot_is_the_snapshot_of_the_context_it_describes() -> No
             assert got.model_dump() == snapshot(messages, **kwargs).model_dump()
     assert factory.context_snapshot(base) is factory.context_snapshot([dict(base[0])])
     assert factory.context_snapshot(big) is not factory.context_snapshot(big)
+
+
+def test_memoised_digests_and_pollution_are_those_of_the_context_they_describe() -> None:
+    from retrylens.sdk.context import _digests_and_pollution, digests_and_pollution
+
+    base = [{"role": "user", "content": "Refund order 7"}]
+    contexts = [
+        base,
+        [{"role": "user", "content": "REFUND ORDER 7"}],  # same digest, other text
+        [*base, {"role": "tool", "content": "Error: timeout", "tool": "crm", "args": {"a": 1}}],
+        [*base, {"role": "tool", "content": "ok", "tool": "crm", "args": {"a": 1}}] * 2,
+        [{"role": "user", "content": "x", "tool": None}],  # digests unlike a message without one
+        [{"role": "user", "content": "x"}],
+        [{"role": "system", "content": "note", "summary": True}, *base],
+        [{"role": "user", "content": "x " * 6_000}],  # too large to memoise
+    ]
+    for messages in contexts * 2:
+        got = digests_and_pollution(messages)
+        assert got == _digests_and_pollution(messages)
+        got[0].append("mutated by a caller")  # a caller's list is its own
+        assert digests_and_pollution(messages) == _digests_and_pollution(messages)

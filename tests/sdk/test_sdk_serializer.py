@@ -111,3 +111,19 @@ def test_what_orjson_cannot_write_falls_back_to_pydantic() -> None:
     event = governed_events()[0]
     huge = event.model_copy(update={"tokens_in": 2**70})
     assert event_bytes(huge) == huge.to_json_bytes()
+
+
+def test_a_part_shared_by_events_is_written_alike_each_time() -> None:
+    """Frozen parts (agent, memoised error details and snapshots) are written once and their
+    bytes reused: every event still serializes to what pydantic writes, however often."""
+    from retrylens.schemas.event import ContextMessage, ContextSnapshot
+
+    events = governed_events()
+    big = ContextSnapshot(
+        message_count=1,
+        last_messages=[ContextMessage(role="user", content="x" * 1_900) for _ in range(3)],
+    )  # too large to keep
+    events.append(events[-1].model_copy(update={"context_snapshot": big}))
+    for _ in range(3):
+        for event in events:
+            assert event_bytes(event) == event.to_json_bytes()
