@@ -18,7 +18,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Path, Request, Response
 from fastapi.exceptions import RequestValidationError
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from retrylens.errors import PolicyError
 
@@ -40,7 +40,7 @@ PolicyBody = Annotated[dict[str, Any], Body(
 class KillSwitchChange(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    enabled: bool = Field(description="true stops automatic retries; false lifts the switch.")
+    enabled: StrictBool = Field(description="true stops automatic retries; false lifts the switch (a JSON boolean).")
     reason: str = Field(default="", max_length=500)
 
 
