@@ -104,3 +104,87 @@ def test_the_kill_switch_takes_a_json_boolean_only(client, path):
         assert response.json()["message"].startswith("body.enabled"), response.json()
     assert client.get(path.replace("/planner", ""), headers=ACME).json()["project"] is False  # nothing was set
     assert client.put(path, json={"enabled": True}, headers=ACME).status_code == 200
+
+
+def _policy_schemas(client) -> tuple[dict, dict]:
+    """(the policy, the ``{"policy": …}`` envelope) as the PUT's request body declares them."""
+    put = client.get("/openapi.json").json()["paths"]["/v1/policies/{project}/{agent}"]["put"]
+    body = put["requestBody"]["content"]["application/json"]["schema"]
+    policy, envelope = body["anyOf"]
+    assert envelope["properties"]["policy"] == policy and envelope["additionalProperties"] is False
+    return policy, envelope
+
+
+def _put_policy(client, body: dict):
+    return client.put("/v1/policies/acme/planner", json=body, headers=ACME)
+
+
+def test_the_policy_body_declares_its_fields_and_refuses_others(client):
+    policy, _ = _policy_schemas(client)
+    assert policy["additionalProperties"] is False
+    assert policy["properties"]["budget"]["additionalProperties"] is False
+    for body, field in [({"unknown": 1}, "body.unknown"), ({"policy": {"id": "x"}, "id": "y"}, "body.policy"),
+                        ({"budget": {"max_atempts": 3}}, "body.budget.max_atempts"),
+                        ({"policy": {"id": 5}}, "body.policy.id"), ({"policy": 3}, "body.policy")]:
+        response = _put_policy(client, body)
+        assert response.status_code == 422, (body, response.text)
+        assert response.json()["message"].startswith(field), response.json()
+    assert _put_policy(client, {"policy": {"id": "shop"}}).json()["policy"]["id"] == "shop"
+
+
+def test_the_policy_body_takes_json_types_exactly(client):
+    policy, _ = _policy_schemas(client)
+    assert policy["properties"]["budget"]["properties"]["max_attempts"]["type"] == "integer"
+    assert policy["properties"]["backoff"]["properties"]["full_jitter"]["type"] == "boolean"
+    for body, field in [({"budget": {"max_attempts": "3"}}, "body.budget.max_attempts"),
+                        ({"budget": {"max_attempts": True}}, "body.budget.max_attempts"),
+                        ({"budget": {"max_attempts": 3.5}}, "body.budget.max_attempts"),
+                        ({"backoff": {"jitter": "0.5"}}, "body.backoff.jitter"),
+                        ({"backoff": {"full_jitter": 1}}, "body.backoff.full_jitter"),
+                        ({"id": 5}, "body.id")]:
+        response = _put_policy(client, body)
+        assert response.status_code == 422, (body, response.text)
+        assert response.json()["message"].startswith(field), response.json()
+    stored = _put_policy(client, {"budget": {"max_attempts": 4}, "backoff": {"jitter": 0, "full_jitter": True}})
+    assert stored.status_code == 200 and stored.json()["policy"]["budget"]["max_attempts"] == 4
+
+
+def test_the_policy_body_states_its_ranges(client):
+    """Caps are ≥ 0 and every integer fits in 64 bits (one past it was a 500: the stored JSON could not hold it)."""
+    policy, _ = _policy_schemas(client)
+    assert policy["properties"]["caps"]["additionalProperties"]["minimum"] == 0
+    assert policy["properties"]["budget"]["properties"]["max_attempts"]["maximum"] == 2**63 - 1
+    for body, field in [({"caps": {"timeout": -1}}, "body.caps.timeout"),
+                        ({"phase_caps": {"planning": -1}}, "body.phase_caps.planning"),
+                        ({"budget": {"max_attempts": 2**63}}, "body.budget.max_attempts"),
+                        ({"roles": {"coder": {"caps": {"timeout": 2**64}}}}, "body.roles.coder.caps.timeout")]:
+        response = _put_policy(client, body)
+        assert response.status_code == 422, (body, response.text)
+        assert response.json()["message"].startswith(field), response.json()
+    assert _put_policy(client, {"budget": {"max_attempts": 2**63 - 1}, "caps": {"timeout": 0}}).status_code == 200
+
+
+def test_sets_take_duplicates_and_the_schema_does_not_claim_unique_items(client):
+    policy, _ = _policy_schemas(client)
+    assert "uniqueItems" not in policy["properties"]["retryable"]
+    assert "uniqueItems" not in policy["properties"]["kill_switch"]["properties"]["agents"]
+    stored = _put_policy(client, {"retryable": ["timeout", "timeout"], "kill_switch": {"agents": ["a", "a"]}})
+    assert stored.status_code == 200, stored.text
+    assert stored.json()["policy"]["retryable"] == ["timeout"]
+
+
+def test_the_shadow_candidate_is_a_declared_partial_policy(client):
+    policy, _ = _policy_schemas(client)
+    candidate = policy["properties"]["shadow"]["properties"]["candidate"]["anyOf"][0]
+    assert candidate["additionalProperties"] is False and "shadow" not in candidate["properties"]
+    assert candidate["properties"]["caps"] == policy["properties"]["caps"]
+    for body, field in [({"shadow": {"candidate": {"zzz": 1}}}, "body.shadow.candidate.zzz"),
+                        ({"shadow": {"candidate": {"budget": {"max_attempts": "2"}}}},
+                         "body.shadow.candidate.budget.max_attempts"),
+                        ({"shadow": {"candidate": {"shadow": {}}}}, "body.shadow.candidate.shadow"),
+                        ({"policy": {"shadow": {"candidate": {"zzz": 1}}}}, "body.policy.shadow.candidate.zzz")]:
+        response = _put_policy(client, body)
+        assert response.status_code == 422, (body, response.text)
+        assert response.json()["message"].startswith(field), response.json()
+    stored = _put_policy(client, {"shadow": {"candidate": {"caps": {"timeout": 0}}}})
+    assert stored.status_code == 200 and stored.json()["policy"]["shadow"]["candidate"] == {"caps": {"timeout": 0}}
