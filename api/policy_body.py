@@ -5,7 +5,8 @@ so what the document declares is derived from the same model, :class:`RetryPolic
 then adjusted to what the server really does, so that a schema-valid body is stored and
 anything else is a 422 naming the field:
 
-- types are exact (the parser runs ``strict``: no ``"3"`` for 3, no ``0`` for false);
+- types are exact (the parser runs ``strict``: no ``"3"`` for 3, no ``0`` for false),
+  except that ``2.0`` is an integer, as JSON Schema counts it;
 - no field outside the model (``additionalProperties: false``), either as the policy
   itself or under a single top-level ``policy`` key;
 - integers fit in 64 bits (the stored document is JSON that agents parse back);
@@ -90,13 +91,38 @@ def _too_large(value: Any, path: str) -> str | None:
     return None
 
 
+def _branch(schema: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    """The part of ``schema`` (itself or one ``anyOf`` branch) that describes a JSON ``kind``."""
+    for option in [schema, *schema.get("anyOf", [])]:
+        if option.get("type") == kind:
+            return option
+    return None
+
+
+def _integral_floats_as_ints(value: Any, schema: dict[str, Any]) -> Any:
+    """``value`` with ``2.0`` read as ``2`` where ``schema`` wants an integer (JSON Schema's own rule)."""
+    if isinstance(value, float) and value.is_integer() and _branch(schema, "integer") is not None:
+        return int(value)
+    if isinstance(value, dict) and (shape := _branch(schema, "object")) is not None:
+        fields, rest = shape.get("properties", {}), shape.get("additionalProperties")
+        return {k: _integral_floats_as_ints(v, fields.get(k) or (rest if isinstance(rest, dict) else {}))
+                for k, v in value.items()}
+    if isinstance(value, list) and (shape := _branch(schema, "array")) is not None:
+        return [_integral_floats_as_ints(item, shape.get("items", {})) for item in value]
+    return value
+
+
 def validate_body(data: Any, *, source: str) -> RetryPolicy:
     """The policy ``data`` declares, exactly as :func:`policy_body_schema` states; else ``PolicyError``."""
+    enveloped = isinstance(data, dict) and set(data) == {"policy"}
+    if enveloped:
+        data = {"policy": _integral_floats_as_ints(data["policy"], _policy_schema())}
+    else:
+        data = _integral_floats_as_ints(data, _policy_schema())
     where = _too_large(data, "")
     if where is not None:
         raise PolicyError(f"invalid policy ({source}): {where}: an integer must fit in 64 bits", field=where,
                           source=source)
-    enveloped = isinstance(data, dict) and set(data) == {"policy"}
     try:
         policy = parse_policy(data, source=source, strict=True)
     except PolicyError as exc:

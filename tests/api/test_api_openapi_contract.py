@@ -147,6 +147,13 @@ def test_the_policy_body_takes_json_types_exactly(client):
         assert response.json()["message"].startswith(field), response.json()
     stored = _put_policy(client, {"budget": {"max_attempts": 4}, "backoff": {"jitter": 0, "full_jitter": True}})
     assert stored.status_code == 200 and stored.json()["policy"]["budget"]["max_attempts"] == 4
+    # JSON Schema counts 2.0 as an integer, so the server does too (schemathesis sends such values)
+    integral = _put_policy(client, {"policy": {"backoff": {"cap_ms": 1897804.0}, "caps": {"timeout": 2.0},
+                                               "budget": {"max_cost_usd": 1e300},
+                                               "shadow": {"candidate": {"degrade_after": 3.0}}}})
+    assert integral.status_code == 200, integral.text
+    assert integral.json()["policy"]["backoff"]["cap_ms"] == 1897804
+    assert integral.json()["policy"]["shadow"]["candidate"] == {"degrade_after": 3}
 
 
 def test_the_policy_body_states_its_ranges(client):
