@@ -27,7 +27,7 @@ from retrylens import __version__
 from retrylens.config import Settings
 from retrylens.store import EventStore, open_store
 
-from . import events, otlp, policies, precheck, reads
+from . import events, iso_patterns, otlp, policies, precheck, reads
 from .auth import KeyRing, local_token
 from .contract import answer_405_with_every_method, declare_errors
 from .middleware import BodySizeLimit, RequestMetrics
@@ -100,10 +100,17 @@ def create_app(
 async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
     """422 listing every problem as ``location: message`` (no echo of the input)."""
     assert isinstance(exc, RequestValidationError)
-    errors = [{"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))}
+    errors = [{"loc": list(e.get("loc", ())), "msg": _message(e), "type": str(e.get("type", ""))}
               for e in exc.errors()]
     summary = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in errors[:10])
     return JSONResponse(status_code=422, content={"detail": errors, "message": summary})
+
+
+def _message(error: dict[str, Any]) -> str:
+    """The error's message; a pattern the API declares is named in words, not as a regex."""
+    pattern = (error.get("ctx") or {}).get("pattern") if error.get("type") == "string_pattern_mismatch" else None
+    return iso_patterns.MEANING.get(pattern, str(error.get("msg", ""))) if isinstance(pattern, str) \
+        else str(error.get("msg", ""))
 
 
 async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:

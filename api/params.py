@@ -3,7 +3,8 @@
 Filter values are bound as ClickHouse parameters by the analytics layer, so hostile text
 is just a string that matches nothing; what is checked here is what the engine could not
 take at all (times outside ``DateTime64``'s range, absurd limits), so that bad input is a
-clear 422 and never a 500.
+clear 422 and never a 500. Every check is in the declared parameter (range, length,
+pattern), so the OpenAPI document states exactly what is accepted.
 """
 
 from __future__ import annotations
@@ -12,43 +13,47 @@ from datetime import UTC, date, datetime
 from typing import Annotated, Any
 
 from fastapi import Depends, Query
-from fastapi.exceptions import RequestValidationError
+from pydantic import TypeAdapter
 
 from retrylens.analytics.filters import Slice
 
 from .auth import project_access
+from .iso_patterns import DATE_PATTERN, DATETIME_PATTERN
 
-EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
-LATEST = datetime(2200, 1, 1, tzinfo=UTC)
 MAX_FILTER_CHARS = 256
+_DATETIME = TypeAdapter(datetime)
 
 FilterText = Annotated[str | None, Query(max_length=MAX_FILTER_CHARS)]
 Limit = Annotated[int, Query(ge=0, le=10_000, description="Rows to return.")]
 Offset = Annotated[int, Query(ge=0, le=1_000_000, description="Rows to skip (pagination).")]
+#: a date-time query value; the pattern states its whole grammar and range (see :mod:`.iso_patterns`)
+TimeText = Annotated[str | None, Query(
+    pattern=DATETIME_PATTERN,
+    description="ISO-8601 `YYYY-MM-DD[Thh:mm[:ss[.fraction]][Z|±hh:mm]]`, years 1970-2199; "
+    "UTC if no offset, midnight if no time.",
+    examples=["2026-01-31T12:00:00Z"])]
+#: a calendar-day query value, 1970-01-01 to 2149-06-05 (ClickHouse ``Date``)
+Since = Annotated[str | None, Query(
+    pattern=DATE_PATTERN, json_schema_extra={"format": "date"},
+    description="First day included, `YYYY-MM-DD` from 1970-01-01 to 2149-06-05.", examples=["2026-01-31"])]
 
 
-def invalid(where: tuple[str, ...], message: str) -> RequestValidationError:
-    """A 422 in FastAPI's own error format, for checks a type annotation cannot express."""
-    return RequestValidationError([{"loc": where, "msg": message, "type": "value_error"}])
+def parse_time(text: str | None) -> datetime | None:
+    """A :data:`TimeText` value as an aware UTC datetime (no offset means UTC).
 
-
-def _utc(value: datetime | None, name: str) -> datetime | None:
-    if value is None:
+    The pattern admitted only real dates of 1970-2199, so the instant lies within a day
+    of that range, well inside what ``DateTime64`` holds.
+    """
+    if text is None:
         return None
+    value = _DATETIME.validate_python(text)
     aware = value if value.tzinfo else value.replace(tzinfo=UTC)
-    try:
-        in_range = EARLIEST <= aware < LATEST
-    except (OverflowError, ValueError):
-        in_range = False
-    if not in_range:
-        raise invalid(("query", name), f"{name} must be between 1970-01-01 and 2200-01-01 (UTC)")
     return aware.astimezone(UTC)
 
 
-def checked_date(value: date | None, name: str) -> date | None:
-    if value is not None and not (date(1970, 1, 1) <= value < date(2149, 6, 6)):
-        raise invalid(("query", name), f"{name} must be between 1970-01-01 and 2149-06-05")
-    return value
+def parse_date(text: str | None) -> date | None:
+    """A :data:`Since` value (the pattern admitted only real days in range)."""
+    return None if text is None else date.fromisoformat(text)
 
 
 def slice_params(
@@ -57,13 +62,12 @@ def slice_params(
     phase: FilterText = None,
     error_type: FilterText = None,
     policy_version: FilterText = None,
-    start: Annotated[datetime | None, Query(description="Inclusive, ISO-8601 (UTC if no offset).")] = None,
-    end: Annotated[datetime | None, Query(description="Exclusive, ISO-8601 (UTC if no offset).")] = None,
+    start: TimeText = None,
+    end: TimeText = None,
 ) -> Slice:
-    """The slice of one project the caller asked for."""
-    s, e = _utc(start, "start"), _utc(end, "end")
+    """The slice of one project the caller asked for (``start`` inclusive, ``end`` exclusive)."""
     return Slice(project=project, agent=agent, phase=phase, error_type=error_type,
-                 policy_version=policy_version, start=s, end=e)
+                 policy_version=policy_version, start=parse_time(start), end=parse_time(end))
 
 
 def describe_slice(where: Slice) -> dict[str, Any]:

@@ -18,29 +18,27 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Path, Request, Response
 from fastapi.exceptions import RequestValidationError
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, WithJsonSchema
 
 from retrylens.errors import PolicyError
 
 from .auth import PROJECT_PATTERN, project_access
 from .params import Limit
+from .policy_body import policy_body_schema
 from .policy_store import PROJECT_DEFAULT, PolicyStore
 
 router = APIRouter(prefix="/v1", tags=["policies"])
 
 AgentName = Annotated[str, Path(pattern=PROJECT_PATTERN, description="Agent name.")]
 ProjectDep = Annotated[str, Depends(project_access)]
-PolicyBody = Annotated[dict[str, Any], Body(
-    description="A retry policy document (the SDK's RetryPolicy fields; optionally under a top-level `policy` "
-    "key). Unset fields take their defaults; a missing `version` becomes the revision number.",
+PolicyBody = Annotated[dict[str, Any], WithJsonSchema(policy_body_schema()), Body(
     examples=[{"id": "shop", "caps": {"timeout": 2}, "budget": {"max_attempts": 3}}],
 )]
-
 
 class KillSwitchChange(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    enabled: bool = Field(description="true stops automatic retries; false lifts the switch.")
+    enabled: StrictBool = Field(description="true stops automatic retries; false lifts the switch (a JSON boolean).")
     reason: str = Field(default="", max_length=500)
 
 

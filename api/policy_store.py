@@ -2,7 +2,8 @@
 
 A PUT never overwrites: it adds the next revision for (project, agent), validated by
 :func:`retrylens.sdk.policy.parse_policy` — the very function agents use — so nothing an
-agent would reject can be stored. What an agent polls is the **effective** policy: its
+agent would reject can be stored (strictly, as the OpenAPI document states it:
+:mod:`.policy_body`). What an agent polls is the **effective** policy: its
 own latest revision, else the project's default (agent ``''``), with the kill switches of
 the project and of the agent applied. Its ETag is a hash of the served JSON, so any
 change (new revision, switch flipped) is a new ETag and nothing else is.
@@ -19,9 +20,11 @@ from typing import Any
 
 import orjson
 
-from retrylens.sdk.policy import KillSwitch, RetryPolicy, parse_policy
+from retrylens.sdk.policy import KillSwitch, RetryPolicy
 from retrylens.store import EventStore
 from retrylens.store.sql import query_rows, query_scalar
+
+from .policy_body import validate_body
 
 PROJECT_DEFAULT = ""
 
@@ -82,7 +85,7 @@ class PolicyStore:
         A policy without a ``version`` gets its revision number as version, so events
         carry a version that points back to the stored revision.
         """
-        policy = parse_policy(data, source=f"policy {project}/{agent or '*'}")
+        policy = validate_body(data, source=f"policy {project}/{agent or '*'}")
         explicit_version = isinstance(data, dict) and "version" in (data.get("policy", data) or {})
         with self._lock:
             revision = int(query_scalar(

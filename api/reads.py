@@ -8,7 +8,6 @@ these routes one method each.
 
 from __future__ import annotations
 
-from datetime import date
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request
@@ -32,7 +31,7 @@ from retrylens.store import EventStore
 from retrylens.store.sql import query_rows
 
 from .auth import Principal, principal, project_access
-from .params import FilterText, Limit, Offset, checked_date, describe_slice, slice_params
+from .params import FilterText, Limit, Offset, Since, describe_slice, parse_date, slice_params
 from .serialize import event_row, plain
 from .shadow import find_provider
 
@@ -130,20 +129,20 @@ def get_task_events(
 @router.get("/projects/{project}/failure-groups", summary="Failure groups (normalised messages)")
 def get_failure_groups(
     store: StoreDep, project: ProjectDep, include_noise: bool = False, error_type: FilterText = None,
-    since: date | None = None, trend_days: Annotated[int, Query(ge=1, le=365)] = 1, limit: Limit = 50,
+    since: Since = None, trend_days: Annotated[int, Query(ge=1, le=365)] = 1, limit: Limit = 50,
     offset: Offset = 0,
 ) -> list[dict[str, Any]]:
     found = failure_groups(store, project, include_noise=include_noise, error_type=error_type,
-                           since=checked_date(since, "since"), trend_days=trend_days, limit=limit, offset=offset)
+                           since=parse_date(since), trend_days=trend_days, limit=limit, offset=offset)
     return plain(found)
 
 
 @router.get("/projects/{project}/fingerprints", summary="Input fingerprints with the most failures")
 def get_fingerprints(
-    store: StoreDep, project: ProjectDep, since: date | None = None,
+    store: StoreDep, project: ProjectDep, since: Since = None,
     min_failures: Annotated[int, Query(ge=0, le=1_000_000)] = 1, limit: Limit = 50,
 ) -> list[dict[str, Any]]:
-    found = top_failing_fingerprints(store, project, since=checked_date(since, "since"),
+    found = top_failing_fingerprints(store, project, since=parse_date(since),
                                      min_failures=min_failures, limit=limit)
     return plain(found)
 
@@ -151,9 +150,9 @@ def get_fingerprints(
 @router.get("/projects/{project}/fingerprints/{fingerprint}", summary="Failure history of one input fingerprint")
 def get_fingerprint(
     store: StoreDep, project: ProjectDep, fingerprint: Annotated[str, Path(min_length=1, max_length=128)],
-    since: date | None = None,
+    since: Since = None,
 ) -> dict[str, Any]:
-    stats = fingerprint_stats(store, project, fingerprint, since=checked_date(since, "since"))
+    stats = fingerprint_stats(store, project, fingerprint, since=parse_date(since))
     return {**plain(stats), "known_bad": stats.known_bad()}
 
 

@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, ValidationError
 
 from retrylens.errors import PolicyError
 from retrylens.schemas.taxonomy import ErrorType
@@ -142,11 +142,11 @@ class RetryPolicy(_Part):
 
     id: str = Field(default="default", min_length=1, max_length=64)
     version: str = Field(default="1", min_length=1, max_length=64)
-    caps: dict[ErrorType, int] = Field(default_factory=lambda: dict(DEFAULT_CAPS))
+    caps: dict[ErrorType, NonNegativeInt] = Field(default_factory=lambda: dict(DEFAULT_CAPS))
     retryable: frozenset[ErrorType] = DEFAULT_RETRYABLE
     backoff: BackoffPolicy = BackoffPolicy()
     degrade_after: int = Field(default=2, ge=1, description="consecutive failures before degrading")
-    phase_caps: dict[str, int] = Field(default_factory=lambda: {"planning": 2})
+    phase_caps: dict[str, NonNegativeInt] = Field(default_factory=lambda: {"planning": 2})
     budget: TaskBudget = TaskBudget()
     fleet_budget: FleetBudgetPolicy = FleetBudgetPolicy()
     breaker: BreakerPolicy = BreakerPolicy()
@@ -155,14 +155,6 @@ class RetryPolicy(_Part):
     fallbacks: dict[str, str] = Field(default_factory=dict, description="dependency → fallback")
     roles: dict[str, RoleOverride] = Field(default_factory=dict)
     shadow: ShadowPolicy = ShadowPolicy()
-
-    @field_validator("caps", "phase_caps")
-    @classmethod
-    def _non_negative(cls, value: dict[Any, int]) -> dict[Any, int]:
-        for key, cap in value.items():
-            if cap < 0:
-                raise ValueError(f"cap for {key} must be ≥ 0, got {cap}")
-        return value
 
     def cap(self, error_type: ErrorType) -> int:
         return self.caps.get(error_type, 0)
@@ -209,13 +201,21 @@ class RetryPolicy(_Part):
         return parsed
 
 
-def parse_policy(data: Any, *, source: str = "policy") -> RetryPolicy:
-    """Validate ``data`` (a mapping, possibly under a top-level ``policy`` key)."""
+def parse_policy(data: Any, *, source: str = "policy", strict: bool = False) -> RetryPolicy:
+    """Validate ``data`` (a mapping, possibly under a top-level ``policy`` key).
+
+    ``strict`` reads ``data`` as a JSON document whose types must be exactly those of the
+    policy's JSON schema (no ``"3"`` for 3, no ``1`` for true): what the API's OpenAPI
+    document declares, so that a client's schema and the server agree. Files and the
+    environment stay lenient.
+    """
     if isinstance(data, dict) and set(data) == {"policy"}:
         data = data["policy"]
     if not isinstance(data, dict):
         raise PolicyError(f"{source}: a policy must be a mapping", source=source)
     try:
+        if strict:
+            return RetryPolicy.model_validate_json(json.dumps(data), strict=True)
         return RetryPolicy.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]

@@ -4,16 +4,21 @@ Every operation is fuzzed in-process (ASGI) with a bounded number of examples, w
 ``acme`` key and ``{project}`` pinned to ``acme`` so that generated filters reach the
 queries instead of stopping at the 404 of a random project name, plus a pass with random
 project names. Then the schemathesis CLI runs with ALL its checks (status codes and
-bodies declared, Allow headers, auth enforced, ...) against a real ``retrylens serve``.
+bodies declared, Allow headers, auth enforced, schema-valid input accepted and invalid
+input refused, ...) against a real ``retrylens serve`` whose ``acme`` project has data,
+with ``{project}`` mostly pinned to it: a parameter whose range or format the document
+does not state is found there.
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
+import httpx
 import pytest
 import schemathesis
 from apitest_support import ACME, KEYS
@@ -21,6 +26,8 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
+
+from retrylens.analytics.synthetic import synthetic_events
 
 pytestmark = [pytest.mark.clickhouse, pytest.mark.slow]
 EXAMPLES = {GenerationMode.POSITIVE: 10, GenerationMode.NEGATIVE: 5}
@@ -61,12 +68,47 @@ def test_generated_requests_never_get_a_server_error(app):
     assert statuses[2] >= 100 and statuses[4] >= 100, statuses  # valid requests reached the queries
 
 
+#: schemathesis config: ``{project}`` (and a body's ``project``) is the seeded ``acme`` three times in four,
+#: so generated filters reach real rows, and a random name otherwise, so the 404s are checked too. The
+#: project default's policy PUT takes the same body through the same code as the agent's, so only the
+#: agent's gets the coverage phase's ~2,600 boundary bodies (both get examples, fuzzing and stateful).
+CLI_CONFIG = """
+[dictionaries.projects]
+values = ["acme"]
+
+[parameters]
+"path.project" = { dictionary = "projects", probability = 0.75 }
+"body.project" = { dictionary = "projects", probability = 0.75 }
+
+[[operations]]
+include-name = "PUT /v1/policies/{project}"
+phases.coverage.enabled = false
+"""
+
+
+def _seed_over_http(url: str) -> None:
+    """acme tasks in the server's store (it is shared: other tests read back only what they sent)."""
+    events = [e.model_dump(mode="json") for e in synthetic_events(40, seed=7, project="acme")]
+    with httpx.Client(base_url=url, headers=ACME, timeout=30) as http:
+        assert http.post("/v1/events", json={"events": events}).json()["accepted"] == len(events)
+        deadline = time.monotonic() + 60
+        while http.get("/v1/projects/acme/metrics", params={"source": "raw"}).json()["metrics"]["tasks"] < 40:
+            assert time.monotonic() < deadline, "seeded events never reached the store"
+            time.sleep(0.5)
+
+
 def test_schemathesis_with_all_checks_passes_against_a_real_server(shared_server, tmp_path):
+    """Every check, against a seeded project: the document states every range, format and status the server has."""
+    _seed_over_http(shared_server)
+    config = tmp_path / "schemathesis.toml"
+    config.write_text(CLI_CONFIG)
     cli = Path(sys.executable).with_name("schemathesis")
-    url = shared_server
     run = subprocess.run(
-        [str(cli), "run", f"{url}/openapi.json", "--checks", "all", "-H", f"X-API-Key: {KEYS['acme']}",
-         "--max-examples", "3", "--generation-deterministic", "--no-color", "--request-timeout", "30"],
-        capture_output=True, text=True, timeout=240, cwd=tmp_path)
-    assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
+        [str(cli), "--config-file", str(config), "run", f"{shared_server}/openapi.json", "--checks", "all",
+         "-H", f"X-API-Key: {KEYS['acme']}", "--max-examples", "3", "--generation-deterministic", "--no-color",
+         "--request-timeout", "30"],
+        capture_output=True, text=True, timeout=480, cwd=tmp_path)
+    assert "1 dictionary / 1 entry" in run.stdout, run.stdout[:2000]  # the config was read
+    assert run.returncode == 0, run.stdout[-8000:] + run.stderr[-2000:]
     assert " passed" in run.stdout and "failures" not in run.stdout, run.stdout[-2000:]
+    assert "Missing test data" not in run.stdout, run.stdout[-3000:]  # the pinned project reached the queries

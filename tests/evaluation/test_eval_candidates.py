@@ -37,7 +37,7 @@ def test_examples_load_with_their_own_names() -> None:
 
 @pytest.mark.parametrize(("text", "field"), [
     ("budget: {max_atempts: 3}\n", "budget.max_atempts"),
-    ("caps: {timeout: -1}\n", "caps"),
+    ("caps: {timeout: -1}\n", "caps.timeout"),  # the field itself, since caps are NonNegativeInt
     ("backoff: {jitter: 3}\n", "backoff.jitter"),
     ("caps: {timout: 2}\n", "caps.timout.[key]"),
 ])
