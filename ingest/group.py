@@ -144,10 +144,11 @@ class ConsumerGroup:
         failure = self.first_failure
         if failure is not None:
             index, error = failure
-            log.error(
-                "consumer-group member %d of %d failed; every member stopped without committing its open "
-                "batch (it is replayed on restart)", index + 1, len(self.members),
-            )
+            if self._halt is not None:
+                log.error(
+                    "consumer-group member %d of %d failed; every member stopped without committing its "
+                    "open batch (it is replayed on restart)", index + 1, len(self.members),
+                )
             raise error
         return self.stats
 
@@ -170,6 +171,7 @@ class ConsumerGroup:
         return total
 
     def member_stats(self) -> list[dict[str, int]]:
+        """Each member's own figures, in member order."""
         return [dict(member.stats.__dict__) for member in self.members]
 
     def status_snapshot(self) -> dict:

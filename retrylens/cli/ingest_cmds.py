@@ -31,7 +31,7 @@ def register(app: typer.Typer) -> None:
 def consume(
     config: Path | None = ConfigOption,
     idle_exit: float | None = typer.Option(None, min=0.1, help="Exit after this many idle seconds."),
-    max_messages: int | None = typer.Option(None, min=1, help="Exit after this many messages."),
+    max_messages: int | None = typer.Option(None, min=1, help="Exit after about this many messages (all members)."),
     metrics_port: int | None = typer.Option(None, min=0, max=65535, help="Prometheus port (0 = off)."),
     batch_max_rows: int | None = typer.Option(None, min=1, help="Rows per insert."),
     stats: float | None = typer.Option(

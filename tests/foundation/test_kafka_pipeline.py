@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -31,7 +32,9 @@ from kafka_helpers import (
     wait_for,
 )
 from prometheus_client import REGISTRY
+from typer.testing import CliRunner
 
+from retrylens.cli.main import app
 from retrylens.config import Settings
 from retrylens.errors import InvalidBurstError
 from retrylens.ingest.batch import Batch
@@ -46,6 +49,7 @@ from retrylens.sdk.transport.spool import Spool
 from retrylens.store import EventStore
 
 pytestmark = [pytest.mark.kafka, pytest.mark.clickhouse]
+runner = CliRunner()
 
 
 def _store_stats(settings: Settings) -> dict:
@@ -255,61 +259,63 @@ def test_a_burst_of_invalid_messages_stops_the_consumer_without_draining_the_top
     assert read_topic(settings, settings.kafka_dlq_topic, idle_s=2) == []
 
 
-#: Prints each partition's stored offsets (run as a process: the test's own chDB engine
-#: cannot open the data directory of the `retrylens consume` process it started).
-_STORED_OFFSETS = """
-import json
-from retrylens.config import load_settings
-from retrylens.store import open_store
-store = open_store(load_settings())
-rows = store.client.query(
-    store.sql("SELECT kafka_partition, groupUniqArray(kafka_offset) FROM [[db]].events GROUP BY kafka_partition")
-).result_rows
-print(json.dumps({int(p): sorted(offsets) for p, offsets in rows}))
-"""
-
-
-def _stored_offsets(settings: Settings) -> dict[int, list[int]]:
-    result = subprocess.run(
-        [sys.executable, "-c", _STORED_OFFSETS], env=cli_env(settings), capture_output=True, text=True, timeout=120
-    )
-    assert result.returncode == 0, result.stderr
-    return {int(p): offsets for p, offsets in json.loads(result.stdout.strip().splitlines()[-1]).items()}
-
-
 def test_a_member_that_trips_the_burst_breaker_stops_the_group_without_committing_past_unstored_rows(
-    kafka_settings: Settings,
+    kafka_settings: Settings, store: EventStore, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """`consume --members 2` (one ingest worker each): the member holding partition 0 meets
-    a burst of invalid messages there and trips; the whole group stops (the other member
-    does not go on with its partitions, nor take over partition 0 and drain it), nothing
-    reaches the DLQ, every committed offset is covered by stored rows, exit code 3."""
-    settings = kafka_settings.model_copy(update={"dlq_max_consecutive": 200})
+    """`consume --members 2` (one ingest worker each; run in this process on the test's own
+    store), one partition each: the member holding partition 0 meets a burst of invalid
+    messages there and trips; the whole group stops (the other member neither goes on with
+    partition 1 nor takes over partition 0 and drains it), nothing reaches the DLQ, every
+    committed offset is covered by stored rows, and the command exits 3 saying why. (One
+    partition per member: a member's breaker counts its partitions' messages in the order
+    read, so valid chunks of another partition could break the run of invalid ones.)"""
+    settings = kafka_settings.model_copy(update={"dlq_max_consecutive": 200, "kafka_topic_partitions": 2})
     ensure_topics(settings)
-    env = {**cli_env(settings), "RETRYLENS_DLQ_MAX_CONSECUTIVE": "200", "RETRYLENS_INGEST_WORKERS": "1"}
-    consumer = subprocess.Popen(
-        [sys.executable, "-m", "retrylens", "consume", "--members", "2"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
-    try:
-        wait_for(lambda: consumer.poll() is not None or stable_members(settings) == 2, "the group did not form")
-        valid = iter(fast_payloads(30_050))
-        produce(settings, [next(valid) for _ in range(50)] + [(b"k", b"{oops %d" % i) for i in range(1_000)], partition=0)
-        for partition in (1, 2, 3):
-            produce(settings, [next(valid) for _ in range(10_000)], partition=partition)
-        out, err = consumer.communicate(timeout=120)
+    env = {
+        **cli_env(settings),
+        "RETRYLENS_CLICKHOUSE_DSN": settings.clickhouse_dsn,
+        "RETRYLENS_CLICKHOUSE_DATABASE": settings.clickhouse_database,
+        "RETRYLENS_DLQ_MAX_CONSECUTIVE": "200",
+        "RETRYLENS_INGEST_WORKERS": "1",
+    }
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+
+    def feed() -> None:
+        wait_for(lambda: stable_members(settings) == 2, "the group did not form")
+        valid = fast_payloads(30_050)
+        produce(settings, valid[:50] + [(b"k", b"{oops %d" % i) for i in range(1_000)], partition=0)
+        for start in range(50, 30_050, 3_000):  # a stream that lasts well beyond the trip
+            produce(settings, valid[start:start + 3_000], partition=1)
+            time.sleep(0.5)
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
+    try:  # the command installs its own (in the main thread, where this runs)
+        result = runner.invoke(app, ["consume", "--members", "2", "--idle-exit", "30"])
     finally:
-        if consumer.poll() is None:
-            consumer.kill()
-    assert consumer.returncode == 3, err
-    assert "consumer stopped" in err and "200 consecutive invalid" in err and "of 2 failed" in err, err
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+    stopped_mid_stream = feeder.is_alive()
+    feeder.join(timeout=120)
+    assert result.exit_code == 3, result.output
+    assert "consumer stopped" in result.output and "200 consecutive invalid" in result.output, result.output
+    assert "member 1 of 2 failed" in caplog.text or "member 2 of 2 failed" in caplog.text, caplog.text[-3000:]
     assert read_topic(settings, settings.kafka_dlq_topic, idle_s=2) == []  # the topic was not drained
-    committed, ends, stored = committed_offsets(settings), end_offsets(settings), _stored_offsets(settings)
+    committed, ends = committed_offsets(settings), end_offsets(settings)
     assert committed.get(0, 0) <= 50, committed  # never past the burst
     for partition, offset in committed.items():
-        below = [o for o in stored.get(partition, []) if o < offset]
-        assert below == list(range(offset)), f"p{partition} committed to {offset} ahead of its stored rows"
-    assert sum(committed.values()) < sum(ends.values()) // 2, f"the group went on after the trip: {committed} of {ends}"
+        below = store.client.query(
+            store.sql(
+                "SELECT uniqExact(kafka_offset) FROM [[db]].events WHERE kafka_partition = {p:Int32} "
+                "AND kafka_offset < {o:Int64}"
+            ),
+            parameters={"p": partition, "o": offset},
+        ).result_rows[0][0]
+        assert below == offset, f"p{partition} committed to {offset} with {below} rows stored below it"
+    assert stopped_mid_stream, f"the group went on with partition 1 after the trip: {committed} of {ends}"
+    assert committed.get(1, 0) < ends[1]
 
 
 def test_dead_letters_are_replayed_into_the_event_topic(kafka_settings: Settings, store: EventStore) -> None:
