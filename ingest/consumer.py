@@ -21,6 +21,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from kafka import AsyncConsumerRebalanceListener, KafkaConsumer, TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
@@ -82,8 +83,20 @@ class _FlushOnRevoke(AsyncConsumerRebalanceListener):
         log.info("assigned partitions: %s", sorted((tp.topic, tp.partition) for tp in assigned))
 
 
+@dataclass(frozen=True)
+class MemberActivity:
+    """What a member's loop last saw: records polled so far, partitions it holds, and the
+    partitions of its topics (0 until it first held one). :class:`~.group.ConsumerGroup`
+    judges the group idle from these."""
+
+    polled: int
+    assigned: int
+    partitions: int
+
+
 class IngestConsumer:
-    """One member of the ingest consumer group. Scale out by adding members (≤ partitions)."""
+    """One member of the ingest consumer group. Scale out by adding members (≤ partitions):
+    as threads of one process with :class:`~.group.ConsumerGroup`, or as processes."""
 
     def __init__(
         self,
@@ -92,9 +105,13 @@ class IngestConsumer:
         *,
         before_commit: Callable[[Batch], None] | None = None,
         threaded_insert: bool = True,
+        halt: threading.Event | None = None,
     ) -> None:
         """``before_commit`` runs between the insert and the commit: a seam for crash tests.
-        ``threaded_insert``: insert on a helper thread while the next batch is decoded."""
+        ``threaded_insert``: insert on a helper thread while the next batch is decoded.
+        ``halt``: shared by the members of one process. A member that fails sets it before
+        it leaves the group; once it is set no member submits what it polled or commits,
+        and each one leaves with its open batch uncommitted (replayed on restart)."""
         self._settings = settings
         self._threaded_insert = threaded_insert
         self._before_commit = before_commit
@@ -105,7 +122,10 @@ class IngestConsumer:
         self._stop = threading.Event()
         self._consumer: KafkaConsumer | None = None
         self._chain: Chain | None = None
-        self._failed = False
+        self._halt = halt if halt is not None else threading.Event()
+        self._polled = 0
+        self._assigned = 0
+        self._partitions = 0
         self._lag: dict[int, int] = {}
         self._rebalance_commits: list[Future] | None = None
         self.stats = ConsumeStats()
@@ -114,6 +134,10 @@ class IngestConsumer:
     def stop(self) -> None:
         """Ask the loop to finish its batch, commit and return (safe from any thread)."""
         self._stop.set()
+
+    def activity(self) -> MemberActivity:
+        """Safe from any thread (plain counters the loop writes)."""
+        return MemberActivity(self._polled, self._assigned, self._partitions)
 
     def install_signal_handlers(self) -> None:
         for signum in (signal.SIGTERM, signal.SIGINT):
@@ -125,7 +149,8 @@ class IngestConsumer:
         """Consume until :meth:`stop`, ``idle_exit_s`` without messages, or ``max_messages``.
 
         Raises :class:`InvalidBurstError` (without committing the current batch) when the
-        invalid-message policy of the flush step trips.
+        invalid-message policy of the flush step trips. Returns early, committing nothing
+        more, once the shared ``halt`` is set (another member failed).
         """
         settings = self._settings
         ensure_topics(settings)
@@ -151,26 +176,39 @@ class IngestConsumer:
         last_message_at = time.monotonic()
         clean = False
         try:
-            while not self._stop.is_set():
+            while not self._stop.is_set() and not self._halt.is_set():
                 if max_messages is not None and self.stats.messages >= max_messages:
                     break
                 records = self._consumer.poll(timeout_ms=self._poll_timeout_ms(chain))
+                if self._halt.is_set():
+                    # This poll may hold partitions of the member that failed: never submit it.
+                    break
                 for messages in records.values():
+                    self._polled += len(messages)
                     chain.submit(raw_chunk(messages, binding))
                 chain.poll()
-                if records or not self._consumer.assignment():
+                assignment = self._consumer.assignment()
+                self._note_assignment(assignment, topics)
+                if records or not assignment:
                     # Waiting for partitions (e.g. a dead member's session to expire) is not idleness.
                     last_message_at = time.monotonic()
                 elif idle_exit_s is not None and time.monotonic() - last_message_at >= idle_exit_s:
                     break
-            chain.join()
-            clean = True
+            if not self._halt.is_set():
+                chain.join()
+                clean = True
         except BaseException:
-            self._failed = True
+            self._halt.set()  # before _close leaves the group: the others stop first
             raise
         finally:
             self._close(clean, dlq)
         return self.stats
+
+    def _note_assignment(self, assignment: set[TopicPartition], topics: list[str]) -> None:
+        if len(assignment) != self._assigned and assignment:
+            assert self._consumer is not None
+            self._partitions = sum(len(self._consumer.partitions_for_topic(t) or ()) for t in topics)
+        self._assigned = len(assignment)
 
     @staticmethod
     def _poll_timeout_ms(chain: Chain) -> int:
@@ -178,9 +216,9 @@ class IngestConsumer:
         return 500 if left is None else max(1, int(min(0.5, left) * 1000))
 
     def _join(self) -> list[Future]:
-        """Insert everything read so far (a rebalance), unless we are failing; returns the
-        commits sent for it, which the listener awaits on the IO thread."""
-        if self._chain is None or self._failed:
+        """Insert everything read so far (a rebalance), unless a member of this process failed;
+        returns the commits sent for it, which the listener awaits on the IO thread."""
+        if self._chain is None or self._halt.is_set():
             return []
         self._rebalance_commits = []
         try:
@@ -191,6 +229,9 @@ class IngestConsumer:
 
     def _commit(self, batch: Batch) -> None:
         assert self._consumer is not None
+        if self._halt.is_set():
+            log.warning("not committing a batch after a member of this process failed; it will be replayed")
+            return
         offsets = {
             TopicPartition(topic, partition): OffsetAndMetadata(position, "", -1)
             for (topic, partition), position in batch.positions.items()

@@ -97,6 +97,9 @@ def make_consumer(settings: Settings, *, group_id: str, **overrides: Any) -> Kaf
         "client_id": f"retrylens-{group_id}",
         "session_timeout_ms": 10_000,
         "heartbeat_interval_ms": 2_000,
+        # kafka-python backs off up to 30 s between attempts to reach a lost broker, so
+        # after an outage the group came back up to 30 s after the broker did (measured).
+        "reconnect_backoff_max_ms": 2_000,
         "bootstrap_timeout_ms": _bootstrap_ms(settings),
         **security(settings),
     }

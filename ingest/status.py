@@ -68,3 +68,25 @@ class IngestStatus:
             "last_insert_ms": round(commits[-1].insert_s * 1000, 1) if commits else None,
             "keeping_up": keeping_up,
         }
+
+
+def combine_snapshots(snapshots: list[dict[str, float | int | bool | None]]) -> dict:
+    """Several members' snapshots as one (a consumer group in one process), with each
+    member's own under ``members``: counts, throughput and lag add up; the group keeps up
+    only if every member does (one member falling behind is its partitions' lag growing)."""
+    lags = [s["lag"] for s in snapshots if s["lag"] is not None]
+    inserts = [s["last_insert_ms"] for s in snapshots if s["last_insert_ms"] is not None]
+    batches = sum(int(s["batches_in_window"] or 0) for s in snapshots)
+    rows_in_window = sum(float(s["mean_batch_rows"] or 0) * int(s["batches_in_window"] or 0) for s in snapshots)
+    return {
+        "messages": sum(int(s["messages"] or 0) for s in snapshots),
+        "rows": sum(int(s["rows"] or 0) for s in snapshots),
+        "eps": round(sum(float(s["eps"] or 0) for s in snapshots), 1),
+        "lag": sum(lags) if lags else None,
+        "lag_trend": sum(int(s["lag_trend"] or 0) for s in snapshots),
+        "batches_in_window": batches,
+        "mean_batch_rows": round(rows_in_window / batches, 1) if batches else 0,
+        "last_insert_ms": max(inserts) if inserts else None,
+        "keeping_up": all(bool(s["keeping_up"]) for s in snapshots),
+        "members": snapshots,
+    }

@@ -102,6 +102,13 @@ class Settings(BaseSettings):
         le=64,
         description="Processes that validate and encode for each consumer (0 = in the consumer itself).",
     )
+    ingest_members: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="Consumer-group members `retrylens consume` runs as threads of one process, sharing its "
+        "store (the embedded store is owned by one process; against a ClickHouse server run more processes).",
+    )
     dlq_max_consecutive: int = Field(
         default=500, ge=1, description="Consecutive invalid messages that stop the consumer."
     )

@@ -11,8 +11,8 @@ from pathlib import Path
 import typer
 from prometheus_client import start_http_server
 
-from retrylens.ingest.consumer import IngestConsumer
 from retrylens.ingest.dlq import replay_dead_letters
+from retrylens.ingest.group import ConsumerGroup
 from retrylens.ingest.spool_ingestor import SpoolIngestor
 from retrylens.store import open_store
 
@@ -31,37 +31,47 @@ def register(app: typer.Typer) -> None:
 def consume(
     config: Path | None = ConfigOption,
     idle_exit: float | None = typer.Option(None, min=0.1, help="Exit after this many idle seconds."),
-    max_messages: int | None = typer.Option(None, min=1, help="Exit after this many messages."),
+    max_messages: int | None = typer.Option(None, min=1, help="Exit after about this many messages (all members)."),
     metrics_port: int | None = typer.Option(None, min=0, max=65535, help="Prometheus port (0 = off)."),
     batch_max_rows: int | None = typer.Option(None, min=1, help="Rows per insert."),
     stats: float | None = typer.Option(
         None, min=0.5, help="Every this many seconds, print to stderr whether ingest keeps up (lag, throughput)."
     ),
+    members: int | None = typer.Option(
+        None, min=1, max=64, help="Consumer-group members, as threads sharing this process's store (ingest_members)."
+    ),
 ) -> None:
-    """Consume retry events from Kafka into ClickHouse (one consumer-group member)."""
+    """Consume retry events from Kafka into ClickHouse (one or more consumer-group members).
+
+    SIGTERM/SIGINT: every member finishes its batch, commits and leaves. If a member fails
+    (e.g. a burst of invalid messages), all stop without committing their open batches and
+    the exit code is non-zero."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    settings = settings_from(config, metrics_port=metrics_port, batch_max_rows=batch_max_rows)
+    settings = settings_from(config, metrics_port=metrics_port, batch_max_rows=batch_max_rows, ingest_members=members)
     if not settings.uses_kafka:
         console.print("[red]error:[/red] KAFKA_BOOTSTRAP_SERVERS is not set; embedded mode uses `retrylens ingest-spool`")
         raise typer.Exit(2)
     if settings.metrics_port:
         start_http_server(settings.metrics_port)
-    consumer = IngestConsumer(settings, open_store(settings))
-    consumer.install_signal_handlers()
+    group = ConsumerGroup(settings, open_store(settings))
+    group.install_signal_handlers()
     done = threading.Event()
     if stats:
-        threading.Thread(target=_report_status, args=(consumer, stats, done), daemon=True).start()
+        threading.Thread(target=_report_status, args=(group, stats, done), daemon=True).start()
     try:
-        result = consumer.run(idle_exit_s=idle_exit, max_messages=max_messages)
+        result = group.run(idle_exit_s=idle_exit, max_messages=max_messages)
     finally:
         done.set()
-    typer.echo(json.dumps(result.__dict__))
+    typer.echo(json.dumps({**result.__dict__, "members": group.member_stats()}))
 
 
-def _report_status(consumer: IngestConsumer, every_s: float, done: threading.Event) -> None:
-    """One JSON line per interval: throughput, lag and its trend, and the verdict."""
+def _report_status(group: ConsumerGroup, every_s: float, done: threading.Event) -> None:
+    """One JSON line per interval: throughput, lag and its trend, and the verdict (the
+    members' figures combined, each member's own under ``members``)."""
     while not done.wait(every_s):
-        print(json.dumps({"status": consumer.status.snapshot()}), file=sys.stderr, flush=True)
+        # One write per line: members log to stderr from their own threads meanwhile.
+        sys.stderr.write(json.dumps({"status": group.status_snapshot()}) + "\n")
+        sys.stderr.flush()
 
 
 @handle_errors

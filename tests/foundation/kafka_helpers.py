@@ -18,6 +18,7 @@ from kafka.errors import KafkaError
 from retrylens.config import Settings
 from retrylens.ingest.batch import Batch
 from retrylens.ingest.consumer import IngestConsumer
+from retrylens.ingest.group import ConsumerGroup
 from retrylens.ingest.kafka_clients import ensure_topics, make_producer
 from retrylens.store import EventStore
 
@@ -37,11 +38,19 @@ def fast_payloads(n: int, *, tasks: int = 500) -> list[tuple[bytes, bytes]]:
     return out
 
 
-def produce(settings: Settings, records: list[tuple[bytes | None, bytes]], topic: str | None = None) -> None:
+def produce(
+    settings: Settings,
+    records: list[tuple[bytes | None, bytes]],
+    topic: str | None = None,
+    *,
+    partition: int | None = None,
+) -> None:
+    """Send ``records`` (key, value) and wait until every one is acknowledged; ``partition``:
+    all of them to that partition instead of the key's."""
     ensure_topics(settings)
     producer = make_producer(settings, linger_ms=5)
     for key, value in records:
-        producer.send(topic or settings.kafka_topic, key=key, value=value)
+        producer.send(topic or settings.kafka_topic, key=key, value=value, partition=partition)
     producer.flush(timeout=120)
     producer.close()
 
@@ -71,6 +80,11 @@ def read_topic(settings: Settings, topic: str, *, idle_s: float = 3.0, timeout_s
 
 def committed_total(settings: Settings) -> int:
     """Sum of the ingest group's committed offsets on the event topic."""
+    return sum(committed_offsets(settings).values())
+
+
+def committed_offsets(settings: Settings) -> dict[int, int]:
+    """The ingest group's committed offset per partition of the event topic (absent: none)."""
     admin = KafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap_servers.split(","))
     try:
         offsets = admin.list_group_offsets(settings.kafka_group).get(settings.kafka_group, {})
@@ -78,7 +92,7 @@ def committed_total(settings: Settings) -> int:
         offsets = {}
     finally:
         admin.close()
-    return sum(meta.offset for tp, meta in offsets.items() if tp.topic == settings.kafka_topic and meta.offset > 0)
+    return {tp.partition: meta.offset for tp, meta in offsets.items() if tp.topic == settings.kafka_topic and meta.offset >= 0}
 
 
 def committed_offset(settings: Settings, partition: int = 0) -> int | None:
@@ -135,7 +149,9 @@ class LocalBroker:
 
 
 def stable_members(settings: Settings) -> int:
-    """Members of the ingest group once it is stable (0 while it is still rebalancing)."""
+    """Members of the ingest group that hold partitions, once it is stable (0 while it is
+    still rebalancing). A member can be in a stable group with nothing assigned: the first
+    assignment may be made before the leader knows the new topic's partitions."""
     admin = KafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap_servers.split(","))
     try:
         group = admin.describe_groups([settings.kafka_group]).get(settings.kafka_group, {})
@@ -143,15 +159,26 @@ def stable_members(settings: Settings) -> int:
         return 0
     finally:
         admin.close()
-    return len(group.get("members", [])) if group.get("group_state") == "Stable" else 0
+    if group.get("group_state") != "Stable":
+        return 0
+    return sum(
+        1
+        for member in group.get("members", [])
+        if any(topic["partitions"] for topic in (member.get("member_assignment") or {}).get("assigned_partitions", []))
+    )
 
 
 def end_offsets_total(settings: Settings) -> int:
     """Messages ever written to the event topic (sum of its partitions' end offsets)."""
+    return sum(end_offsets(settings).values())
+
+
+def end_offsets(settings: Settings) -> dict[int, int]:
+    """Each partition's end offset on the event topic."""
     consumer = KafkaConsumer(bootstrap_servers=settings.kafka_bootstrap_servers.split(","))
     try:
         partitions = [TopicPartition(settings.kafka_topic, p) for p in consumer.partitions_for_topic(settings.kafka_topic)]
-        return sum(consumer.end_offsets(partitions).values())
+        return {tp.partition: end for tp, end in consumer.end_offsets(partitions).items()}
     finally:
         consumer.close()
 
@@ -196,11 +223,41 @@ class LocalCluster:
             return {}
 
 
+class StoredBeforeCommit:
+    """A ``before_commit`` seam that records every batch whose valid rows are not all in the
+    store when its offsets are about to be committed (then runs ``then``, e.g. a crash)."""
+
+    def __init__(self, store: EventStore, problems: list[str], then: Callable[[Batch], None] | None = None) -> None:
+        self.store = store
+        self.problems = problems
+        self.then = then
+
+    def __call__(self, batch: Batch) -> None:
+        valid: dict[int, int] = {}
+        for _topic, partition, offsets, invalid in batch.verdicts:
+            valid[partition] = valid.get(partition, 0) + len(offsets) - len(invalid)
+        for (_topic, partition), (first, last) in batch.spans.items():
+            stored = self.store.client.query(
+                self.store.sql(
+                    "SELECT count() FROM [[db]].events WHERE kafka_partition = {p:Int32} "
+                    "AND kafka_offset BETWEEN {a:Int64} AND {b:Int64}"
+                ),
+                parameters={"p": partition, "a": first, "b": last},
+            ).result_rows[0][0]
+            if stored < valid.get(partition, 0):
+                self.problems.append(
+                    f"commit of p{partition} {first}-{last} ahead of the store ({stored} of {valid[partition]} rows)"
+                )
+        if self.then is not None:
+            self.then(batch)
+
+
 class CheckedMember:
     """One consumer-group member on its own thread; checks each batch is stored before its commit.
 
     Threads share the test's embedded store (chDB allows one engine per process), so
-    several members are several group members as the broker sees them.
+    several members are several group members as the broker sees them. For members
+    started together use :class:`MemberGroup` (the production :class:`ConsumerGroup`).
     """
 
     def __init__(
@@ -213,11 +270,8 @@ class CheckedMember:
         before_commit: Callable[[Batch], None] | None = None,
     ) -> None:
         """``before_commit`` runs after the check (e.g. to crash the member there)."""
-        self.store = store
-        self.problems = problems
         self.idle_exit_s = idle_exit_s
-        self.before_commit = before_commit
-        self.consumer = IngestConsumer(settings, store, before_commit=self._check)
+        self.consumer = IngestConsumer(settings, store, before_commit=StoredBeforeCommit(store, problems, before_commit))
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run, daemon=True)
 
@@ -227,44 +281,37 @@ class CheckedMember:
         except BaseException as exc:  # noqa: BLE001 - reported by the test
             self.error = exc
 
-    def _check(self, batch: Batch) -> None:
-        for (_topic, partition), (first, last) in batch.spans.items():
-            stored = self.store.client.query(
-                self.store.sql(
-                    "SELECT count() FROM [[db]].events WHERE kafka_partition = {p:Int32} "
-                    "AND kafka_offset BETWEEN {a:Int64} AND {b:Int64}"
-                ),
-                parameters={"p": partition, "a": first, "b": last},
-            ).result_rows[0][0]
-            if stored < last - first + 1:
-                self.problems.append(f"commit of p{partition} {first}-{last} ahead of the store ({stored} rows)")
-        if self.before_commit is not None:
-            self.before_commit(batch)
-
     def start(self) -> CheckedMember:
         self.thread.start()
         return self
 
 
 class MemberGroup:
-    """Several checked members of the ingest group, started together, stopped once every
-    message on the topic is committed (no idle exit: a pause in the stream is not its end)."""
+    """The production :class:`ConsumerGroup` (members on threads sharing the store), every
+    commit checked against the store, stopped once every message on the topic is committed
+    (no idle exit: a pause in the stream is not its end)."""
 
     def __init__(
-        self, settings: Settings, store: EventStore, count: int, *, before_commit: Callable[[Batch], None] | None = None
+        self,
+        settings: Settings,
+        store: EventStore,
+        count: int,
+        *,
+        before_commit: Callable[[Batch], None] | None = None,
+        halt_together: bool = True,
     ) -> None:
+        """``halt_together=False``: members fail alone, as separate processes would."""
         self.settings = settings
         self.problems: list[str] = []
-        self.members = [
-            CheckedMember(settings, store, self.problems, idle_exit_s=None, before_commit=before_commit)
-            for _ in range(count)
-        ]
+        self.group = ConsumerGroup(
+            settings, store, count, before_commit=StoredBeforeCommit(store, self.problems, before_commit),
+            halt_together=halt_together,
+        )
 
     def start(self, timeout_s: float = 60) -> MemberGroup:
         """Start every member and wait until the group is stable with all of them."""
-        for member in self.members:
-            member.start()
-        wait_for(lambda: stable_members(self.settings) == len(self.members), "the group did not form", timeout_s)
+        self.group.start()
+        wait_for(lambda: stable_members(self.settings) == len(self.group.members), "the group did not form", timeout_s)
         return self
 
     def finish(self, settings: Settings | None = None, timeout_s: float = 120) -> None:
@@ -273,18 +320,19 @@ class MemberGroup:
         settings = settings or self.settings
         written = end_offsets_total(settings)
         wait_for(lambda: committed_total(settings) >= written, "the group did not catch up", timeout_s)
-        for member in self.members:
-            member.consumer.stop()
-        for member in self.members:
-            member.thread.join(timeout=60)
-        assert not any(m.thread.is_alive() for m in self.members), "a member did not stop"
-        assert [m.error for m in self.members if m.error] == []
+        self.group.stop()
+        assert self.group.join(timeout_s=60), "a member did not stop"
+        assert [e for e in self.group.errors if e] == []
         assert self.problems == []  # every commit came after its rows were in the store
+
+    @property
+    def errors(self) -> list[BaseException | None]:
+        return self.group.errors
 
     @property
     def messages(self) -> list[int]:
         """Messages each member read."""
-        return [m.consumer.stats.messages for m in self.members]
+        return [m.stats.messages for m in self.group.members]
 
 
 def wait_for(predicate: Callable[[], bool], what: str, timeout_s: float = 60) -> None:

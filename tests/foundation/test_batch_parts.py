@@ -15,7 +15,7 @@ from retrylens.ingest.chain import build_chain
 from retrylens.ingest.dead_letter_file import DeadLetterFile
 from retrylens.ingest.encoder import EncodedChunk, RawChunk, encode_chunk
 from retrylens.ingest.processor import InvalidReason, SourceRef, process
-from retrylens.ingest.status import IngestStatus
+from retrylens.ingest.status import IngestStatus, combine_snapshots
 from retrylens.ingest.writer import BatchWriter, insert_json_rows
 from retrylens.store import EventStore
 from retrylens.store.native_block import encode_native
@@ -193,3 +193,19 @@ def test_status_says_whether_ingest_keeps_up() -> None:
         now[0] += 10
         status.record(messages=10_000, rows=10_000, lag=lag, insert_s=0.05)
     assert status.snapshot()["keeping_up"] is True and status.snapshot()["lag_trend"] < 0
+
+
+def test_a_group_keeps_up_only_if_every_member_does_and_its_figures_add_up() -> None:
+    now = [0.0]
+    steady = IngestStatus(window_s=30, keep_up_seconds=5, clock=lambda: now[0])
+    behind = IngestStatus(window_s=30, keep_up_seconds=5, clock=lambda: now[0])
+    for lag in (1_000, 20_000, 40_000):
+        now[0] += 10
+        steady.record(messages=10_000, rows=9_000, lag=0, insert_s=0.05)
+        behind.record(messages=5_000, rows=5_000, lag=lag, insert_s=0.2)
+    group = combine_snapshots([steady.snapshot(), behind.snapshot()])
+    assert (group["messages"], group["rows"], group["eps"], group["lag"]) == (45_000, 42_000, 1_500.0, 40_000)
+    assert (group["batches_in_window"], group["mean_batch_rows"], group["last_insert_ms"]) == (6, 7_000.0, 200.0)
+    assert group["keeping_up"] is False  # one member falling behind is the group falling behind
+    assert [m["keeping_up"] for m in group["members"]] == [True, False]
+    assert combine_snapshots([steady.snapshot()])["keeping_up"] is True

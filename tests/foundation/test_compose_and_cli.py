@@ -61,6 +61,26 @@ def test_cli_rejects_bad_arguments_with_a_clear_message() -> None:
     assert "batch-max-rows" in result.output
 
 
+@pytest.mark.parametrize(
+    ("members", "says"),
+    [("0", "greater than or equal to 1"), ("-2", "greater than or equal to 1"), ("65", "less than or equal to 64")],
+)
+def test_consume_refuses_a_member_count_out_of_range(members: str, says: str) -> None:
+    result = runner.invoke(app, ["consume", "--members", members])
+    assert result.exit_code == 2
+    assert "Invalid value for '--members'" in result.output and says in result.output
+
+
+def test_consume_refuses_a_member_count_out_of_range_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("RETRYLENS_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("RETRYLENS_INGEST_MEMBERS", "0")
+    result = runner.invoke(app, ["consume"])
+    assert result.exit_code == 2
+    assert "configuration error" in result.output and "ingest_members" in result.output
+
+
 def test_consume_without_a_broker_configured_says_what_to_set(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("RETRYLENS_DATA_DIR", str(tmp_path))
     monkeypatch.delenv("KAFKA_BOOTSTRAP_SERVERS", raising=False)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -19,14 +21,20 @@ from kafka_helpers import (
     MemberGroup,
     cli_env,
     committed_offset,
+    committed_offsets,
     committed_total,
+    end_offsets,
     end_offsets_total,
     fast_payloads,
     produce,
     read_topic,
+    stable_members,
+    wait_for,
 )
 from prometheus_client import REGISTRY
+from typer.testing import CliRunner
 
+from retrylens.cli.main import app
 from retrylens.config import Settings
 from retrylens.errors import InvalidBurstError
 from retrylens.ingest.batch import Batch
@@ -34,13 +42,14 @@ from retrylens.ingest.consumer import IngestConsumer
 from retrylens.ingest.dlq import REPLAYED_HEADER, replay_dead_letters
 from retrylens.ingest.kafka_clients import ensure_topics
 from retrylens.ingest.processor import InvalidReason
-from retrylens.schemas import MAX_EVENT_BYTES, RetryEvent
+from retrylens.schemas import MAX_EVENT_BYTES
 from retrylens.sdk.transport.emitter import Emitter
 from retrylens.sdk.transport.kafka import KafkaSink
 from retrylens.sdk.transport.spool import Spool
 from retrylens.store import EventStore
 
 pytestmark = [pytest.mark.kafka, pytest.mark.clickhouse]
+runner = CliRunner()
 
 
 def _store_stats(settings: Settings) -> dict:
@@ -79,11 +88,18 @@ def test_events_emitted_through_kafka_are_stored_exactly_once(
     assert committed_total(kafka_settings) == end_offsets_total(kafka_settings)
 
 
-def test_consumer_killed_mid_stream_and_restarted_stores_each_event_once(kafka_settings: Settings) -> None:
-    produce(kafka_settings, fast_payloads(100_000))
+def test_consumer_group_killed_mid_stream_and_restarted_stores_each_event_once(kafka_settings: Settings) -> None:
+    """A `consume --members 2` process is SIGKILLed mid-stream once both members hold
+    partitions; a restarted process of two members replays what was not committed (the
+    single-member road is the same code with one thread)."""
+    ensure_topics(kafka_settings)
     env = cli_env(kafka_settings)
-    consumer = subprocess.Popen([sys.executable, "-m", "retrylens", "consume"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    consume = [sys.executable, "-m", "retrylens", "consume", "--members", "2"]
+    consumer = subprocess.Popen(consume, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
+        wait_for(lambda: consumer.poll() is not None or stable_members(kafka_settings) == 2, "the group did not form")
+        assert consumer.poll() is None, consumer.stderr.read().decode() if consumer.stderr else ""
+        produce(kafka_settings, fast_payloads(100_000))
         deadline = time.monotonic() + 120
         while committed_total(kafka_settings) < 20_000:
             assert consumer.poll() is None, consumer.stderr.read().decode() if consumer.stderr else ""
@@ -92,12 +108,14 @@ def test_consumer_killed_mid_stream_and_restarted_stores_each_event_once(kafka_s
     finally:
         consumer.send_signal(signal.SIGKILL)
         consumer.wait()
-    assert committed_total(kafka_settings) < 100_000, "killed too late to prove anything"
-    restarted = subprocess.run(
-        [sys.executable, "-m", "retrylens", "consume", "--idle-exit", "3"], env=env, capture_output=True, text=True, timeout=300
-    )
+    at_kill = committed_offsets(kafka_settings)
+    assert sum(at_kill.values()) < 100_000, "killed too late to prove anything"
+    restarted = subprocess.run([*consume, "--idle-exit", "3"], env=env, capture_output=True, text=True, timeout=300)
     assert restarted.returncode == 0, restarted.stderr
+    result = json.loads(restarted.stdout.strip().splitlines()[-1])
+    assert len(result["members"]) == 2 and result["messages"] >= 100_000 - sum(at_kill.values())
     assert _store_stats(kafka_settings)["events"] == 100_000
+    assert committed_offsets(kafka_settings) == end_offsets(kafka_settings)
 
 
 class CrashBeforeCommit(Exception):
@@ -139,7 +157,8 @@ def test_batch_reinserted_after_a_crash_before_commit_is_deduplicated(
 def test_batches_of_members_that_all_crashed_before_commit_are_stored_once_by_a_new_group(
     kafka_settings: Settings, store: EventStore
 ) -> None:
-    """Three members each insert a batch and crash before committing it; three new members
+    """Three members (failing alone, as three processes would) each insert a batch and crash
+    before committing it; three new members
     replay every partition from the start. Their batches need not line up with the crashed
     ones (partitions move between members), so the copies that slip past the insert token
     collapse by ``event_id`` (exact reads use FINAL)."""
@@ -147,11 +166,10 @@ def test_batches_of_members_that_all_crashed_before_commit_are_stored_once_by_a_
         update={"kafka_topic_partitions": 3, "batch_max_rows": 200, "batch_max_seconds": 0.5}
     )
     ensure_topics(settings)
-    crashed = MemberGroup(settings, store, 3, before_commit=_crash).start()
+    crashed = MemberGroup(settings, store, 3, before_commit=_crash, halt_together=False).start()
     produce(settings, fast_payloads(1_500))
-    for member in crashed.members:
-        member.thread.join(timeout=120)
-    assert [type(m.error) for m in crashed.members] == [CrashBeforeCommit] * 3
+    assert crashed.group.join(timeout_s=120)
+    assert [type(error) for error in crashed.errors] == [CrashBeforeCommit] * 3
     assert 0 < store.count_rows() < 1_500
     assert committed_total(settings) == 0
 
@@ -184,11 +202,16 @@ def _malformed(i: int) -> tuple[bytes, InvalidReason]:
     return payload(project="", decision_reason=f"r{i}"), InvalidReason.INVALID_FIELDS
 
 
-@WORKERS
+@pytest.mark.parametrize(
+    ("workers", "members"), [(0, 1), (1, 2)], ids=["inline-one-member", "ingest-worker-two-members"]
+)
 def test_malformed_messages_go_to_the_dlq_with_reasons_and_valid_ones_are_stored(
-    kafka_settings: Settings, store: EventStore, workers: int
+    kafka_settings: Settings, store: EventStore, workers: int, members: int
 ) -> None:
+    """Two members (a stable group before the first message) dead-letter what each reads,
+    once: a rebalance commits what it flushed, so no letter is sent twice."""
     kafka_settings = kafka_settings.model_copy(update={"ingest_workers": workers})
+    group = MemberGroup(kafka_settings, store, members).start() if members > 1 else None
     valid = fast_payloads(4_000)
     expected_reason = {}
     records: list[tuple[bytes | None, bytes]] = []
@@ -202,10 +225,16 @@ def test_malformed_messages_go_to_the_dlq_with_reasons_and_valid_ones_are_stored
     produce(kafka_settings, records)
     dead_before = REGISTRY.get_sample_value("retrylens_ingest_dead_letters_total", {"reason": "bad_json"}) or 0
 
-    stats = IngestConsumer(kafka_settings, store).run(idle_exit_s=3)
+    if group is None:
+        stats = IngestConsumer(kafka_settings, store).run(idle_exit_s=3)
+    else:
+        group.finish()  # no member failed, no commit ran ahead of the store
+        assert all(group.messages), f"a member read nothing: {group.messages}"
+        stats = group.group.stats
 
     assert stats.dead_letters == 1_000
     assert store.count_distinct_events() == 4_000
+    assert committed_offsets(kafka_settings) == end_offsets(kafka_settings)
     letters = read_topic(kafka_settings, kafka_settings.kafka_dlq_topic)
     assert len(letters) == 1_000
     for letter in letters:
@@ -218,18 +247,75 @@ def test_malformed_messages_go_to_the_dlq_with_reasons_and_valid_ones_are_stored
     assert dead_after - dead_before == 125
 
 
-@WORKERS
 def test_a_burst_of_invalid_messages_stops_the_consumer_without_draining_the_topic(
-    kafka_settings: Settings, store: EventStore, workers: int
+    kafka_settings: Settings, store: EventStore
 ) -> None:
-    settings = kafka_settings.model_copy(
-        update={"kafka_topic_partitions": 1, "dlq_max_consecutive": 200, "ingest_workers": workers}
-    )
+    """One member, inline; the worker road with two members is the test below."""
+    settings = kafka_settings.model_copy(update={"kafka_topic_partitions": 1, "dlq_max_consecutive": 200})
     produce(settings, fast_payloads(50) + [(b"k", b"{oops %d" % i) for i in range(400)])
     with pytest.raises(InvalidBurstError, match="200 consecutive invalid"):
         IngestConsumer(settings, store).run(idle_exit_s=5)
     assert committed_offset(settings) is None
     assert read_topic(settings, settings.kafka_dlq_topic, idle_s=2) == []
+
+
+def test_a_member_that_trips_the_burst_breaker_stops_the_group_without_committing_past_unstored_rows(
+    kafka_settings: Settings, store: EventStore, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`consume --members 2` (one ingest worker each; run in this process on the test's own
+    store), one partition each: the member holding partition 0 meets a burst of invalid
+    messages there and trips; the whole group stops (the other member neither goes on with
+    partition 1 nor takes over partition 0 and drains it), nothing reaches the DLQ, every
+    committed offset is covered by stored rows, and the command exits 3 saying why. (One
+    partition per member: a member's breaker counts its partitions' messages in the order
+    read, so valid chunks of another partition could break the run of invalid ones.)"""
+    settings = kafka_settings.model_copy(update={"dlq_max_consecutive": 200, "kafka_topic_partitions": 2})
+    ensure_topics(settings)
+    env = {
+        **cli_env(settings),
+        "RETRYLENS_CLICKHOUSE_DSN": settings.clickhouse_dsn,
+        "RETRYLENS_CLICKHOUSE_DATABASE": settings.clickhouse_database,
+        "RETRYLENS_DLQ_MAX_CONSECUTIVE": "200",
+        "RETRYLENS_INGEST_WORKERS": "1",
+    }
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+
+    def feed() -> None:
+        wait_for(lambda: stable_members(settings) == 2, "the group did not form")
+        valid = fast_payloads(30_050)
+        produce(settings, valid[:50] + [(b"k", b"{oops %d" % i) for i in range(1_000)], partition=0)
+        for start in range(50, 30_050, 3_000):  # a stream that lasts well beyond the trip
+            produce(settings, valid[start:start + 3_000], partition=1)
+            time.sleep(0.5)
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
+    try:  # the command installs its own (in the main thread, where this runs)
+        result = runner.invoke(app, ["consume", "--members", "2", "--idle-exit", "30"])
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+    stopped_mid_stream = feeder.is_alive()
+    feeder.join(timeout=120)
+    assert result.exit_code == 3, result.output
+    assert "consumer stopped" in result.output and "200 consecutive invalid" in result.output, result.output
+    assert "member 1 of 2 failed" in caplog.text or "member 2 of 2 failed" in caplog.text, caplog.text[-3000:]
+    assert read_topic(settings, settings.kafka_dlq_topic, idle_s=2) == []  # the topic was not drained
+    committed, ends = committed_offsets(settings), end_offsets(settings)
+    assert committed.get(0, 0) <= 50, committed  # never past the burst
+    for partition, offset in committed.items():
+        below = store.client.query(
+            store.sql(
+                "SELECT uniqExact(kafka_offset) FROM [[db]].events WHERE kafka_partition = {p:Int32} "
+                "AND kafka_offset < {o:Int64}"
+            ),
+            parameters={"p": partition, "o": offset},
+        ).result_rows[0][0]
+        assert below == offset, f"p{partition} committed to {offset} with {below} rows stored below it"
+    assert stopped_mid_stream, f"the group went on with partition 1 after the trip: {committed} of {ends}"
+    assert committed.get(1, 0) < ends[1]
 
 
 def test_dead_letters_are_replayed_into_the_event_topic(kafka_settings: Settings, store: EventStore) -> None:
@@ -250,24 +336,30 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def test_sigterm_finishes_the_batch_commits_and_exits_cleanly_and_stats_say_it_keeps_up(
+def test_sigterm_stops_every_member_which_commits_and_exits_cleanly_and_stats_say_the_group_keeps_up(
     kafka_settings: Settings,
 ) -> None:
+    """`consume --members 2`: both members read (a stable group before the first message);
+    SIGTERM makes each finish its batch, commit and leave; exit code 0; the status lines
+    and the metrics cover both members."""
     env = cli_env(kafka_settings)
-    produce(kafka_settings, fast_payloads(5_000))
+    ensure_topics(kafka_settings)
     port = _free_port()
     consumer = subprocess.Popen(
-        [sys.executable, "-m", "retrylens", "consume", "--metrics-port", str(port), "--stats", "0.5"],
+        [sys.executable, "-m", "retrylens", "consume", "--members", "2", "--metrics-port", str(port), "--stats", "0.5"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
+        wait_for(lambda: consumer.poll() is not None or stable_members(kafka_settings) == 2, "the group did not form")
+        produce(kafka_settings, fast_payloads(5_000))
         deadline = time.monotonic() + 120
         while committed_total(kafka_settings) < 5_000:
             assert consumer.poll() is None and time.monotonic() < deadline
             time.sleep(0.2)
         exposed = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
         assert "retrylens_ingest_rows_inserted_total 5000.0" in exposed
-        assert 'retrylens_ingest_lag_messages{partition="0"} 0.0' in exposed
+        for partition in range(kafka_settings.kafka_topic_partitions):
+            assert f'retrylens_ingest_lag_messages{{partition="{partition}"}} 0.0' in exposed
         assert "retrylens_ingest_batch_rows_count" in exposed and "retrylens_ingest_batch_bytes_sum" in exposed
         time.sleep(1.2)  # at least one status line after the last commit
         consumer.send_signal(signal.SIGTERM)
@@ -276,25 +368,34 @@ def test_sigterm_finishes_the_batch_commits_and_exits_cleanly_and_stats_say_it_k
         if consumer.poll() is None:
             consumer.kill()
     assert consumer.returncode == 0, err
-    assert json.loads(out.strip().splitlines()[-1])["rows"] == 5_000
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["rows"] == 5_000
+    assert [m["rows"] > 0 for m in result["members"]] == [True, True], result
     status = [json.loads(line)["status"] for line in err.splitlines() if line.startswith('{"status"')][-1]
     assert (status["rows"], status["lag"], status["keeping_up"]) == (5_000, 0, True)
+    assert sorted(m["rows"] for m in status["members"]) == sorted(m["rows"] for m in result["members"])
     assert _store_stats(kafka_settings)["events"] == 5_000
+    assert committed_offsets(kafka_settings) == end_offsets(kafka_settings)
 
 
 @pytest.fixture
 def private_broker(tmp_path: Path) -> LocalBroker:
-    broker = LocalBroker(tmp_path / "kafka2", port=19192, controller_port=19193)
+    port = int(os.environ.get("RETRYLENS_TEST_BROKER_PORT", "19192"))
+    broker = LocalBroker(tmp_path / "kafka2", port=port, controller_port=port + 1)
     broker.run("start")
     yield broker
     broker.run("stop")
 
 
 def test_broker_outage_spools_without_blocking_and_delivers_everything_after(
-    kafka_settings: Settings, private_broker: LocalBroker
+    kafka_settings: Settings, private_broker: LocalBroker, store: EventStore
 ) -> None:
+    """The broker dies under agents and a group of two members: emit() does not wait, the
+    events are spooled, and once the broker is back the members (which lived through the
+    outage) store every event once and commit the whole topic."""
     settings = kafka_settings.model_copy(update={"kafka_bootstrap_servers": private_broker.bootstrap})
     ensure_topics(settings)
+    group = MemberGroup(settings, store, 2).start()
     spool_dir = settings.effective_spool_dir / "agent"
     emitter = Emitter(
         sink=KafkaSink(settings, flush_timeout_s=3, max_block_ms=1_000), spool=Spool(spool_dir), max_backoff_s=1.0
@@ -303,6 +404,7 @@ def test_broker_outage_spools_without_blocking_and_delivers_everything_after(
     for event in before:
         emitter.emit(event)
     assert emitter.flush(60)
+    wait_for(lambda: committed_total(settings) == len(before), "the group did not ingest before the outage")
 
     private_broker.run("kill")
     during = make_events(3_000, seed=2)
@@ -323,5 +425,8 @@ def test_broker_outage_spools_without_blocking_and_delivers_everything_after(
     private_broker.run("start")
     assert emitter.flush(120), "spool was not replayed after the broker came back"
     emitter.close()
-    stored = {RetryEvent.from_json_bytes(m.value).event_id for m in read_topic(settings, settings.kafka_topic)}
-    assert stored == {e.event_id for e in before + during}
+    group.finish()  # no member failed, no commit ran ahead of the store, the topic is committed
+    emitted = {str(e.event_id) for e in before + during}
+    assert store.event_ids() == emitted
+    assert store.count_distinct_events() == len(emitted)
+    assert committed_offsets(settings) == end_offsets(settings)
