@@ -240,19 +240,20 @@ class RiskModel:
     text_features: bool = False
     size_norm: SizeNorm | None = None
 
-    def _norm(self, fdict: Mapping[str, float]) -> dict[str, float]:
+    def prepare(self, fdict: Mapping[str, float]) -> dict[str, float]:
+        """A :func:`feature_dict` row as the weights read it: its :class:`SizeNorm` applied."""
         norm = getattr(self, "size_norm", None)  # models saved before v3 have none
         return norm.apply(fdict) if norm is not None else dict(fdict)
 
     def model_input(self, features: Mapping[str, Any], context: RiskContext | None = None,
                     text: str | None = None) -> dict[str, float]:
         """:func:`feature_dict` as this model was trained on it, its :class:`SizeNorm` applied."""
-        return self._norm(feature_dict(features, context, text=text if self.text_features else None))
+        return self.prepare(feature_dict(features, context, text=text if self.text_features else None))
 
     def predict_proba(self, dicts: Sequence[Mapping[str, float]]) -> np.ndarray:
         if not dicts:
             return np.zeros(0)
-        return self.calibrated.predict_proba(vectorise([self._norm(d) for d in dicts]))[:, 1]
+        return self.calibrated.predict_proba(vectorise([self.prepare(d) for d in dicts]))[:, 1]
 
     def risk(self, features: Mapping[str, Any], context: RiskContext | None = None, text: str | None = None) -> float:
         return float(self.predict_proba([self.model_input(features, context, text)])[0])
