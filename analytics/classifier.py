@@ -7,13 +7,17 @@ turns them into one sparse dict — keywords, log sizes, agent/model/tool indica
 where the task text itself is known (trace files, the pre-check), its words and word
 pairs instead of the 12 stored keywords — and a stateless :class:`FeatureHasher` maps
 that to columns, so that the same code serves small in-memory training and out-of-core
-training over chunks. Nothing about the run itself (steps, errors, outcome) is an input.
+training over chunks. The one fitted transformation, :class:`SizeNorm` (each agent's
+usual input size, learnt from the training rows and saved in the model), adds how large
+this input is *for its agent*. Nothing about the run itself (steps, errors, outcome) is an
+input.
 
 Two fitting paths, one model type (:class:`RiskModel`):
 
 - :func:`fit_in_memory` — logistic regression (:class:`CompactLogisticRegression`), its
-  regularisation chosen and its sigmoid calibration fitted on folds grouped by task
-  (``groups``), so a task never informs its own score;
+  regularisation and size-feature weight chosen, and its calibration (sigmoid or none)
+  chosen and fitted, on folds grouped by task (``groups``) inside the training rows, so a
+  task never informs its own score;
 - :func:`fit_incremental` — ``SGDClassifier.partial_fit`` chunk by chunk (the whole
   history never sits in memory), the last chunk held out to fit the calibration.
 
@@ -42,20 +46,27 @@ from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold
 
 from retrylens.sdk.features import normalise_input
 
-FEATURE_SET_VERSION = "v2"
+FEATURE_SET_VERSION = "v3"
 N_FEATURES = 2**18
 FEATURE_FAMILIES = (
     "kw:<word>", "tool:<name>", "agent=<name>", "model=<name>", "language=<code>",
     "log1p(n_chars|n_words|n_lines|n_numbers|n_entities)", "has_url|has_email|has_code|is_question",
     "phase=<name>", "hour=<0-23>", "fp_seen", "fp_failure_rate",
     "tok:<word>|tok:<word> <word> (task text known: l2-normalised 1+log tf, replaces kw:)",
+    "size_z:<size>|agent=<name> (log size standardised by the agent's training rows, clipped to ±3)",
 )
 #: Pre-run inputs only: a feature name must start with one of these (a test checks it).
 PRE_RUN_PREFIXES = (
     "kw:", "tok:", "tool:", "agent=", "model=", "language=", "phase=", "hour=", "fp_seen", "fp_failure_rate",
     "n_chars", "n_words", "n_lines", "n_numbers", "n_entities", "has_url", "has_email", "has_code", "is_question",
+    "size_z:",
 )
-C_GRID = (1.0, 3.0, 10.0)
+C_GRID = (0.3, 1.0, 3.0)
+#: Weights of the :class:`SizeNorm` block tried beside C (its value scale sets its penalty).
+SIZE_SCALES = (0.3, 1.0)
+SIZE_KEYS = ("n_chars", "n_words", "n_lines", "n_numbers", "n_entities")
+MIN_SIZE_ROWS = 5
+SIZE_Z_CLIP = 3.0
 TEXT_SIZE_SCALE = 10.0
 MIN_CALIBRATION_ROWS = 100
 _TOKEN = re.compile(r"[a-z][a-z0-9_\-]+")
@@ -119,6 +130,52 @@ def feature_dict(
     return out
 
 
+def _agent_of(fdict: Mapping[str, float]) -> str:
+    return next((key for key in fdict if key.startswith("agent=")), "agent=")
+
+
+@dataclass(frozen=True)
+class SizeNorm:
+    """Each agent's mean and spread of the log input sizes, learnt from training rows.
+
+    Why: within one agent, an input longer (more words, numbers, entities) than that
+    agent's usual one is a harder or an easier task, and which way differs by agent (a
+    long customer scenario fails more often; a long self-contained ticket less). A global
+    size feature cannot say "long for this agent", and the raw per-agent size (log ~7,
+    spread ~0.3) would need weights the penalty never allows. Standardised per agent and
+    scaled by ``scale`` (chosen with C), it sits on the scale of the other features.
+    Agents with fewer than :data:`MIN_SIZE_ROWS` training rows, or sizes that never vary,
+    get no such feature. Sizes are pre-run, so the result is too.
+    """
+
+    stats: Mapping[str, Mapping[str, tuple[float, float]]]
+    scale: float = 1.0
+
+    @classmethod
+    def fit(cls, dicts: Sequence[Mapping[str, float]], *, scale: float = 1.0) -> SizeNorm:
+        values: dict[str, dict[str, list[float]]] = {}
+        for fdict in dicts:
+            by_key = values.setdefault(_agent_of(fdict), {})
+            for key in SIZE_KEYS:
+                by_key.setdefault(key, []).append(float(fdict.get(key, 0.0)))
+        stats: dict[str, dict[str, tuple[float, float]]] = {}
+        for agent, by_key in values.items():
+            kept = {key: (float(np.mean(v)), float(np.std(v))) for key, v in by_key.items()
+                    if len(v) >= MIN_SIZE_ROWS and float(np.std(v)) > 1e-9}
+            if kept:
+                stats[agent] = kept
+        return cls(stats, scale)
+
+    def apply(self, fdict: Mapping[str, float]) -> dict[str, float]:
+        """``fdict`` with this agent's standardised sizes added (idempotent)."""
+        agent = _agent_of(fdict)
+        out = {key: value for key, value in fdict.items() if not key.startswith("size_z:")}
+        for key, (mean, sd) in self.stats.get(agent, {}).items():
+            z = (float(fdict.get(key, 0.0)) - mean) / sd
+            out[f"size_z:{key}|{agent}"] = self.scale * min(SIZE_Z_CLIP, max(-SIZE_Z_CLIP, z))
+        return out
+
+
 def input_length(features: Mapping[str, Any]) -> float:
     return math.log1p(float(features.get("n_chars", 0) or 0))
 
@@ -172,6 +229,8 @@ class RiskModel:
 
     ``text_features``: trained with the task text's tokens (:func:`text_tokens`); scoring
     must then pass the text too — use :meth:`model_input`, which knows which it needs.
+    ``size_norm``: the fitted :class:`SizeNorm`; :meth:`model_input` and
+    :meth:`predict_proba` apply it, so callers pass plain :func:`feature_dict` output.
     """
 
     calibrated: Any
@@ -179,16 +238,22 @@ class RiskModel:
     intercept: float
     meta: dict[str, Any] = field(default_factory=dict)
     text_features: bool = False
+    size_norm: SizeNorm | None = None
+
+    def prepare(self, fdict: Mapping[str, float]) -> dict[str, float]:
+        """A :func:`feature_dict` row as the weights read it: its :class:`SizeNorm` applied."""
+        norm = getattr(self, "size_norm", None)  # models saved before v3 have none
+        return norm.apply(fdict) if norm is not None else dict(fdict)
 
     def model_input(self, features: Mapping[str, Any], context: RiskContext | None = None,
                     text: str | None = None) -> dict[str, float]:
-        """:func:`feature_dict` as this model was trained on it."""
-        return feature_dict(features, context, text=text if self.text_features else None)
+        """:func:`feature_dict` as this model was trained on it, its :class:`SizeNorm` applied."""
+        return self.prepare(feature_dict(features, context, text=text if self.text_features else None))
 
     def predict_proba(self, dicts: Sequence[Mapping[str, float]]) -> np.ndarray:
         if not dicts:
             return np.zeros(0)
-        return self.calibrated.predict_proba(vectorise(dicts))[:, 1]
+        return self.calibrated.predict_proba(vectorise([self.prepare(d) for d in dicts]))[:, 1]
 
     def risk(self, features: Mapping[str, Any], context: RiskContext | None = None, text: str | None = None) -> float:
         return float(self.predict_proba([self.model_input(features, context, text)])[0])
@@ -202,14 +267,6 @@ class RiskModel:
             scored.append((name, weight * value))
         scored.sort(key=lambda item: -abs(item[1]))
         return scored[:top]
-
-
-def _mean_coef(calibrated: CalibratedClassifierCV) -> tuple[np.ndarray, float]:
-    estimators = [c.estimator for c in calibrated.calibrated_classifiers_]
-    estimators = [getattr(e, "estimator", e) for e in estimators]  # unwrap FrozenEstimator
-    coef = np.mean([e.coef_[0] for e in estimators], axis=0)
-    intercept = float(np.mean([e.intercept_[0] for e in estimators]))
-    return coef, intercept
 
 
 def folds(labels: Sequence[int], groups: Sequence[str] | None = None, *, n_splits: int = 5,
@@ -229,50 +286,104 @@ def folds(labels: Sequence[int], groups: Sequence[str] | None = None, *, n_split
     return [(tr, te) for tr, te in splits if len(np.unique(y[tr])) == 2 and len(np.unique(y[te])) == 2]
 
 
-def choose_c(x: Any, y: np.ndarray, grid: Sequence[float] = C_GRID, *, groups: Sequence[str] | None = None) -> float:
-    """Regularisation by Brier score: on grouped folds with ``groups``, else on the last
-    20 % of the (time-ordered) training rows."""
+def _selection_splits(y: np.ndarray, groups: Sequence[str] | None) -> list[tuple[np.ndarray, np.ndarray]]:
+    """3 grouped folds with ``groups``, else the last 20 % of the (time-ordered) rows."""
     if groups is not None:
-        splits = folds(y, groups, n_splits=3, seed=1)
-    else:
-        cut = int(len(y) * 0.8)
-        splits = [(np.arange(cut), np.arange(cut, len(y)))]
-        splits = [(tr, te) for tr, te in splits if len(np.unique(y[tr])) == 2 and len(np.unique(y[te])) == 2]
+        return folds(y, groups, n_splits=3, seed=1)
+    cut = int(len(y) * 0.8)
+    splits = [(np.arange(cut), np.arange(cut, len(y)))]
+    return [(tr, te) for tr, te in splits if len(np.unique(y[tr])) == 2 and len(np.unique(y[te])) == 2]
+
+
+def _fold_decisions(dicts: Sequence[Mapping[str, float]], y: np.ndarray, tr: np.ndarray, te: np.ndarray,
+                    c: float, scale: float) -> np.ndarray:
+    """Fit on rows ``tr`` (its :class:`SizeNorm` from those rows only) and score rows ``te``."""
+    norm = SizeNorm.fit([dicts[i] for i in tr], scale=scale)
+    model = CompactLogisticRegression(C=c).fit(vectorise([norm.apply(dicts[i]) for i in tr]), y[tr])
+    return model.decision_function(vectorise([norm.apply(dicts[i]) for i in te]))
+
+
+def choose_settings(dicts: Sequence[Mapping[str, float]], y: np.ndarray, *, groups: Sequence[str] | None = None,
+                    c_grid: Sequence[float] = C_GRID, scales: Sequence[float] = SIZE_SCALES) -> tuple[float, float]:
+    """C and the :class:`SizeNorm` weight by mean Brier score on :func:`_selection_splits`
+    of the training rows (grouped by task with ``groups``); the first pair when no split."""
+    splits = _selection_splits(y, groups)
     if not splits:
-        return 1.0
-    x = sparse.csr_matrix(x)
-    scores = []
-    for c in grid:
-        losses = [brier_score_loss(y[te], CompactLogisticRegression(C=c).fit(x[tr], y[tr]).predict_proba(x[te])[:, 1])
-                  for tr, te in splits]
-        scores.append(float(np.mean(losses)))
-    return float(grid[int(np.argmin(scores))])
+        return float(c_grid[0] if len(c_grid) == 1 else 1.0), float(scales[-1])
+    best: tuple[float, float, float] | None = None
+    for scale in scales:
+        for c in c_grid:
+            loss = float(np.mean([brier_score_loss(y[te], expit(_fold_decisions(dicts, y, tr, te, c, scale)))
+                                  for tr, te in splits]))
+            if best is None or loss < best[0]:
+                best = (loss, float(c), float(scale))
+    assert best is not None
+    return best[1], best[2]
+
+
+def choose_calibration(decisions: np.ndarray, y: np.ndarray, groups: Sequence[str] | None) -> tuple[float, float, str]:
+    """Sigmoid ``(a, b)`` for out-of-fold ``decisions``, or the identity ``(-1, 0)``.
+
+    The sigmoid is kept only if, cross-fitted on those scores (fitted on some folds' scores,
+    judged on the others'), its Brier score beats the regression's own probabilities: a
+    calibration fitted and judged on the same scores always looks better than it is.
+    """
+    identity = (-1.0, 0.0, "none")
+    if len(y) < MIN_CALIBRATION_ROWS:
+        return identity  # on 40 out-of-fold scores a sigmoid can invert the ranking
+    cross = folds(y, groups, n_splits=5, seed=2)
+    if not cross:
+        return identity
+    fitted = np.full(len(y), np.nan)
+    for tr, te in cross:
+        fitted[te] = _sigmoid(decisions[tr], y[tr]).predict_proba(decisions[te, None])[:, 1]
+    tested = ~np.isnan(fitted)
+    if brier_score_loss(y[tested], fitted[tested]) >= brier_score_loss(y[tested], expit(decisions[tested])):
+        return identity
+    sigmoid = _sigmoid(decisions, y)
+    a, b = -float(sigmoid.coef_[0, 0]), -float(sigmoid.intercept_[0])
+    return (a, b, "sigmoid") if a < 0 else identity
+
+
+def _sigmoid(decisions: np.ndarray, y: np.ndarray) -> LogisticRegression:
+    return LogisticRegression(C=1e6, max_iter=1000).fit(decisions[:, None], y)
 
 
 def fit_in_memory(dicts: Sequence[Mapping[str, float]], labels: Sequence[int], *, c: float | None = None,
-                  groups: Sequence[str] | None = None, text_features: bool = False) -> RiskModel:
-    """Logistic regression, ``c`` by :func:`choose_c` unless given, sigmoid calibration
-    fitted on the out-of-fold scores of all rows (folds grouped by ``groups`` when given) and
-    applied to one model fitted on every row; below :data:`MIN_CALIBRATION_ROWS` rows the
-    regression's own probabilities are kept."""
+                  size_scale: float | None = None, groups: Sequence[str] | None = None,
+                  text_features: bool = False) -> RiskModel:
+    """Logistic regression over :func:`feature_dict` rows plus their :class:`SizeNorm`.
+
+    Every choice is made inside these rows: ``c`` and ``size_scale`` by
+    :func:`choose_settings` unless given; the calibration by :func:`choose_calibration` on
+    out-of-fold decisions (5 folds, grouped by ``groups`` when given, each fold's
+    :class:`SizeNorm` from its own training side). The model itself is fitted on every
+    row and wrapped as a sigmoid-calibrated classifier (identity when no calibration
+    helps), the shape :mod:`retrylens.api.fast_model` reads.
+    """
     y = np.asarray(labels, dtype=int)
     _require_both_classes(y)
-    x = vectorise(dicts)
-    c = choose_c(x, y, groups=groups) if c is None else c
-    splits = folds(y, groups)
-    cover = sum(len(te) for _, te in splits) == len(y)
-    calibrated = CalibratedClassifierCV(CompactLogisticRegression(C=c), method="sigmoid",
-                                        cv=splits if cover else 2, ensemble=False).fit(x, y)
+    dicts = list(dicts)
+    if c is None or size_scale is None:
+        c, size_scale = choose_settings(dicts, y, groups=groups, c_grid=C_GRID if c is None else (c,),
+                                        scales=SIZE_SCALES if size_scale is None else (size_scale,))
+    norm = SizeNorm.fit(dicts, scale=size_scale)
+    x = vectorise([norm.apply(d) for d in dicts])
+    final = CompactLogisticRegression(C=c).fit(x, y)
+    splits = folds(y, groups) if len(y) >= MIN_CALIBRATION_ROWS else []
+    decisions = np.full(len(y), np.nan)
+    for tr, te in splits:
+        decisions[te] = _fold_decisions(dicts, y, tr, te, c, size_scale)
+    known = ~np.isnan(decisions)
+    a, b, how = choose_calibration(decisions[known], y[known],
+                                   None if groups is None else [g for g, k in zip(groups, known, strict=True) if k])
+    calibrated = CalibratedClassifierCV(FrozenEstimator(final), method="sigmoid").fit(x, y)
     (calibrator,) = calibrated.calibrated_classifiers_[0].calibrators
-    if len(y) < MIN_CALIBRATION_ROWS or calibrator.a_ >= 0:
-        # Too few out-of-fold scores to fit a sigmoid on (on 40 rows it can invert the ranking):
-        # keep the regression's own probabilities, i.e. the identity sigmoid(1 · score + 0).
-        calibrator.a_, calibrator.b_ = -1.0, 0.0
-    coef, intercept = _mean_coef(calibrated)
-    how = "grouped " if groups is not None else ""
-    n = len(splits) if cover else 2
-    return RiskModel(calibrated, coef, intercept, {"estimator": f"LogisticRegression(C={c})+sigmoid({how}cv={n})"},
-                     text_features=text_features)
+    calibrator.a_, calibrator.b_ = a, b
+    grouped = "grouped " if groups is not None else ""
+    label = f"LogisticRegression(C={c}, size_scale={size_scale})+{how}({grouped}cv={len(splits)})"
+    return RiskModel(calibrated, final.coef_[0].copy(), float(final.intercept_[0]), {"estimator": label},
+                     text_features=text_features, size_norm=norm)
 
 
 def fit_incremental(chunks: Iterable[tuple[Sequence[Mapping[str, float]], Sequence[int]]]) -> RiskModel:

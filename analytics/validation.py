@@ -5,8 +5,9 @@ the same folds for every candidate, with no task on both sides of a fold (trace 
 :func:`.classifier.folds` grouped by task key) or, for a store's history, always training
 on earlier tasks and testing on later ones (:func:`time_folds`). Candidates:
 
-- ``model`` — :func:`.classifier.fit_in_memory`, itself choosing C and calibrating on
-  folds grouped inside the training side only;
+- ``model`` — :func:`.classifier.fit_in_memory`, itself choosing C, the weight of its
+  per-agent size features and its calibration on folds grouped inside the training side
+  only (the size statistics too are fitted on the training side);
 - ``base_rate`` — the training side's failure rate;
 - ``input_length`` — logistic regression on log(characters);
 - ``tfidf_lr`` — TF-IDF (words and word pairs, sublinear tf) of the task text plus one-hot

@@ -9,7 +9,8 @@ weights, intercept and sigmoid calibration (``a``, ``b``) and computes
     risk = mean over folds of 1 / (1 + exp(a · (w · x + c) + b))
 
 which is exactly what ``CalibratedClassifierCV.predict_proba`` returns for sigmoid
-calibration (a test checks equality). Any other model shape falls back to the model's own
+calibration (a test checks equality), on the row as :meth:`RiskModel.prepare` completes it
+(the model's per-agent size features). Any other model shape falls back to the model's own
 ``predict_proba``.
 """
 
@@ -57,7 +58,7 @@ class LinearRiskScorer:
     def risk(self, fdict: Mapping[str, float]) -> float:
         if self.folds is None:
             return float(self.model.predict_proba([fdict])[0])
-        items = [(column(name), float(value)) for name, value in fdict.items() if value]
+        items = [(column(name), float(value)) for name, value in self.model.prepare(fdict).items() if value]
         total = 0.0
         for coef, intercept, a, b in self.folds:
             decision = intercept + sum(coef[col] * value for col, value in items)
