@@ -31,14 +31,20 @@ PARTLY = T1 + timedelta(minutes=25)
 ALL = T1 + timedelta(hours=2)
 NEXT_DAY = T0 + timedelta(days=1)
 DIMENSIONS = ("project", "agent", "phase", "error_type", "policy_version")
+# The lowest-dependency run keeps the first two slices; the locked run reads all of them.
 WHERES = [
     ALPHA,
     Slice(),
-    ALPHA.with_(error_type="logic"),
-    ALPHA.with_(phase="execution", policy_version="v2"),
-    ALPHA.with_(start=T0, end=T1 + timedelta(hours=1)),
-    ALPHA.with_(start=T0 + timedelta(minutes=5), end=ALL),
-    ALPHA.with_(start=T0 - timedelta(days=1), end=NEXT_DAY + timedelta(days=1)),
+    *(
+        pytest.param(where, marks=pytest.mark.slow)
+        for where in (
+            ALPHA.with_(error_type="logic"),
+            ALPHA.with_(phase="execution", policy_version="v2"),
+            ALPHA.with_(start=T0, end=T1 + timedelta(hours=1)),
+            ALPHA.with_(start=T0 + timedelta(minutes=5), end=ALL),
+            ALPHA.with_(start=T0 - timedelta(days=1), end=NEXT_DAY + timedelta(days=1)),
+        )
+    ),
 ]
 
 

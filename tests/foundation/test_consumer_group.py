@@ -23,6 +23,7 @@ def _wait_for(predicate, timeout_s: float = 120) -> None:
         time.sleep(0.2)
 
 
+@pytest.mark.slow
 def test_members_joining_and_leaving_mid_stream_store_each_event_once(
     kafka_settings: Settings, store: EventStore
 ) -> None:

@@ -60,6 +60,7 @@ def _store_stats(settings: Settings) -> dict:
     return json.loads(result.stdout)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("members", "events"), [(1, 100_000), (3, 20_000)], ids=["one-member-100k", "three-members-20k"]
 )
@@ -88,6 +89,7 @@ def test_events_emitted_through_kafka_are_stored_exactly_once(
     assert committed_total(kafka_settings) == end_offsets_total(kafka_settings)
 
 
+@pytest.mark.slow
 def test_consumer_group_killed_mid_stream_and_restarted_stores_each_event_once(kafka_settings: Settings) -> None:
     """A `consume --members 2` process is SIGKILLed mid-stream once both members hold
     partitions; a restarted process of two members replays what was not committed (the
@@ -126,7 +128,9 @@ def _crash(batch: Batch) -> None:
     raise CrashBeforeCommit
 
 
-WORKERS = pytest.mark.parametrize("workers", [0, 1], ids=["inline", "ingest-worker"])
+WORKERS = pytest.mark.parametrize(
+    "workers", [0, pytest.param(1, marks=pytest.mark.slow)], ids=["inline", "ingest-worker"]
+)
 
 
 @WORKERS
@@ -203,7 +207,9 @@ def _malformed(i: int) -> tuple[bytes, InvalidReason]:
 
 
 @pytest.mark.parametrize(
-    ("workers", "members"), [(0, 1), (1, 2)], ids=["inline-one-member", "ingest-worker-two-members"]
+    ("workers", "members"),
+    [(0, 1), pytest.param(1, 2, marks=pytest.mark.slow)],
+    ids=["inline-one-member", "ingest-worker-two-members"],
 )
 def test_malformed_messages_go_to_the_dlq_with_reasons_and_valid_ones_are_stored(
     kafka_settings: Settings, store: EventStore, workers: int, members: int
@@ -259,6 +265,7 @@ def test_a_burst_of_invalid_messages_stops_the_consumer_without_draining_the_top
     assert read_topic(settings, settings.kafka_dlq_topic, idle_s=2) == []
 
 
+@pytest.mark.slow
 def test_a_member_that_trips_the_burst_breaker_stops_the_group_without_committing_past_unstored_rows(
     kafka_settings: Settings, store: EventStore, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -336,6 +343,7 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_sigterm_stops_every_member_which_commits_and_exits_cleanly_and_stats_say_the_group_keeps_up(
     kafka_settings: Settings,
 ) -> None:
@@ -387,6 +395,7 @@ def private_broker(tmp_path: Path) -> LocalBroker:
     broker.run("stop")
 
 
+@pytest.mark.slow
 def test_broker_outage_spools_without_blocking_and_delivers_everything_after(
     kafka_settings: Settings, private_broker: LocalBroker, store: EventStore
 ) -> None:
