@@ -143,21 +143,21 @@ def line_prefix(topic: str, partition: int) -> bytes:
 def event_line(event: RetryEvent | WireEvent, prefix: bytes, offset: int) -> bytes:
     """One validated event (the fast decoder's struct or the pydantic model) as a line.
 
-    The parts stored as JSON text are written by orjson, as the Native road writes them
-    (msgspec spells some floats differently: ``1e18`` where orjson writes ``1e+18``), and
-    spliced into msgspec's encoding of the rest as raw JSON.
+    The parts stored as JSON text must read as the Native road writes them (orjson).
+    msgspec writes every string, integer, boolean and null as orjson does, and every float
+    too except those with a positive exponent (``1e+18`` in orjson, ``1e18`` in msgspec).
+    The context snapshot's floats are bounded to [0, 1] and side effects have none, so
+    msgspec's own encoding is orjson's; the input features may hold any float, so they are
+    written by orjson and spliced in as raw JSON.
     """
     if isinstance(event, BaseModel):  # lax input the fast decoder left to pydantic: rare
         return b"%s%d,%s" % (prefix, offset, orjson.dumps(event.model_dump(mode="json"))[1:])
-    features, context, effects = event.input_features, event.context_snapshot, event.side_effects
+    features = event.input_features
+    if not features:
+        return b"%s%d,%s" % (prefix, offset, _ENCODER.encode(event)[1:])
     try:
-        if features:
-            event.input_features = msgspec.Raw(orjson.dumps(features))  # type: ignore[assignment]
-        if context is not None:
-            event.context_snapshot = msgspec.Raw(orjson.dumps(msgspec.to_builtins(context)))  # type: ignore[assignment]
-        if effects:
-            event.side_effects = msgspec.Raw(orjson.dumps(msgspec.to_builtins(effects)))  # type: ignore[assignment]
+        event.input_features = msgspec.Raw(orjson.dumps(features))  # type: ignore[assignment]
         body = _ENCODER.encode(event)
     finally:
-        event.input_features, event.context_snapshot, event.side_effects = features, context, effects
+        event.input_features = features
     return b"%s%d,%s" % (prefix, offset, body[1:])
