@@ -10,7 +10,7 @@ and a context snapshot), each consumer side reads its own topic, pre-filled with
 N events by a producer process (its rate is reported as ``produce_eps``):
 
 * ``e2e_eps``: the real ``IngestConsumer`` as configured by default — poll, validate,
-  write JSON rows, insert into ClickHouse on the insert thread, commit — from the first
+  write event lines, insert into ClickHouse on the insert thread, commit — from the first
   poll until the last offset is committed; ``e2e_workers_eps`` is the same with
   ``--workers`` ingest worker processes (default 1) doing the validation.
 * ``consume_only_eps``: the same Kafka client settings, but the consumer only counts
@@ -46,7 +46,8 @@ from retrylens.ingest.processor import SourceRef, ValidEvent, process, validate 
 from retrylens.ingest.writer import insert_json_rows  # noqa: E402
 from retrylens.schemas import RetryEvent  # noqa: E402
 from retrylens.store import open_store  # noqa: E402
-from retrylens.store.event_table import event_json_row, event_row  # noqa: E402
+from retrylens.store.event_lines import event_line, line_prefix  # noqa: E402
+from retrylens.store.event_table import event_row  # noqa: E402
 from retrylens.store.native_block import encode_native  # noqa: E402
 
 
@@ -165,10 +166,10 @@ def consume_only(settings: Settings, n: int) -> tuple[float, float]:
 def stage_cpu_us(settings: Settings, kind: str, n: int = 5_000) -> dict[str, float]:
     """CPU µs per event of each stage, measured alone on the same payloads (best of 3).
 
-    Today's consumer: ``validate_us`` + ``json_row_us`` on the consumer's thread (with the
-    GIL), ``insert_us`` (ClickHouse parsing the JSON rows and storing them, in C++ without
-    the GIL) on the insert thread. ``native_row_us`` + ``native_encode_us`` are what the
-    previous road spent instead of ``json_row_us`` (a row list, then a Native block).
+    Today's consumer: ``validate_us`` + ``line_us`` (the event line) on the consumer's
+    thread (with the GIL), ``insert_us`` (ClickHouse parsing the lines, deriving the rows
+    and storing them, in C++ without the GIL) on the insert thread. ``native_row_us`` +
+    ``native_encode_us`` are what the Native road spends instead of ``line_us``.
     """
     values = [value for _, value in payloads(n, kind)]
     sources = [SourceRef("stage", 0, offset) for offset in range(n)]
@@ -186,11 +187,10 @@ def stage_cpu_us(settings: Settings, kind: str, n: int = 5_000) -> dict[str, flo
     chunk = encode_chunk("stage", 0, list(range(n)), values)
     store = open_store(settings.model_copy(update={"clickhouse_database": f"bench_stages_{kind}"}))
     tokens = iter(range(10**6))
+    prefix = line_prefix("t", 0)
     return {
         "validate_us": round(best(lambda: [validate(v, s) for v, s in zip(values, sources, strict=True)]), 2),
-        "json_row_us": round(
-            best(lambda: [event_json_row(e, topic="t", partition=0, offset=1) for e in events]), 2
-        ),
+        "line_us": round(best(lambda: [event_line(e, prefix, 1) for e in events]), 2),
         "insert_us": round(
             best(
                 lambda: insert_json_rows(store, [chunk.block], rows=chunk.rows, dedup_token=f"stage-{next(tokens)}")
@@ -241,7 +241,7 @@ def run_payload(settings: Settings, kind: str, events: int, naive_events: int, w
         workers_topic.model_copy(update={"clickhouse_database": f"bench_{kind}_workers"}), events, workers
     )
     stages = {"fetch_us": round(fetch_cpu_us, 2), **stage_cpu_us(settings, kind)}
-    consumer_thread = stages["fetch_us"] + stages["validate_us"] + stages["json_row_us"]
+    consumer_thread = stages["fetch_us"] + stages["validate_us"] + stages["line_us"]
     results: dict[str, object] = {
         "payload": kind,
         "produce_eps": round(produce_eps),

@@ -9,7 +9,6 @@ features) are kept as JSON strings; the fields that metrics slice by are flat co
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -89,16 +88,10 @@ EVENT_COLUMN_NAMES: tuple[str, ...] = tuple(column.name for column in EVENT_COLU
 INSERT_TYPE_NAMES: tuple[str, ...] = tuple(
     column.type.replace("LowCardinality(String)", "String") for column in EVENT_COLUMNS
 )
-#: Columns of a JSON-row insert: all but ``ingested_at``, which the table's
+#: Columns of an event-line insert (:mod:`.event_lines`): all but ``ingested_at``, which the table's
 #: ``DEFAULT now64(3)`` fills at insert time (one clock read per batch, in ClickHouse).
 JSON_INSERT_COLUMN_NAMES: tuple[str, ...] = tuple(name for name in EVENT_COLUMN_NAMES if name != "ingested_at")
 _UINT32_MAX = 2**32 - 1
-_FLOAT32 = struct.Struct("<f")
-#: Float32 columns: a JSON row carries the float32 value the Native encoding would store.
-_FLOAT32_INDICES: tuple[int, ...] = tuple(
-    i for i, column in enumerate(EVENT_COLUMNS) if column.type in {"Float32", "Nullable(Float32)"}
-)
-_ROW_ENCODER = msgspec.json.Encoder()
 
 
 def _json(value: Any) -> str:
@@ -129,23 +122,6 @@ def event_row(
     row = _values(event, topic=topic, partition=partition, offset=offset)
     row.append(datetime.now(UTC))
     return row
-
-
-def event_json_row(event: RetryEvent | WireEvent, *, topic: str, partition: int, offset: int) -> bytes:
-    """The row for ``event`` as one ``JSONCompactEachRow`` line (columns
-    :data:`JSON_INSERT_COLUMN_NAMES`): the same values as :func:`event_row`, stored the
-    same, but parsed by ClickHouse in C++ instead of encoded to Native in Python.
-
-    Float32 values are sent as the float32 they round to (written as a float64 that is
-    exactly that float32), so ClickHouse's decimal-to-float32 parse cannot round differently
-    from the Native encoding's float64-to-float32 cast.
-    """
-    row = _values(event, topic=topic, partition=partition, offset=offset)
-    for index in _FLOAT32_INDICES:
-        value = row[index]
-        if value:
-            row[index] = _FLOAT32.unpack(_FLOAT32.pack(value))[0]
-    return _ROW_ENCODER.encode(row)
 
 
 def _values(event: RetryEvent | WireEvent, *, topic: str, partition: int, offset: int) -> list[Any]:

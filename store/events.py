@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from clickhouse_connect.driver._chdbclient import ChdbClient
 from clickhouse_connect.driver.client import Client
 
 from retrylens.config import Settings
@@ -29,6 +30,8 @@ class EventStore:
         self.ctx = ctx
         self.database = ctx.database
         self.events_table = f"{ctx.database}.events"
+        #: An in-process chDB engine (inserts read files) rather than a ClickHouse server.
+        self.client_is_embedded = isinstance(client, ChdbClient)
 
     def insert_rows(self, rows: Sequence[Sequence[Any]], *, dedup_token: str | None = None) -> None:
         """One INSERT (one part). A repeated ``dedup_token`` within the window is a no-op."""

@@ -1,7 +1,8 @@
 """The consumer's JSON-row insert stores exactly the rows the Native insert stored.
 
-The decode step writes each valid message as a ``JSONCompactEachRow`` line that
-ClickHouse parses in C++; every other road (HTTP, tests, the writer's fallback) builds
+The decode step writes each valid message as an event line (the validated struct as
+msgspec encodes it, :mod:`retrylens.store.event_lines`) that ClickHouse parses and turns
+into a row in C++ (``INSERT … SELECT``); every other road (HTTP, tests, the writer's fallback) builds
 Native blocks in Python. Differentially, on the same messages through both roads, every
 column of every stored row must be equal — fleet and failure-heavy events, every field's
 boundary values (the probe of ``test_wire.py``), unicode and control characters, maximal

@@ -10,6 +10,7 @@ thousands of mutated payloads. ``test_wire_contract.py`` holds the structs to th
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -22,7 +23,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
 
 from retrylens.ingest.processor import InvalidMessage, SourceRef, ValidEvent, process
-from retrylens.schemas import RetryEvent
+from retrylens.schemas import RetryEvent, wire
 from retrylens.schemas.wire import WireEvent, decode_wire
 from retrylens.store.event_table import EVENT_COLUMN_NAMES, event_row
 
@@ -519,3 +520,59 @@ def test_a_feature_integer_past_64_bits_is_kept_as_a_float_not_a_crash() -> None
     outcome = process(raw.encode(), SOURCE)
     assert isinstance(outcome, ValidEvent)
     assert outcome.event.input_features["n"] == float(2**64)
+
+
+# --- the decoder checks WireEvent's patterns without regexes: same verdicts ----------------
+
+_PATTERN_PROBES = st.one_of(
+    st.text(max_size=70),
+    st.text(alphabet="0123456789abcdefABCDEFgx\n\x00\x1f\x7f٣", max_size=70),
+    st.sampled_from(
+        ["", "a" * 15, "a" * 16, "a" * 17, "a" * 31, "a" * 32, "a" * 33, "a" * 64, "a" * 65, "0" * 16 + "\n",
+         "A" * 16, "٣" * 16, "x\x1f", "\x1f", " ", "\x7f", "é", "\u2028", "ok"]
+    ),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(value=_PATTERN_PROBES)
+def test_each_patterns_fast_check_accepts_exactly_what_its_regex_accepts(value: str) -> None:
+    for pattern, check in wire._PATTERN_CHECKS.items():
+        assert check(value) == (re.search(pattern, value) is not None), (pattern, value)
+
+
+_IDENTIFIER_PATHS = [("project",), ("task_id",), ("correlation_id",), ("parent_task_id",),
+                     ("side_effects", 0, "idempotency_key")]
+
+
+@pytest.mark.parametrize("path", _IDENTIFIER_PATHS, ids=lambda p: ".".join(map(str, p)))
+@pytest.mark.parametrize("control", ["\x00", "\x01", "\n", "\t", "\x1f"])
+def test_an_escaped_control_character_in_any_identifier_is_declined_and_dead_lettered(
+    path: tuple[Any, ...], control: str
+) -> None:
+    raw = _with(path, "id" + control + "x")
+    assert b"\\" in raw
+    assert decode_wire(raw) is None
+    outcome = process(raw, SOURCE)
+    assert isinstance(outcome, InvalidMessage) and outcome.reason == "invalid_fields"
+
+
+def test_an_escaped_character_that_is_no_control_keeps_an_identifier_valid() -> None:
+    raw = _with(("task_id",), 'task "quoted" \\ é\u2028\x7f')
+    assert b"\\" in raw
+    wire_event = decode_wire(raw)
+    assert wire_event is not None and wire_event.task_id == 'task "quoted" \\ é\u2028\x7f'
+    _rows_agree(raw, wire_event)
+
+
+def test_every_pattern_of_the_wire_struct_is_checked_by_the_decoder() -> None:
+    declared: dict[tuple[str, str], str] = {}
+    for struct in (wire.WireEvent, wire.WireAgentRef, wire.WireErrorDetail, wire.WireContextSnapshot,
+                   wire.WireContextMessage, wire.WireSideEffect):
+        for name, field in msgspec.json.schema_components([struct])[1].get(struct.__name__, {}).get(
+            "properties", {}
+        ).items():
+            for found in re.findall(r"'pattern': '((?:[^'\\]|\\.)*)'", repr(field)):
+                if found.encode().decode("unicode_escape") != wire.RFC3339_PATTERN:
+                    declared[(struct.__name__, name)] = found.encode().decode("unicode_escape")
+    assert declared == wire._CHECKED
