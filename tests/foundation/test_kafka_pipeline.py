@@ -288,12 +288,18 @@ def test_a_member_that_trips_the_burst_breaker_stops_the_group_without_committin
     for name, value in env.items():
         monkeypatch.setenv(name, value)
 
+    returned = threading.Event()
+
     def feed() -> None:
         wait_for(lambda: stable_members(settings) == 2, "the group did not form")
-        valid = fast_payloads(30_050)
-        produce(settings, valid[:50] + [(b"k", b"{oops %d" % i) for i in range(1_000)], partition=0)
-        for start in range(50, 30_050, 3_000):  # a stream that lasts well beyond the trip
-            produce(settings, valid[start:start + 3_000], partition=1)
+        produce(settings, fast_payloads(50) + [(b"k", b"{oops %d" % i) for i in range(1_000)], partition=0)
+        # Partition 1 keeps flowing until the command returns (at most ~2 minutes): a group
+        # that went on after the trip would never reach its idle exit while the stream runs,
+        # however late the trip comes on a busy machine.
+        for _chunk in range(240):
+            if returned.is_set():
+                return
+            produce(settings, fast_payloads(1_500), partition=1)
             time.sleep(0.5)
 
     feeder = threading.Thread(target=feed, daemon=True)
@@ -305,6 +311,7 @@ def test_a_member_that_trips_the_burst_breaker_stops_the_group_without_committin
         for signum, handler in handlers.items():
             signal.signal(signum, handler)
     stopped_mid_stream = feeder.is_alive()
+    returned.set()
     feeder.join(timeout=120)
     assert result.exit_code == 3, result.output
     assert "consumer stopped" in result.output and "200 consecutive invalid" in result.output, result.output
