@@ -1,9 +1,11 @@
 """Writes one batch to the store as one deduplicated insert, and measures it.
 
-The decode step hands over each valid event as one JSON line (:mod:`retrylens.store.event_lines`);
-ClickHouse parses them in C++ and derives the rows in the insert's ``SELECT`` (the insert
-runs on the chain's helper thread and releases the GIL). The insert is kept atomic — one
-format, no parallel parsing, one block — so a rejected batch has stored nothing. Python validation already decided which messages are valid, so a rejection
+The decode step hands over each valid event as one JSON line
+(:mod:`retrylens.store.event_lines`); ClickHouse parses them in C++ and derives the rows
+in the insert's ``SELECT`` (the insert runs on the chain's helper thread and releases the
+GIL). The insert is kept atomic — one format, no parallel parsing, one block — so a
+rejected batch has stored nothing. Python validation already decided which messages are
+valid, so a rejection
 means the two encodings disagree on some value: the writer then re-judges the batch's
 raw messages with :func:`~.processor.process` and inserts the same valid rows as a Native
 block, under the same deduplication token (nothing is lost, nothing is stored twice).
@@ -17,6 +19,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from clickhouse_connect.driver.binding import format_str
 from clickhouse_connect.driver.exceptions import ClickHouseError
 
 from retrylens.store import EventStore
@@ -78,17 +81,13 @@ def insert_json_rows(store: EventStore, blocks: Sequence[bytes], *, rows: int, d
     with tempfile.NamedTemporaryFile(prefix="retrylens-insert-", suffix=".jsonl") as lines:
         lines.write(body)
         lines.flush()
-        source = f"file('{_sql_string(lines.name)}', '{LINE_FORMAT}', {LINE_STRUCTURE_SQL})"
+        source = f"file({format_str(lines.name)}, {format_str(LINE_FORMAT)}, {LINE_STRUCTURE_SQL})"
         clause = ", ".join(f"{name} = {_sql_value(value)}" for name, value in settings.items())
         store.client.command(f"INSERT INTO {target} {lines_select(source)} SETTINGS {clause}")
 
 
-def _sql_string(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("'", "\\'")
-
-
 def _sql_value(value: Any) -> str:
-    return str(value) if isinstance(value, int) else f"'{_sql_string(str(value))}'"
+    return str(value) if isinstance(value, int) else format_str(str(value))
 
 
 def native_rows(batch: Batch) -> list[list[Any]]:
