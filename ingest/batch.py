@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .encoder import EncodedChunk, RawChunk
-from .processor import InvalidMessage
+from .processor import InvalidMessage, InvalidReason
 
 
 @dataclass
@@ -32,8 +32,9 @@ class Batch:
     messages: int = 0
     payload_bytes: int = 0
     invalid: list[tuple[InvalidMessage, bytes | None, bytes | None]] = field(default_factory=list)
-    #: Per chunk, in order: (topic, partition, offsets, indices of the invalid ones).
-    verdicts: list[tuple[str, int, list[int], list[int]]] = field(default_factory=list)
+    #: Per chunk, in order: (topic, partition, offsets, indices of the invalid ones,
+    #: indices of those the tenant binding refused — valid events on the wrong topic).
+    verdicts: list[tuple[str, int, list[int], list[int], frozenset[int]]] = field(default_factory=list)
     spans: dict[tuple[str, int], tuple[int, int]] = field(default_factory=dict)
     positions: dict[tuple[str, int], Any] = field(default_factory=dict)
     started_at: float | None = None
@@ -52,7 +53,10 @@ class Batch:
         self.payload_bytes += raw.payload_bytes
         for index, message in encoded.invalid:
             self.invalid.append((message, raw.keys[index], raw.values[index]))
-        self.verdicts.append((raw.topic, raw.partition, raw.offsets, [index for index, _ in encoded.invalid]))
+        refused = frozenset(
+            index for index, message in encoded.invalid if message.reason is InvalidReason.PROJECT_NOT_BOUND_TO_TOPIC
+        )
+        self.verdicts.append((raw.topic, raw.partition, raw.offsets, [index for index, _ in encoded.invalid], refused))
         slot = (raw.topic, raw.partition)
         known = self.spans.get(slot)
         first, last = raw.offsets[0], raw.offsets[-1]

@@ -65,18 +65,25 @@ class InvalidBurstBreaker:
 
 class BurstPolicy:
     """The dead-letter step's policy: judge a batch's verdicts, in the order they were
-    read, before any of its letters is sent; raise :class:`InvalidBurstError` on a burst."""
+    read, before any of its letters is sent; raise :class:`InvalidBurstError` on a burst.
+
+    Messages the tenant binding refused (well-formed events of a project not bound to
+    their topic) are dead-lettered with their reason but are not counted either way: one
+    tenant's misrouted producer must not stop ingest for every tenant, and its refusals
+    between broken messages must not hide a corrupt stream."""
 
     def __init__(self, breaker: InvalidBurstBreaker) -> None:
         self.breaker = breaker
 
     def check(self, batch: Batch) -> None:
-        for topic, partition, offsets, invalid in batch.verdicts:
+        for topic, partition, offsets, invalid, refused in batch.verdicts:
             if not invalid:
                 self.breaker.record_valid(len(offsets))
                 continue
             bad = set(invalid)
             for index, offset in enumerate(offsets):
+                if index in refused:
+                    continue
                 trip = self.breaker.record(index not in bad)
                 if trip is not None:
                     metrics.BREAKER_TRIPS.inc()

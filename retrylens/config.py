@@ -92,7 +92,8 @@ class Settings(BaseSettings):
         default_factory=dict,
         description='Tenant binding, JSON project → topics it may write: `{"acme": ["events.acme"]}`. '
         "When set, `consume` also reads every listed topic and dead-letters an event whose project "
-        "is not bound to the topic it arrived on (reason `project_not_bound_to_topic`). Empty = off.",
+        "is not bound to the topic it arrived on (reason `project_not_bound_to_topic`; such refusals "
+        "do not count towards the invalid-burst breaker). Empty = off.",
     )
     batch_max_rows: int = Field(default=5_000, ge=1, le=1_000_000, description="Rows per insert.")
     batch_max_seconds: float = Field(default=1.0, gt=0, le=60, description="Max wait before an insert.")

@@ -169,6 +169,33 @@ def test_the_burst_policy_stops_the_flush_before_any_letter_is_sent(store: Event
     assert not sink.path.exists() and store.count_rows() == 0 and committed == []
 
 
+def test_tenant_refusals_are_dead_lettered_without_tripping_the_burst_policy(store: EventStore, tmp_path) -> None:
+    """A producer writing another tenant's events to a bound topic is refused event by
+    event, with its reason; it is not a corrupt stream, so it must not stop ingest for
+    every tenant. Broken messages still count, and refusals between them do not reset
+    their run."""
+    sink = DeadLetterFile(tmp_path / "dead.jsonl")
+    committed: list[object] = []
+    policy = BurstPolicy(InvalidBurstBreaker(max_consecutive=30, max_ratio=0.5, window=100))
+    chain = build_chain(writer=BatchWriter(store), dead_letters=sink, commit=committed.append,
+                        max_rows=1_000, max_seconds=60, policy=policy)
+    alice = frozenset({"alice"})
+    values = [payload(project="alice", decision_reason=str(i)) for i in range(10)]
+    values += [payload(project="bob", decision_reason=str(i)) for i in range(200)]  # all refused
+    chain.submit(RawChunk("t", 0, list(range(210)), [b"k"] * 210, values, 210, projects=alice))
+    chain.join()
+    letters = [orjson.loads(line) for line in sink.path.read_bytes().splitlines()]
+    assert len(letters) == 200 and {letter["reason"] for letter in letters} == {"project_not_bound_to_topic"}
+    assert store.count_rows() == 10 and len(committed) == 1
+
+    # 20 broken, 50 refused, 20 broken: 40 consecutive broken ones, a trip at the 30th.
+    mixed = [b"{bad"] * 20 + [payload(project="bob")] * 50 + [b"{bad"] * 20
+    chain.submit(RawChunk("t", 0, list(range(210, 300)), [b"k"] * 90, mixed, 300, projects=alice))
+    with pytest.raises(InvalidBurstError, match="30 consecutive") as trip:
+        chain.join()
+    assert trip.value.offset == 210 + 20 + 50 + 9
+
+
 def test_a_batch_is_handed_on_when_full_and_when_old() -> None:
     clock = [0.0]
     batch = Batch(max_rows=5, max_seconds=2.0, clock=lambda: clock[0])
