@@ -43,7 +43,7 @@ from retrylens.ingest.consumer import IngestConsumer  # noqa: E402
 from retrylens.ingest.encoder import encode_chunk  # noqa: E402
 from retrylens.ingest.kafka_clients import ensure_topics, make_consumer, make_producer  # noqa: E402
 from retrylens.ingest.processor import SourceRef, ValidEvent, process, validate  # noqa: E402
-from retrylens.ingest.writer import insert_json_rows  # noqa: E402
+from retrylens.ingest.writer import insert_event_lines  # noqa: E402
 from retrylens.schemas import RetryEvent  # noqa: E402
 from retrylens.store import open_store  # noqa: E402
 from retrylens.store.event_lines import event_line, line_prefix  # noqa: E402
@@ -193,7 +193,7 @@ def stage_cpu_us(settings: Settings, kind: str, n: int = 5_000) -> dict[str, flo
         "line_us": round(best(lambda: [event_line(e, prefix, 1) for e in events]), 2),
         "insert_us": round(
             best(
-                lambda: insert_json_rows(store, [chunk.block], rows=chunk.rows, dedup_token=f"stage-{next(tokens)}")
+                lambda: insert_event_lines(store, [chunk.block], rows=chunk.rows, dedup_token=f"stage-{next(tokens)}")
             ),
             2,
         ),

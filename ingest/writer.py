@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 LINE_FORMAT = "JSONEachRow"
 
 
-def insert_json_rows(store: EventStore, blocks: Sequence[bytes], *, rows: int, dedup_token: str | None) -> None:
+def insert_event_lines(store: EventStore, blocks: Sequence[bytes], *, rows: int, dedup_token: str | None) -> None:
     """One atomic INSERT of event lines (:func:`~retrylens.store.event_lines.event_line`).
 
     ``INSERT INTO events SELECT … FROM input(…)`` on a ClickHouse server; in chDB, whose
@@ -121,7 +121,7 @@ class BatchWriter:
         started = time.perf_counter()
         token = batch.dedup_token()
         try:
-            insert_json_rows(self._store, batch.blocks, rows=count, dedup_token=token)
+            insert_event_lines(self._store, batch.blocks, rows=count, dedup_token=token)
         except ClickHouseError as exc:
             log.warning("ClickHouse rejected a batch of event lines (%s); inserting it as Native rows", exc)
             rows = native_rows(batch)

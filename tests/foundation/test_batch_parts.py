@@ -16,7 +16,7 @@ from retrylens.ingest.dead_letter_file import DeadLetterFile
 from retrylens.ingest.encoder import EncodedChunk, RawChunk, encode_chunk
 from retrylens.ingest.processor import InvalidReason, SourceRef, process
 from retrylens.ingest.status import IngestStatus, combine_snapshots
-from retrylens.ingest.writer import BatchWriter, insert_json_rows
+from retrylens.ingest.writer import BatchWriter, insert_event_lines
 from retrylens.store import EventStore
 from retrylens.store.native_block import encode_native
 
@@ -55,7 +55,7 @@ def test_a_chunk_keeps_invalid_verdicts_in_place_and_encodes_the_valid_rows(stor
         (4, InvalidReason.EMPTY),
     ]
     assert [m.source.offset for _, m in chunk.invalid] == [11, 13, 14]
-    insert_json_rows(store, [chunk.block], rows=chunk.rows, dedup_token="chunk-1")
+    insert_event_lines(store, [chunk.block], rows=chunk.rows, dedup_token="chunk-1")
     rows = store.client.query(
         store.sql("SELECT toString(event_id), kafka_partition, kafka_offset FROM [[db]].events ORDER BY kafka_offset")
     ).result_rows
@@ -76,7 +76,7 @@ def test_json_row_blocks_encoded_apart_insert_as_one_deduplicated_insert(store: 
     values = [e.to_json_bytes() for e in make_events(40, tasks=5)]
     blocks = [encode_chunk("t", 0, list(range(15)), values[:15]), encode_chunk("t", 0, list(range(15, 40)), values[15:])]
     for _replay in range(2):  # the second insert is a replay: dropped by its token
-        insert_json_rows(store, [b.block for b in blocks], rows=40, dedup_token="two-json-blocks")
+        insert_event_lines(store, [b.block for b in blocks], rows=40, dedup_token="two-json-blocks")
     assert store.count_rows() == 40
     assert store.count_distinct_events() == 40
     assert encode_chunk("t", 0, [], []).block == b""

@@ -29,7 +29,7 @@ from retrylens.config import Settings
 from retrylens.ingest.batch import Batch
 from retrylens.ingest.encoder import EncodedChunk, RawChunk, encode_chunk
 from retrylens.ingest.processor import InvalidMessage, SourceRef, ValidEvent, process
-from retrylens.ingest.writer import BatchWriter, insert_json_rows
+from retrylens.ingest.writer import BatchWriter, insert_event_lines
 from retrylens.store import EventStore, open_store
 
 TOPIC = "events"
@@ -69,7 +69,7 @@ def _through_both(store: EventStore, json_store: EventStore, values: list[bytes 
             invalid.append((offset, outcome))
     store.insert_rows(rows)
     chunk = encode_chunk(TOPIC, 3, offsets, values)
-    insert_json_rows(json_store, [chunk.block], rows=chunk.rows, dedup_token=None)
+    insert_event_lines(json_store, [chunk.block], rows=chunk.rows, dedup_token=None)
     assert chunk.rows == len(rows)
     assert [(i, m.reason, m.detail) for i, m in chunk.invalid] == [(i, m.reason, m.detail) for i, m in invalid]
     return chunk
