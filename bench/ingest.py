@@ -10,9 +10,15 @@ and a context snapshot), each consumer side reads its own topic, pre-filled with
 N events by a producer process (its rate is reported as ``produce_eps``):
 
 * ``e2e_eps``: the real ``IngestConsumer`` as configured by default — poll, validate,
-  write event lines, insert into ClickHouse on the insert thread, commit — from the first
-  poll until the last offset is committed; ``e2e_workers_eps`` is the same with
-  ``--workers`` ingest worker processes (default 1) doing the validation.
+  write event lines, insert into ClickHouse on the insert thread, commit — from the call
+  (its topic check, Kafka clients and group join included) until the last offset is
+  committed; ``e2e_workers_eps`` is the same with ``--workers`` ingest worker processes
+  (default 1) doing the validation.
+* ``e2e_unvalidated_eps`` (an experiment, not a product road): the same consumer with the
+  decode step replaced by splicing each raw payload after its Kafka position — no
+  validation, no re-encoding, nothing dead-lettered. What is left is Kafka, the chain and
+  ClickHouse's insert: the ceiling of any validation, however fast
+  (``unvalidated_ratio`` = that / consume-only).
 * ``consume_only_eps``: the same Kafka client settings, but the consumer only counts
   messages — the ceiling the pipeline can reach. ``ratio`` = e2e / consume-only.
 * ``naive_eps``: validate and insert one event at a time (what a first version does).
@@ -218,6 +224,24 @@ def end_to_end(settings: Settings, n: int, workers: int, *, threaded_insert: boo
     return n / elapsed, cpu / n * 1e6
 
 
+def end_to_end_unvalidated(settings: Settings, n: int) -> float:
+    """:func:`end_to_end` with the decode step swapped for splicing the raw payloads (the
+    benchmark's payloads are valid, so every event is still stored: the count is checked)."""
+    from retrylens.ingest import encoder
+
+    def splice(topic, partition, offsets, values, projects=None):  # encode_chunk's signature
+        prefix = line_prefix(topic, partition)
+        lines = [b"%s%d,%s" % (prefix, offset, value[1:]) for offset, value in zip(offsets, values, strict=True)]
+        return encoder.EncodedChunk(len(lines), b"\n".join(lines) + b"\n", [])
+
+    real = encoder.encode_chunk
+    encoder.encode_chunk = splice
+    try:
+        return end_to_end(settings, n, workers=0)[0]
+    finally:
+        encoder.encode_chunk = real
+
+
 def naive(settings: Settings, n: int, kind: str) -> float:
     store = open_store(settings.model_copy(update={"clickhouse_database": "bench_naive"}))
     records = payloads(n, kind)
@@ -232,11 +256,14 @@ def naive(settings: Settings, n: int, kind: str) -> float:
 def run_payload(settings: Settings, kind: str, events: int, naive_events: int, workers: int) -> dict[str, object]:
     """Every figure for one payload mix, the consumer sides run one after the other."""
     settings = settings.model_copy(update={"clickhouse_database": f"bench_{kind}"})
-    (consume_topic, e2e_topic, workers_topic), produce_eps = _prefilled_topics(
-        settings, events, ["co", "e2e", "wrk"], kind
+    (consume_topic, e2e_topic, workers_topic, unvalidated_topic), produce_eps = _prefilled_topics(
+        settings, events, ["co", "e2e", "wrk", "unv"], kind
     )
     consume_rate, fetch_cpu_us = consume_only(consume_topic, events)
     e2e = end_to_end(e2e_topic, events, workers=0)
+    unvalidated = end_to_end_unvalidated(
+        unvalidated_topic.model_copy(update={"clickhouse_database": f"bench_{kind}_unvalidated"}), events
+    )
     with_workers = end_to_end(
         workers_topic.model_copy(update={"clickhouse_database": f"bench_{kind}_workers"}), events, workers
     )
@@ -248,6 +275,7 @@ def run_payload(settings: Settings, kind: str, events: int, naive_events: int, w
         "consume_only_eps": round(consume_rate),
         "e2e_eps": round(e2e[0]),
         "e2e_workers_eps": round(with_workers[0]),
+        "e2e_unvalidated_eps": round(unvalidated),
         "naive_eps": round(naive(settings, naive_events, kind)),
         "e2e_consumer_cpu_us": {"inline": round(e2e[1], 1), "workers": round(with_workers[1], 1)},
         "cpu_us_per_event": stages,
@@ -257,6 +285,7 @@ def run_payload(settings: Settings, kind: str, events: int, naive_events: int, w
     }
     results["ratio"] = round(e2e[0] / consume_rate, 3)
     results["workers_ratio"] = round(with_workers[0] / consume_rate, 3)
+    results["unvalidated_ratio"] = round(unvalidated / consume_rate, 3)
     results["e2e_vs_naive"] = round(e2e[0] / results["naive_eps"], 1)  # type: ignore[operator]
     return results
 
