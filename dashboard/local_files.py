@@ -82,6 +82,7 @@ def model_info_from_disk(settings: Settings, recent_features: list[dict[str, Any
         return None
     names: dict[str, float] = {}
     for features in recent_features:
-        names.update(dict.fromkeys(feature_dict(features), 1.0))
+        # As the model scores them: with its per-agent standardised sizes (``size_z:``).
+        names.update(dict.fromkeys(loaded.model.prepare(feature_dict(features)), 1.0))
     weights = loaded.model.contributions(names, top=25) if names else []
     return ModelInfo(loaded.version, model_store.versions(), loaded.meta, weights)
