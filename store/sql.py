@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 from clickhouse_connect.driver.client import Client
+
+if TYPE_CHECKING:  # pandas is imported by clickhouse-connect when a frame is asked for
+    import pandas as pd
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 _IDENT_SLOT = re.compile(r"\[\[(\w+)\]\]")

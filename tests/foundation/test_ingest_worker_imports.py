@@ -1,0 +1,33 @@
+"""An ingest worker process imports what validating and encoding need, not the store's engine.
+
+Workers are spawned (never forked from a process holding chDB or Kafka sockets), so each
+one imports its modules afresh: with pandas, chDB and pyarrow pulled in through
+``retrylens.store``'s package init, a worker took 7–8 s to start on a loaded 2-core
+machine instead of ~1 s, and a short run with ``ingest_workers`` spent most of its time
+waiting for it.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+HEAVY = ("pandas", "chdb", "pyarrow", "clickhouse_connect", "sklearn")
+
+
+def test_the_workers_function_loads_without_the_stores_engine_or_pandas() -> None:
+    code = (
+        "import sys, json; from retrylens.ingest.encode_pool import encode_chunk; "
+        f"print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))"
+    )
+    loaded = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+    assert loaded == []
+
+
+def test_the_store_package_still_offers_its_names() -> None:
+    import retrylens.store as store
+
+    assert {store.EventStore.__name__, store.open_store.__name__, store.connect.__name__} == {
+        "EventStore", "open_store", "connect"
+    }
