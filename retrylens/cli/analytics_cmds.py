@@ -13,16 +13,13 @@ from typing import Any
 
 import typer
 
-from retrylens.analytics import alerts as alerting
 from retrylens.analytics.failure_groups import failure_groups
 from retrylens.analytics.filters import Slice
 from retrylens.analytics.metrics import metrics_by, metrics_summary
-from retrylens.analytics.model_store import ModelStore, load_current_model, models_dir
 from retrylens.analytics.patterns import failure_patterns
 from retrylens.analytics.rollups import backfill_rollups
 from retrylens.analytics.sealing import DEFAULT_GRACE, seal_rollups
 from retrylens.analytics.traces import read_traces
-from retrylens.analytics.training import evaluate_traces, train_from_store, train_from_traces
 from retrylens.errors import ConfigError
 from retrylens.store import open_store
 
@@ -57,6 +54,14 @@ def _slice(project: str | None, agent: str | None, phase: str | None, error_type
     start = datetime.now(UTC) - timedelta(hours=hours) if hours else None
     return Slice(project=project, agent=agent, phase=phase, error_type=error_type,
                  policy_version=policy_version, start=start)
+
+
+def _alerting() -> Any:
+    """The alerts module, imported when an alerts command runs: like the model's modules
+    (scikit-learn), it is too heavy to load for every command, ``--help`` included."""
+    from retrylens.analytics import alerts
+
+    return alerts
 
 
 def _echo_json(data: Any) -> None:
@@ -134,6 +139,9 @@ def train(
     in_memory_limit: int = typer.Option(200_000, min=1, help="Above this many tasks, train out-of-core."),
 ) -> None:
     """Train the failure classifier, save a new model version and make it current."""
+    from retrylens.analytics.model_store import ModelStore, models_dir
+    from retrylens.analytics.training import train_from_store, train_from_traces
+
     settings = settings_from(config)
     target = ModelStore(models_dir(settings))
     if traces is not None:
@@ -156,6 +164,9 @@ def evaluate(
     config: Path | None = ConfigOption, as_json: bool = JsonOption,
 ) -> None:
     """Score a trace file with the current model: ROC-AUC, PR-AUC, Brier."""
+    from retrylens.analytics.model_store import load_current_model
+    from retrylens.analytics.training import evaluate_traces
+
     records = read_traces(traces)
     loaded = load_current_model(settings_from(config), check_interval_s=0)
     result = evaluate_traces(loaded.model, records)
@@ -207,12 +218,12 @@ def alerts_add(
 ) -> None:
     """Add an alert rule."""
     try:
-        rule = alerting.AlertRule(name=name, metric=metric, op=op, threshold=threshold,  # type: ignore[arg-type]
+        rule = _alerting().AlertRule(name=name, metric=metric, op=op, threshold=threshold,  # type: ignore[arg-type]
                                   window_minutes=window_minutes, per=per, min_calls=min_calls, webhook_url=webhook,
                                   where=Slice(project=project, agent=agent, phase=phase, policy_version=policy_version))
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    alerting.save_rule(open_store(settings_from(config)), rule)
+    _alerting().save_rule(open_store(settings_from(config)), rule)
     _echo_json({"rule_id": rule.rule_id, "name": rule.name})
 
 
@@ -221,8 +232,8 @@ def alerts_add(
 def alerts_list(config: Path | None = ConfigOption) -> None:
     """Rules and the state of each firing slice."""
     store = open_store(settings_from(config))
-    _echo_json({"rules": [{**asdict(r), "where": asdict(r.where)} for r in alerting.list_rules(store)],
-                "states": alerting.alert_states(store)})
+    _echo_json({"rules": [{**asdict(r), "where": asdict(r.where)} for r in _alerting().list_rules(store)],
+                "states": _alerting().alert_states(store)})
 
 
 @alerts_app.command("evaluate")
@@ -232,7 +243,7 @@ def alerts_evaluate(
 ) -> None:
     """Evaluate every rule once; prints the notifications sent."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    sent = alerting.evaluate_alerts(open_store(settings_from(config)), webhook_url=webhook)
+    sent = _alerting().evaluate_alerts(open_store(settings_from(config)), webhook_url=webhook)
     _echo_json([n.payload() for n in sent])
 
 
@@ -248,4 +259,4 @@ def alerts_watch(
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     console.print(f"evaluating alert rules every {interval:g}s")
-    alerting.run_periodically(open_store(settings_from(config)), interval_s=interval, stop=stop, webhook_url=webhook)
+    _alerting().run_periodically(open_store(settings_from(config)), interval_s=interval, stop=stop, webhook_url=webhook)

@@ -17,9 +17,6 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from retrylens.errors import ConfigError, PolicyError
 from retrylens.evaluation.candidates import CandidateError, load_candidates, read_mapping
-from retrylens.evaluation.history import build_history, read_frame
-from retrylens.evaluation.report import build_report, write_report
-from retrylens.evaluation.shadow import compare_shadow
 from retrylens.sdk.policy import RetryPolicy, parse_policy, policy_from_env
 from retrylens.store import open_store
 
@@ -80,6 +77,11 @@ def policies(
 
         def step(message: str) -> None:
             bar.update(task, advance=1, description=message)
+
+        # The replay's modules (pandas, numpy) load here, not for every command and --help.
+        from retrylens.evaluation.history import build_history, read_frame
+        from retrylens.evaluation.report import build_report, write_report
+        from retrylens.evaluation.shadow import compare_shadow
 
         settings = settings_from(config)
         out = out or settings.data_dir / "reports" / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
