@@ -25,6 +25,7 @@ from retrylens.analytics.metrics import (
     task_costs,
 )
 from retrylens.analytics.model_store import ModelStore, models_dir
+from retrylens.analytics.model_weights import feature_weights, recent_input_features
 from retrylens.analytics.patterns import failure_patterns
 from retrylens.analytics.pollution import pollution_report, task_pollution
 from retrylens.store import EventStore
@@ -207,9 +208,24 @@ def get_shadow_reports(request: Request, store: StoreDep, where: SliceDep) -> di
     return {"available": True, "report": plain(provider(store, where))}
 
 
-@router.get("/model", summary="The risk model in force: version, metrics vs baselines, calibration")
-def get_model(request: Request, _: Principal = Depends(principal)) -> dict[str, Any]:
+@router.get(
+    "/model",
+    summary="The risk model in force: version, metrics vs baselines, calibration, and the weights "
+    "of the features in the caller's projects' recent inputs",
+)
+def get_model(request: Request, store: StoreDep, who: Principal = Depends(principal)) -> dict[str, Any]:
     models = ModelStore(models_dir(request.app.state.settings))
     version = models.current_version()
     meta = models.meta(version) if version else None
-    return {"version": version or "none", "meta": plain(meta), "versions": models.versions()}
+    loaded = request.app.state.scorer.current_model() if version else None
+    weights = (
+        feature_weights(loaded.model, recent_input_features(store, projects=who.projects))
+        if loaded is not None
+        else []
+    )
+    return {
+        "version": version or "none",
+        "meta": plain(meta),
+        "versions": models.versions(),
+        "feature_weights": [[name, weight] for name, weight in weights],
+    }

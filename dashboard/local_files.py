@@ -67,22 +67,18 @@ def read_reports(folder: Path | None, *, limit: int = 50) -> list[Report]:
 
 def model_info_from_disk(settings: Settings, recent_features: list[dict[str, Any]]) -> ModelInfo | None:
     """The current model's meta and the weights of features seen in ``recent_features``."""
-    from retrylens.analytics.classifier import feature_dict
     from retrylens.analytics.model_store import (
         ModelNotFoundError,
         ModelStore,
         load_current_model,
         models_dir,
     )
+    from retrylens.analytics.model_weights import feature_weights
 
     model_store = ModelStore(models_dir(settings))
     try:
         loaded = load_current_model(settings)
     except ModelNotFoundError:
         return None
-    names: dict[str, float] = {}
-    for features in recent_features:
-        # As the model scores them: with its per-agent standardised sizes (``size_z:``).
-        names.update(dict.fromkeys(loaded.model.prepare(feature_dict(features)), 1.0))
-    weights = loaded.model.contributions(names, top=25) if names else []
+    weights = feature_weights(loaded.model, recent_features)
     return ModelInfo(loaded.version, model_store.versions(), loaded.meta, weights)

@@ -19,7 +19,6 @@ functions take a :class:`Slice`, and the two lookups written here use ``{name:Ty
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import uuid
@@ -105,12 +104,6 @@ _FIND_TASKS = (
     " AND ({project:String} = '' OR project = {project:String})"
     " GROUP BY project, task_id ORDER BY last_ts DESC, project, task_id LIMIT {limit:UInt32}"
 )
-_FEATURE_SAMPLE = (
-    "SELECT input_features FROM [[db]].events WHERE input_features != ''"
-    " ORDER BY ts DESC, event_id LIMIT {limit:UInt32}"
-)
-
-
 class StoreSource:
     """The analytics layer called in this process, on a store this process may open."""
 
@@ -174,15 +167,10 @@ class StoreSource:
             return None
         return model_info_from_disk(self.settings, self._recent_features())
 
-    def _recent_features(self, limit: int = 500) -> list[dict[str, Any]]:
-        rows = query_rows(self.store.client, self.store.sql(_FEATURE_SAMPLE), {"limit": limit})
-        out = []
-        for row in rows:
-            try:
-                out.append(json.loads(row["input_features"]))
-            except ValueError:
-                continue
-        return out
+    def _recent_features(self) -> list[dict[str, Any]]:
+        from retrylens.analytics.model_weights import recent_input_features
+
+        return recent_input_features(self.store)
 
     def recent_prechecks(self, project: str | None, *, limit: int) -> list[dict[str, Any]] | None:
         return None  # pre-checks are served, and remembered in memory, by the API server process

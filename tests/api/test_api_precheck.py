@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from apitest_support import ACME, NOW, insert
+from apitest_support import ACME, GLOBEX, NOW, insert
 from fastapi.testclient import TestClient
 
 from retrylens.analytics.model_store import ModelStore, models_dir
@@ -120,3 +120,25 @@ def test_the_sdk_preflight_client_reads_the_answer(app):
 def test_recommendations_tighten_with_risk(risk, known_bad, expected):
     rec = recommend(risk, known_bad, human_review_threshold=0.7)
     assert (rec.max_attempts, rec.degrade_first, rec.human_review) == expected
+
+
+def test_the_model_route_names_the_weights_of_the_callers_recent_inputs(client, api_settings, seeded):
+    """What the dashboard's model page shows through the API (before, the route sent no
+    weights and the page said none were stored). A key sees its own projects' features only."""
+    insert(seeded, [
+        RetryEvent(project="globex", agent={"name": "planner"}, task_id=f"g-{i}", correlation_id=f"g-{i}-1",
+                   attempt=1, kind="task_started", ts=NOW, input_features={"n_chars": 40, "kw:globexonly": True})
+        for i in range(3)
+    ])
+    from retrylens.analytics.model_weights import feature_weights, recent_input_features
+
+    assert client.get("/v1/model", headers=ACME).json()["feature_weights"] == []  # no model yet
+    model = train_from_store(seeded, model_store=ModelStore(models_dir(api_settings))).model
+    acme_inputs = recent_input_features(seeded, projects=frozenset({"acme"}))
+    globex_inputs = recent_input_features(seeded, projects=frozenset({"globex"}))
+    assert acme_inputs and not any("kw:globexonly" in features for features in acme_inputs)
+    assert any("kw:globexonly" in features for features in globex_inputs)
+    acme = [tuple(pair) for pair in client.get("/v1/model", headers=ACME).json()["feature_weights"]]
+    globex = [tuple(pair) for pair in client.get("/v1/model", headers=GLOBEX).json()["feature_weights"]]
+    assert acme == feature_weights(model, acme_inputs) and globex == feature_weights(model, globex_inputs)
+    assert acme != globex and any(name.startswith("agent=") for name, _ in acme)
