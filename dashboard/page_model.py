@@ -34,7 +34,9 @@ def _model(version: str, versions: list[str], meta: dict[str, Any], weights: lis
     window = meta.get("training_window") or {}
     cols = st.columns(4)
     cols[0].metric("Version", version)
-    cols[1].metric("Trained", str(meta.get("trained_at", "—"))[:19])
+    # "2026-12-01 18:40 UTC" fits the column; the full ISO stamp was cut to "2026-12-01T1…".
+    cols[1].metric("Trained", str(meta.get("trained_at", "—"))[:16].replace("T", " ") + " UTC"
+                   if meta.get("trained_at") else "—")
     cols[2].metric("Train / test tasks", f"{meta.get('n_train', '—')} / {meta.get('n_test', '—')}")
     cols[3].metric("Versions", len(versions))
     st.caption(f"source {meta.get('source', '—')} · estimator {meta.get('estimator', '—')} · window "
