@@ -64,6 +64,9 @@ def _event_class() -> type[RetryEvent]:
 
 
 _EVENT_CLASS: type[RetryEvent] | None = None
+# ``object.__new__`` held here: ``cls.__new__`` is looked up through pydantic's metaclass
+# (an ABCMeta) on every call, a third of what making the instance costs
+_new = object.__new__
 _SLOTS: tuple[Callable[[Any, Any], None], ...] | None = None
 
 
@@ -98,7 +101,7 @@ def _construct(values: dict[str, Any], fields_set: set[str] | None = None) -> Re
     """
     cls = _EVENT_CLASS or _event_class()
     set_dict, set_fields, set_extra, set_private = _SLOTS or _slot_setters()
-    event = cls.__new__(cls)
+    event = _new(cls)
     set_dict(event, values)
     set_fields(event, fields_set if fields_set is not None else set(values))
     set_extra(event, None)
@@ -112,7 +115,7 @@ def construct_part(cls: type[M], values: dict[str, Any]) -> M:
     The same shortcut as :func:`_construct`: ``values`` must name every field, in order.
     """
     set_dict, set_fields, set_extra, set_private = _SLOTS or _slot_setters()
-    part = cls.__new__(cls)  # type: ignore[call-overload]
+    part = _new(cls)
     set_dict(part, values)
     set_fields(part, set(values))
     set_extra(part, None)
@@ -243,7 +246,7 @@ class EventFactory:
         # ``_construct(values, …)`` inline: seven events a retried call
         cls = _EVENT_CLASS or _event_class()
         set_dict, set_fields, set_extra, set_private = _SLOTS or _slot_setters()
-        event = cls.__new__(cls)
+        event = _new(cls)
         set_dict(event, values)
         set_fields(event, _ALL_FIELDS if len(values) == len(_ALL_FIELDS) else set(values))
         set_extra(event, None)

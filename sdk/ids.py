@@ -46,6 +46,7 @@ _new = object.__new__
 _UUID = uuid.UUID
 _set_int = uuid.UUID.__dict__["int"].__set__
 _set_safe = uuid.UUID.__dict__["is_safe"].__set__
+_from_bytes = int.from_bytes  # big-endian by default
 
 
 class SeededIds:
@@ -68,10 +69,10 @@ class SystemIds:
 
     def hex(self, chars: int) -> str:
         try:
-            state = _local.state  # [hex buffer, position]: one lookup of the thread's slot
+            state = _local.state  # [hex buffer, position, raw buffer, position]: one lookup
         except AttributeError:
-            state = _local.state = ["", 0]
-        buffer, position = state
+            state = _local.state = ["", 0, b"", 0]
+        buffer, position = state[0], state[1]
         end = position + chars
         if end > len(buffer):
             buffer = state[0] = os.urandom(max(self.CHUNK_BYTES, chars)).hex()
@@ -80,19 +81,20 @@ class SystemIds:
         return buffer[position:end]
 
     def uuid4(self) -> uuid.UUID:
-        # ``uuid4_from_int(int(self.hex(32), 16))`` inline: one per event, three calls less
+        # ``uuid4_from_int(…)`` inline, one per event: 16 raw bytes of their own buffer read
+        # by ``int.from_bytes`` (a third of what parsing 32 hex digits costs)
         try:
             state = _local.state
         except AttributeError:
-            state = _local.state = ["", 0]
-        buffer, position = state
-        end = position + 32
-        if end > len(buffer):
-            buffer = state[0] = os.urandom(self.CHUNK_BYTES).hex()
-            position, end = 0, 32
-        state[1] = end
+            state = _local.state = ["", 0, b"", 0]
+        raw, position = state[2], state[3]
+        end = position + 16
+        if end > len(raw):
+            raw = state[2] = os.urandom(self.CHUNK_BYTES)
+            position, end = 0, 16
+        state[3] = end
         made = _new(_UUID)
-        _set_int(made, (int(buffer[position:end], 16) & _UUID_VERSION_MASK) | _UUID_V4_BITS)
+        _set_int(made, (_from_bytes(raw[position:end]) & _UUID_VERSION_MASK) | _UUID_V4_BITS)
         _set_safe(made, _SAFE_UNKNOWN)
         return made
 

@@ -121,6 +121,21 @@ def test_oversized_event_is_counted_not_raised(tmp_path: Path) -> None:
     assert len(sink.delivered) == 1
 
 
+def test_an_unserializable_event_is_counted_and_its_neighbours_are_delivered(tmp_path: Path) -> None:
+    """One event nothing can write (a foreign object in a field) is rejected alone: the
+    events queued around it still arrive, in order, and emit() raises nothing."""
+    sink = FlakySink()
+    before, after = make_events(3), make_events(3)
+    broken = make_event().model_copy(update={"input_features": {"k": object()}})
+    with Emitter(sink=sink, spool=Spool(tmp_path)) as emitter:
+        for event in [*before, broken, *after]:
+            assert emitter.emit(event)
+        assert emitter.flush(5)
+        assert emitter.rejected == 1
+        assert emitter.stats["rejected_unserializable"] == 1
+    assert _ids(sink.delivered) == [e.event_id.hex for e in [*before, *after]]
+
+
 def test_embedded_mode_spools_then_the_ingestor_stores_each_event_once(
     settings: Settings, store: EventStore
 ) -> None:

@@ -258,6 +258,33 @@ def test_a_forked_worker_never_repeats_its_parents_ids() -> None:
     assert len(child) == len(parent) == 128 and child != parent
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_worker_never_repeats_its_parents_event_ids() -> None:
+    """Event ids come from a raw-byte buffer of their own: a child throws it away too."""
+    ids = SystemIds()
+    ids.uuid4()  # the parent's raw buffer now holds ids a careless child would repeat
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.write(write, "".join(ids.uuid4().hex for _ in range(4)).encode())
+        os._exit(0)
+    os.close(write)
+    child = os.read(read, 4096).decode()
+    os.close(read)
+    os.waitpid(pid, 0)
+    parent = "".join(ids.uuid4().hex for _ in range(4))
+    assert len(child) == len(parent) == 128 and child != parent
+
+
+def test_system_event_ids_are_distinct_version_4_uuids_across_buffer_refills() -> None:
+    ids = SystemIds()
+    made = [ids.uuid4() for _ in range(3 * SystemIds.CHUNK_BYTES // 16 + 7)]  # 3 refills
+    assert len(set(made)) == len(made)
+    assert all(u.version == 4 and u.variant == uuid.RFC_4122 for u in made)
+    assert all(uuid.UUID(str(u)) == u and u.is_safe is uuid.SafeUUID.unknown for u in made)
+    assert len({ids.hex(32) for _ in range(300)}) == 300  # hex ids keep their own buffer
+
+
 def test_captured_outcomes_read_compact_and_full_tasks_alike() -> None:
     with capture_events() as captured:
         governor = make_governor(emit=captured.emit)
