@@ -15,9 +15,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from store_template import open_copied_store
 
 from retrylens.config import Settings, load_settings
-from retrylens.store import EventStore, open_store
+from retrylens.store import EventStore
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -48,7 +49,8 @@ def settings(tmp_path: Path, chdb_path: Path) -> Settings:
 
 @pytest.fixture
 def store(settings: Settings) -> Iterator[EventStore]:
-    event_store = open_store(settings)
+    """A migrated store in this test's database (copied from a template: tests/store_template.py)."""
+    event_store = open_copied_store(settings)
     yield event_store
     event_store.client.command(f"DROP DATABASE IF EXISTS `{settings.clickhouse_database}`")
 
