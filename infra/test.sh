@@ -81,8 +81,9 @@ extra=()
 if [[ -n "${PYTEST_ARGS:-}" ]]; then eval "extra=(${PYTEST_ARGS})"; fi
 set +e
 # Both cores: pytest-xdist workers, whole modules per worker (a module's fixtures, private
-# brokers and ports stay in one process). PYTEST_WORKERS=0 runs in this process.
-workers=(-n "${PYTEST_WORKERS:-2}" --dist loadfile)
+# brokers and ports stay in one process), handed out in collection order, which
+# tests/conftest.py makes longest module first. PYTEST_WORKERS=0 runs in this process.
+workers=(-n "${PYTEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder)
 if [[ "${PYTEST_WORKERS:-2}" == "0" ]]; then workers=(-p no:xdist); fi
 "$VPY" -m pytest "${workers[@]}" "${extra[@]}" "$@"
 status=$?

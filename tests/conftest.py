@@ -88,3 +88,40 @@ def kafka_settings(settings: Settings, kafka_bootstrap: str) -> Settings:
             "kafka_topic_partitions": 4,
         }
     )
+
+
+# Modules that take a minute or more, longest first (measured on CI's locked run). infra/test.sh
+# hands whole modules to two pytest-xdist workers in collection order (--dist loadfile
+# --no-loadscope-reorder), so these start first and the many short modules fill the end: no
+# worker sits idle while the other finishes a long module it began late.
+LONG_MODULES = (
+    "tests/foundation/test_kafka_pipeline.py",
+    "tests/foundation/test_demo.py",
+    "tests/foundation/test_kafka_sasl.py",
+    "tests/foundation/test_consumer_group.py",
+    "tests/analytics/test_analytics_levels.py",
+    "tests/evaluation/test_eval_ground_truth.py",
+    "tests/analytics/test_analytics_classifier.py",
+    "tests/analytics/test_truth_harness.py",
+    "tests/analytics/test_analytics_injection.py",
+    "tests/analytics/test_analytics_sealing.py",
+    "tests/api/test_api_schemathesis.py",
+    "tests/evaluation/test_rules_vectorised.py",
+    "tests/dashboard/test_dashboard_pages.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Long modules first (``LONG_MODULES``), then the rest by number of tests; a module's
+    own tests keep their order."""
+    module_of = {id(item): item.nodeid.split("::", 1)[0] for item in items}
+    sizes: dict[str, int] = {}
+    for module in module_of.values():
+        sizes[module] = sizes.get(module, 0) + 1
+    rank = {module: i for i, module in enumerate(LONG_MODULES)}
+
+    def key(item: pytest.Item) -> tuple[int, int]:
+        module = module_of[id(item)]
+        return (rank.get(module, len(LONG_MODULES)), -sizes[module])
+
+    items.sort(key=key)
