@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -64,9 +65,22 @@ def _reachable(bootstrap: str) -> bool:
         return False
 
 
+def _wait_for_the_broker_start(ready_file: Path, timeout_s: float) -> None:
+    """infra/test.sh starts the broker while pytest collects; it touches ``ready_file``
+    once ``kafka.sh start`` has seen the broker serve requests."""
+    deadline = time.monotonic() + timeout_s
+    while not ready_file.exists():
+        if time.monotonic() > deadline:
+            pytest.fail(f"the Kafka broker that infra/test.sh starts was not ready after {timeout_s:.0f} s "
+                        f"(no {ready_file}); its start log follows the test report")
+        time.sleep(0.2)
+
+
 @pytest.fixture(scope="session")
 def kafka_bootstrap() -> str:
     bootstrap = os.environ.get("RETRYLENS_TEST_KAFKA", DEFAULT_TEST_KAFKA)
+    if ready_file := os.environ.get("RETRYLENS_TEST_KAFKA_READY_FILE"):
+        _wait_for_the_broker_start(Path(ready_file), timeout_s=float(os.environ.get("KAFKA_START_TIMEOUT", "90")) + 30)
     if not _reachable(bootstrap):
         pytest.fail(
             f"no Kafka broker at {bootstrap}: start one with `bash infra/kafka/kafka.sh start` "
