@@ -40,16 +40,20 @@ case "$DEPS" in
 esac
 
 # The broker starts in the background while the venv is built and pytest collects (~20 s
-# saved per run); the Kafka fixture (tests/conftest.py) waits for $RETRYLENS_TEST_KAFKA_READY_FILE,
-# which appears once `kafka.sh start` has seen the broker serve requests.
+# saved per run); tests/conftest.py waits after collection, before any test, for
+# $RETRYLENS_TEST_KAFKA_READY_FILE (touched once `kafka.sh start` has seen the broker serve
+# requests) or its `.failed` twin.
 export KAFKA_PORT="${KAFKA_PORT:-9092}"
 export RETRYLENS_TEST_KAFKA="127.0.0.1:${KAFKA_PORT}"
 KAFKA_START_LOG="$(mktemp "${TMPDIR:-/tmp}/retrylens-kafka-start.XXXXXX")"
 export RETRYLENS_TEST_KAFKA_READY_FILE="$KAFKA_START_LOG.ready"
-( bash infra/kafka/kafka.sh start && touch "$RETRYLENS_TEST_KAFKA_READY_FILE" ) >"$KAFKA_START_LOG" 2>&1 &
+(
+  if bash infra/kafka/kafka.sh start; then touch "$RETRYLENS_TEST_KAFKA_READY_FILE"
+  else code=$?; touch "$RETRYLENS_TEST_KAFKA_READY_FILE.failed"; exit $code; fi
+) >"$KAFKA_START_LOG" 2>&1 &
 kafka_start=$!
 # On any exit: let a start still under way finish (so no broker outlives us), then stop it.
-trap 'wait "$kafka_start" 2>/dev/null; bash infra/kafka/kafka.sh stop >/dev/null 2>&1 || true; rm -f "$KAFKA_START_LOG" "$RETRYLENS_TEST_KAFKA_READY_FILE"' EXIT
+trap 'wait "$kafka_start" 2>/dev/null; bash infra/kafka/kafka.sh stop >/dev/null 2>&1 || true; rm -f "$KAFKA_START_LOG" "$RETRYLENS_TEST_KAFKA_READY_FILE"{,.failed}' EXIT
 
 log "fresh venv $VENV (DEPS=$DEPS)"
 rm -rf "$VENV"
