@@ -7,8 +7,9 @@
 #        lowest  the lowest versions pyproject.toml allows for every direct dependency
 #                (uv --resolution lowest-direct): proves the declared lower bounds
 #        newest  whatever the registry serves now, ignoring the lock
-#   3. start the real services the tests use (a local Kafka 4.x broker; ClickHouse is
-#      embedded via chDB), run pytest inside the venv, stop the services.
+#   3. start the real services the tests use (a local Kafka 4.x broker, in the background
+#      while step 2 runs; ClickHouse is embedded via chDB), run pytest inside the venv, stop
+#      the services.
 # Exits non-zero on any failure, including "no tests ran" (pytest exit 5).
 #
 # Environment: DEPS (above); PYTEST_ARGS (extra pytest arguments, e.g. -m "not browser");
@@ -33,6 +34,27 @@ if [[ ! -x "$TOOLS/bin/uv" ]]; then
 fi
 UV="$TOOLS/bin/uv"
 
+case "$DEPS" in
+  locked|lowest|newest) ;;
+  *) log "unknown DEPS=$DEPS (locked, lowest or newest)"; exit 2 ;;
+esac
+
+# The broker starts in the background while the venv is built and pytest collects (~20 s
+# saved per run); tests/conftest.py waits after collection, before any test, for
+# $RETRYLENS_TEST_KAFKA_READY_FILE (touched once `kafka.sh start` has seen the broker serve
+# requests) or its `.failed` twin.
+export KAFKA_PORT="${KAFKA_PORT:-9092}"
+export RETRYLENS_TEST_KAFKA="127.0.0.1:${KAFKA_PORT}"
+KAFKA_START_LOG="$(mktemp "${TMPDIR:-/tmp}/retrylens-kafka-start.XXXXXX")"
+export RETRYLENS_TEST_KAFKA_READY_FILE="$KAFKA_START_LOG.ready"
+(
+  if bash infra/kafka/kafka.sh start; then touch "$RETRYLENS_TEST_KAFKA_READY_FILE"
+  else code=$?; touch "$RETRYLENS_TEST_KAFKA_READY_FILE.failed"; exit $code; fi
+) >"$KAFKA_START_LOG" 2>&1 &
+kafka_start=$!
+# On any exit: let a start still under way finish (so no broker outlives us), then stop it.
+trap 'wait "$kafka_start" 2>/dev/null; bash infra/kafka/kafka.sh stop >/dev/null 2>&1 || true; rm -f "$KAFKA_START_LOG" "$RETRYLENS_TEST_KAFKA_READY_FILE"{,.failed}' EXIT
+
 log "fresh venv $VENV (DEPS=$DEPS)"
 rm -rf "$VENV"
 "$UV" venv --quiet --python "$PYTHON" "$VENV"
@@ -45,9 +67,6 @@ case "$DEPS" in
     ;;
   newest)
     "$UV" pip install --quiet --python "$VENV/bin/python" --upgrade -e ".[test]"
-    ;;
-  *)
-    log "unknown DEPS=$DEPS (locked, lowest or newest)"; exit 2
     ;;
 esac
 VPY="$VENV/bin/python"
@@ -70,10 +89,6 @@ if [[ -x infra/browser.sh ]]; then
   PYTHON="$VPY" bash infra/browser.sh
 fi
 
-export KAFKA_PORT="${KAFKA_PORT:-9092}"
-export RETRYLENS_TEST_KAFKA="127.0.0.1:${KAFKA_PORT}"
-bash infra/kafka/kafka.sh start
-trap 'bash infra/kafka/kafka.sh stop >/dev/null 2>&1 || true' EXIT
 
 # Tests start the CLI as `python -m retrylens`, never through PATH.
 export PATH="/usr/local/bin:/usr/bin:/bin"
@@ -81,12 +96,20 @@ extra=()
 if [[ -n "${PYTEST_ARGS:-}" ]]; then eval "extra=(${PYTEST_ARGS})"; fi
 set +e
 # Both cores: pytest-xdist workers, whole modules per worker (a module's fixtures, private
-# brokers and ports stay in one process). PYTEST_WORKERS=0 runs in this process.
-workers=(-n "${PYTEST_WORKERS:-2}" --dist loadfile)
+# brokers and ports stay in one process), handed out in collection order, which
+# tests/conftest.py makes longest module first. PYTEST_WORKERS=0 runs in this process.
+workers=(-n "${PYTEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder)
 if [[ "${PYTEST_WORKERS:-2}" == "0" ]]; then workers=(-p no:xdist); fi
 "$VPY" -m pytest "${workers[@]}" "${extra[@]}" "$@"
 status=$?
+wait "$kafka_start"
+kafka_status=$?
 set -e
+cat "$KAFKA_START_LOG" >&2
+if [[ $kafka_status -ne 0 ]]; then
+  log "the Kafka broker did not start (kafka.sh start exited $kafka_status): failing the run"
+  exit 1
+fi
 if [[ $status -eq 5 ]]; then
   echo "pytest collected no tests: failing the run" >&2
   exit 1

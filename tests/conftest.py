@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from store_template import open_copied_store
 
 from retrylens.config import Settings, load_settings
-from retrylens.store import EventStore, open_store
+from retrylens.store import EventStore
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -48,7 +50,8 @@ def settings(tmp_path: Path, chdb_path: Path) -> Settings:
 
 @pytest.fixture
 def store(settings: Settings) -> Iterator[EventStore]:
-    event_store = open_store(settings)
+    """A migrated store in this test's database (copied from a template: tests/store_template.py)."""
+    event_store = open_copied_store(settings)
     yield event_store
     event_store.client.command(f"DROP DATABASE IF EXISTS `{settings.clickhouse_database}`")
 
@@ -62,9 +65,33 @@ def _reachable(bootstrap: str) -> bool:
         return False
 
 
+def _kafka_ready_file() -> Path | None:
+    """infra/test.sh starts the broker while pytest collects and touches this file once
+    ``kafka.sh start`` has seen the broker serve requests (unset outside infra/test.sh)."""
+    ready_file = os.environ.get("RETRYLENS_TEST_KAFKA_READY_FILE")
+    return Path(ready_file) if ready_file else None
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Wait here, after collection and before any test, for a broker start still under way:
+    so the wait never counts against a test's timeout. A start that fails or takes longer
+    than its own timeout makes the Kafka tests fail (``kafka_bootstrap``), not the others."""
+    ready_file = _kafka_ready_file()
+    if ready_file is None or not session.items:
+        return
+    deadline = time.monotonic() + float(os.environ.get("KAFKA_START_TIMEOUT", "90")) + 30
+    failed = ready_file.with_name(ready_file.name + ".failed")
+    while not ready_file.exists() and not failed.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
 @pytest.fixture(scope="session")
 def kafka_bootstrap() -> str:
     bootstrap = os.environ.get("RETRYLENS_TEST_KAFKA", DEFAULT_TEST_KAFKA)
+    ready_file = _kafka_ready_file()
+    if ready_file is not None and not ready_file.exists():
+        pytest.fail(f"the Kafka broker that infra/test.sh starts is not ready (no {ready_file}); "
+                    "its start log follows the test report")
     if not _reachable(bootstrap):
         pytest.fail(
             f"no Kafka broker at {bootstrap}: start one with `bash infra/kafka/kafka.sh start` "
@@ -86,3 +113,40 @@ def kafka_settings(settings: Settings, kafka_bootstrap: str) -> Settings:
             "kafka_topic_partitions": 4,
         }
     )
+
+
+# Modules that take a minute or more, longest first (measured on CI's locked run). infra/test.sh
+# hands whole modules to two pytest-xdist workers in collection order (--dist loadfile
+# --no-loadscope-reorder), so these start first and the many short modules fill the end: no
+# worker sits idle while the other finishes a long module it began late.
+LONG_MODULES = (
+    "tests/foundation/test_kafka_pipeline.py",
+    "tests/foundation/test_demo.py",
+    "tests/foundation/test_kafka_sasl.py",
+    "tests/foundation/test_consumer_group.py",
+    "tests/analytics/test_analytics_levels.py",
+    "tests/evaluation/test_eval_ground_truth.py",
+    "tests/analytics/test_analytics_classifier.py",
+    "tests/analytics/test_truth_harness.py",
+    "tests/analytics/test_analytics_injection.py",
+    "tests/analytics/test_analytics_sealing.py",
+    "tests/api/test_api_schemathesis.py",
+    "tests/evaluation/test_rules_vectorised.py",
+    "tests/dashboard/test_dashboard_pages.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Long modules first (``LONG_MODULES``), then the rest by number of tests; a module's
+    own tests keep their order."""
+    module_of = {id(item): item.nodeid.split("::", 1)[0] for item in items}
+    sizes: dict[str, int] = {}
+    for module in module_of.values():
+        sizes[module] = sizes.get(module, 0) + 1
+    rank = {module: i for i, module in enumerate(LONG_MODULES)}
+
+    def key(item: pytest.Item) -> tuple[int, int]:
+        module = module_of[id(item)]
+        return (rank.get(module, len(LONG_MODULES)), -sizes[module])
+
+    items.sort(key=key)

@@ -16,6 +16,7 @@ import pytest
 from eval_helpers import example_candidates
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from property_budget import examples
 
 from retrylens.evaluation import vectorised as v
 from retrylens.evaluation.ground_truth import history_of, run_policy_events
@@ -41,7 +42,7 @@ PHASES = ("planning", "execution", "review")
 #: a few classes drawn often, so that caps, class changes and extra tries meet
 FEW = [ErrorType.TIMEOUT, ErrorType.LOGIC, ErrorType.CONTEXT_OVERFLOW, ErrorType.UNKNOWN]
 error_types = st.one_of(st.sampled_from(FEW), st.sampled_from(list(ErrorType)))
-PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 class Draw(random.Random):

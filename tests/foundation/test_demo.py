@@ -52,6 +52,10 @@ def test_embedded_demo_runs_the_whole_loop_and_its_numbers_are_the_truth(tmp_pat
     assert again["prechecks"]["mean_risk"] == pytest.approx(report["prechecks"]["mean_risk"], abs=0.002)
 
 
+# slow: CI's locked run only. The demo loop at the floors is the embedded test above; its
+# Kafka road (kafka-python's floor is the locked version) adds the producer's lz4 and the
+# consumer's msgspec/crc32c, which the quick Kafka tests of the lowest run cover.
+@pytest.mark.slow
 @pytest.mark.kafka
 @pytest.mark.clickhouse
 def test_demo_through_kafka_stores_every_emitted_event(kafka_settings: Settings) -> None:

@@ -13,6 +13,7 @@ import random
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from property_budget import examples
 
 from retrylens.schemas import AgentRef, ErrorType
 from retrylens.sdk import rules as r
@@ -22,7 +23,7 @@ from retrylens.sdk.sanitizer import Failure
 from retrylens.sdk.state import TaskState
 
 PHASES = ("planning", "execution")
-PROPERTY = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 error_types = st.sampled_from(list(ErrorType))
 
 
