@@ -234,7 +234,7 @@ class StoredBeforeCommit:
 
     def __call__(self, batch: Batch) -> None:
         valid: dict[int, int] = {}
-        for _topic, partition, offsets, invalid in batch.verdicts:
+        for _topic, partition, offsets, invalid, _refused in batch.verdicts:
             valid[partition] = valid.get(partition, 0) + len(offsets) - len(invalid)
         for (_topic, partition), (first, last) in batch.spans.items():
             stored = self.store.client.query(
