@@ -35,8 +35,8 @@ def _model(version: str, versions: list[str], meta: dict[str, Any], weights: lis
     cols = st.columns(4)
     cols[0].metric("Version", version)
     # "2026-12-01 18:40 UTC" fits the column; the full ISO stamp was cut to "2026-12-01T1…".
-    cols[1].metric("Trained", str(meta.get("trained_at", "—"))[:16].replace("T", " ") + " UTC"
-                   if meta.get("trained_at") else "—")
+    trained = str(meta.get("trained_at") or "")
+    cols[1].metric("Trained", f"{trained[:10]} {trained[11:16]} UTC" if trained else "—")
     cols[2].metric("Train / test tasks", f"{meta.get('n_train', '—')} / {meta.get('n_test', '—')}")
     cols[3].metric("Versions", len(versions))
     st.caption(f"source {meta.get('source', '—')} · estimator {meta.get('estimator', '—')} · window "

@@ -104,6 +104,8 @@ _FIND_TASKS = (
     " AND ({project:String} = '' OR project = {project:String})"
     " GROUP BY project, task_id ORDER BY last_ts DESC, project, task_id LIMIT {limit:UInt32}"
 )
+
+
 class StoreSource:
     """The analytics layer called in this process, on a store this process may open."""
 
