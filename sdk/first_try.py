@@ -69,6 +69,7 @@ class Host(Protocol):
         dependency: str,
         compact: bool,
         ts: datetime | None,
+        source_policy: RetryPolicy | None,
     ) -> TaskRun: ...
 
 
@@ -86,6 +87,7 @@ class FirstTry:
         "started",
         "run",
         "attempt",
+        "source_policy",
     )
 
     def __init__(
@@ -106,7 +108,7 @@ class FirstTry:
             task_id,
         )
         name, role = (agent, "") if isinstance(agent, str) else (agent.name, agent.role)
-        policy = governor.policy
+        policy = self.source_policy = governor.policy  # what this attempt runs under
         if role:
             policy = policy.for_role(role)
         # Looked up before the function runs, as the full path reads policy and agent then.
@@ -130,8 +132,9 @@ class FirstTry:
                 dependency=self.dependency,
                 compact=True,
                 ts=ts,
+                source_policy=self.source_policy,
             )
-            self.attempt = run._begin(started_at=self.started, ts=ts, check_cancelled=False)
+            self.attempt = run._new_attempt(None, None, self.started, ts)
             self.run = run
         return self.run, self.attempt
 

@@ -27,7 +27,6 @@ an ``rng``, ids come from ``os.urandom`` (:mod:`~retrylens.sdk.ids`), unique acr
 
 from __future__ import annotations
 
-import contextvars
 import functools
 import inspect
 import logging
@@ -45,16 +44,20 @@ from .breaker import CircuitBreaker
 from .budget import PerDependency, RetryThrottle, TaskLedger
 from .chain import ChainRegistry
 from .context import ContextBuilder, Message
+from .drivers import acall as _acall
+from .drivers import call as _call
+from .effects import accepts, has_contract
 from .events import EventFactory, utc_now_ms
 from .features import task_features
 from .first_try import FirstTry
 from .handoff import HandoffChannel
 from .history import FailureHistory
 from .ids import IdSource, SeededIds, SystemIds
+from .loop import current as _current_run
 from .policy_source import PolicySource
 from .processors import Processor, default_processors
 from .rules import Rule, default_rules
-from .run import AttemptScope, TaskRun, accepts
+from .run import TaskRun
 from .side_effects import KeyStore, MemoryKeyStore
 from .state import TaskState
 
@@ -65,9 +68,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-_current_run: contextvars.ContextVar[TaskRun | FirstTry | None] = contextvars.ContextVar(
-    "retrylens_run", default=None
-)
 
 
 def _otel_configured() -> bool:
@@ -123,9 +123,12 @@ class Governor:
         validate_events: bool = True,
         processors: list[Processor] | None = None,
         otel: bool | None = None,
+        hook_timeout_s: float = 30.0,
     ) -> None:
         """``otel``: record tasks and attempts as OpenTelemetry spans (:mod:`.otel`); ``None``
-        does so when the application has set a global OpenTelemetry SDK tracer provider."""
+        does so when the application has set a global OpenTelemetry SDK tracer provider.
+        ``hook_timeout_s``: how long an async verify/rollback or a hand-off channel may take
+        before the governor records it as failed (a sync verify/rollback runs inline)."""
         if not isinstance(policy, PolicySource):
             if policy is None:
                 from .policy import RetryPolicy  # pydantic loads with the first policy
@@ -146,6 +149,7 @@ class Governor:
         self.ids: IdSource = SeededIds(rng) if rng is not None else SystemIds()
         self.key_store: KeyStore = key_store or MemoryKeyStore()
         self.handoff_channel = handoff
+        self.hook_timeout_s = hook_timeout_s
         self.preflight = preflight
         self.history = history or FailureHistory()
         self.rules = rules or default_rules()
@@ -269,10 +273,14 @@ class Governor:
         success_check: Callable[[Any], bool] | None = None,
         compact: bool = False,
         ts: datetime | None = None,
+        source_policy: RetryPolicy | None = None,
     ) -> TaskRun:
-        """:meth:`start`, plus ``compact`` (hold events back for the compact form) and ``ts``."""
+        """:meth:`start`, plus ``compact`` (hold events back for the compact form), ``ts``, and
+        ``source_policy``: the policy a first try already ran under (a reload since then is
+        adopted for the decision, while the first attempt's events keep their own)."""
         agent_ref = _agent_ref(agent) if isinstance(agent, str) else agent
-        policy = self.policy.for_role(agent_ref.role)
+        source_policy = source_policy or self.policy
+        policy = source_policy.for_role(agent_ref.role)
         fingerprint, feats = task_features(goal, agent_ref.name, dependency, tuple(tools))
         if features is not None:
             feats = features
@@ -302,7 +310,7 @@ class Governor:
             dependency=dependency,
             context=ContextBuilder.for_input(goal, system=system, history=history),
         )
-        run = TaskRun(self, state, root=root, compact=compact)
+        run = TaskRun(self, state, root=root, compact=compact, source_policy=source_policy)
         if self.preflight is not None:
             self.preflight.adapt(run)
             if state.preflight_note:
@@ -361,55 +369,17 @@ class Governor:
 
         A task whose first attempt succeeds is recorded as one compact event (see
         :mod:`~retrylens.sdk.first_try`); any failure records the full event sequence.
+        The attempt loop is :mod:`~retrylens.sdk.loop`, performed by :mod:`.drivers`.
         """
         goal = goal if goal is not None else _describe_call(fn, args, kwargs)
-        wants_attempt = _accepts_attempt(fn)
-        first = self._first_try(goal, agent, phase, dependency, task_id, wants_attempt)
-        if first is None:
-            run = self._open(
-                goal, agent=agent, phase=phase, dependency=dependency, task_id=task_id, compact=True
-            )
-            with run:
-                return self._attempts(run, fn, args, kwargs, wants_attempt)
-        token = _current_run.set(first)
-        try:
-            result = fn(*args, **kwargs)
-        except BaseException as exc:  # noqa: BLE001 - handed to the full path below
-            error = exc
-        else:
-            first.succeed(result)
-            return result
-        finally:
-            _current_run.reset(token)
-        run, attempt = first.materialize()
-        with run:
-            try:
-                verdict = AttemptScope(run, attempt).end(error)  # the loop's own decision point
-                if verdict is None:
-                    raise error
-            finally:
-                del error  # its traceback holds this frame: leave no cycle for the GC to find
-            run.wait(verdict)
-            return self._attempts(run, fn, args, kwargs, wants_attempt)
-
-    def _attempts(
-        self,
-        run: TaskRun,
-        fn: Callable[..., T],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        wants_attempt: bool,
-    ) -> T:
-        for scope in run.attempts():  # the one state machine: TaskRun decides
-            with scope:
-                token = _current_run.set(run)
-                try:
-                    scope.result = fn(
-                        *args, **({**kwargs, "attempt": scope.attempt} if wants_attempt else kwargs)
-                    )
-                finally:
-                    _current_run.reset(token)
-        return scope.result  # type: ignore[no-any-return]
+        opening = {
+            "goal": goal,
+            "agent": agent,
+            "phase": phase,
+            "dependency": dependency,
+            "task_id": task_id,
+        }
+        return _call(self, fn, args, kwargs, opening, _accepts_attempt(fn))
 
     async def acall(
         self,
@@ -424,76 +394,17 @@ class Governor:
         parent: TaskRun | None = None,
         **kwargs: Any,
     ) -> T:
-        """The asyncio twin of :meth:`call`; ``cancel_chain`` cancels the awaiting task."""
-        import asyncio  # loaded already: this coroutine runs on an event loop
-        import functools
-
+        """:meth:`call` for async code, the same loop driven by the asyncio driver;
+        ``cancel_chain`` cancels the awaiting task."""
         goal = goal if goal is not None else _describe_call(fn, args, kwargs)
-        wants_attempt = _accepts_attempt(fn)
-        first = (
-            None
-            if parent is not None
-            else self._first_try(goal, agent, phase, dependency, task_id, wants_attempt)
-        )
-        if first is None:
-            opening = functools.partial(
-                self._open,
-                goal,
-                agent=agent,
-                phase=phase,
-                dependency=dependency,
-                task_id=task_id,
-                parent=parent,
-                compact=True,
-            )
-            # a pre-flight check is an HTTP call: never on the event loop's thread
-            run = await asyncio.to_thread(opening) if self.preflight is not None else opening()
-            self.chains.attach_current_task(run.state.task_id)
-            with run:
-                return await self._aattempts(run, fn, args, kwargs, wants_attempt)
-        if task_id is not None:
-            self.chains.attach_current_task(task_id)
-        token = _current_run.set(first)
-        try:
-            result = await fn(*args, **kwargs)
-        except BaseException as exc:  # noqa: BLE001 - handed to the full path below
-            error = exc
-        else:
-            first.succeed(result)
-            return result
-        finally:
-            _current_run.reset(token)
-        run, attempt = first.materialize()
-        if task_id is None:
-            self.chains.attach_current_task(run.state.task_id)
-        with run:
-            try:
-                verdict = AttemptScope(run, attempt).end(error)  # the same decision as call()
-                if verdict is None:
-                    raise error
-            finally:
-                del error  # no frame ↔ traceback cycle
-            await run.await_backoff(verdict)
-            return await self._aattempts(run, fn, args, kwargs, wants_attempt)
-
-    async def _aattempts(
-        self,
-        run: TaskRun,
-        fn: Callable[..., Awaitable[T]],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        wants_attempt: bool,
-    ) -> T:
-        for scope in run.attempts():  # the same state machine as call(), awaited
-            async with scope:
-                token = _current_run.set(run)
-                try:
-                    scope.result = await fn(
-                        *args, **({**kwargs, "attempt": scope.attempt} if wants_attempt else kwargs)
-                    )
-                finally:
-                    _current_run.reset(token)
-        return scope.result  # type: ignore[no-any-return]
+        opening = {
+            "goal": goal,
+            "agent": agent,
+            "phase": phase,
+            "dependency": dependency,
+            "task_id": task_id,
+        }
+        return await _acall(self, fn, args, kwargs, opening, _accepts_attempt(fn), parent)
 
     def governed(
         self, *, agent: str | AgentRef = "agent", phase: str = "execution", dependency: str = ""
@@ -523,21 +434,41 @@ class Governor:
 
         return decorate
 
-    def step(self, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    def step(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
         """Run one step of the governed call in progress, retried in place (see ``TaskRun.step``).
 
         ``governor.step("lookup", tool.lookup, order_id, dependency="orders")``: a failed
         step is retried alone under the task's budget and rules, not the whole task; a
-        re-run task skips the steps it already completed.
+        re-run task skips the steps it already completed. For an ``async def`` tool it
+        returns an awaitable (``await governor.step(...)``, as :meth:`astep`).
         """
-        run = current_run()
-        if run is None:
-            raise RuntimeError(f"{name}: steps must run inside a governed call")
+        run = _run_for(name, "steps")
+        if inspect.iscoroutinefunction(fn):
+            return run.astep(name, fn, *args, **kwargs)
         return run.step(name, fn, *args, **kwargs)
+
+    async def astep(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """:meth:`step` inside :meth:`acall`, for any tool whose call gives an awaitable."""
+        return await _run_for(name, "steps").astep(name, fn, *args, **kwargs)
 
     def cancel_chain(self, task_id: str) -> list[str]:
         """Cancel ``task_id`` and every sub-agent of its chain (threads and asyncio)."""
         return self.chains.cancel(task_id)
+
+    def tool(
+        self, name: str | None = None, *, dependency: str | None = None
+    ) -> Callable[[Callable[..., T]], Callable[..., T]]:
+        """Decorator for a read-only tool: inside a governed call each call is a step,
+        retried in place, and a re-run task gets its stored answer instead of calling again.
+
+        Use :meth:`side_effect` for a tool that changes the world.
+        """
+
+        def decorate(fn: Callable[..., T]) -> Callable[..., T]:
+            label = name or getattr(fn, "__qualname__", "tool")
+            return _as_step(fn, label, {"dependency": dependency})
+
+        return decorate
 
     def side_effect(
         self,
@@ -547,42 +478,105 @@ class Governor:
         rollback: Callable[..., object] | None = None,
         verify: Callable[..., object] | None = None,
         unsafe: bool = False,
+        repeat_on_timeout: bool = False,
     ) -> Callable[[Callable[..., T]], Callable[..., T]]:
-        """Decorator for a side-effecting tool used inside a governed call (see side_effects).
+        """Decorator for a side-effecting tool used inside a governed call (see :mod:`.effects`).
 
         Its contract for an ambiguous failure (a timeout: did it happen?): a tool taking
-        ``idempotency_key`` is repeated with the same key; ``verify(*args, **kwargs)``
-        checks whether it happened instead of repeating it; ``unsafe=True`` hands the
-        task to a person. ``async def`` tools are awaited before anything is committed.
+        ``idempotency_key`` is repeated with the same key; ``verify(*args, **kwargs)`` (may
+        be ``async def``) checks whether it happened instead of repeating it;
+        ``repeat_on_timeout=True`` says it is harmless twice; ``unsafe=True`` hands the task
+        to a person. With none of these it is never repeated blindly: the task stops for a
+        person (or gives up), and decorating it warns once.
         """
-        import functools
-
-        options: dict[str, Any] = {"rollback": rollback, "verify": verify, "unsafe": unsafe}
+        options: dict[str, Any] = {
+            "rollback": rollback,
+            "verify": verify,
+            "unsafe": unsafe,
+            "repeat_on_timeout": repeat_on_timeout,
+            "step": step or tool,
+        }
 
         def decorate(fn: Callable[..., T]) -> Callable[..., T]:
+            if not has_contract(
+                fn,
+                verify=verify,
+                unsafe=unsafe,
+                repeat_on_timeout=repeat_on_timeout,
+                rollback=rollback,
+            ):
+                _warn_no_contract(tool)
             if inspect.iscoroutinefunction(fn):
 
                 @functools.wraps(fn)
                 async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-                    run = current_run()
-                    if run is None:
-                        raise RuntimeError(f"{tool}: side effects must run inside a governed call")
-                    return await run.aside_effect(
-                        tool, fn, *args, step=step or tool, **options, **kwargs
-                    )
+                    run = _run_for(tool, "side effects")
+                    return await run.aside_effect(tool, fn, *args, **options, **kwargs)
 
                 return async_wrapper  # type: ignore[return-value]
 
             @functools.wraps(fn)
             def wrapper(*args: Any, **kwargs: Any) -> T:
-                run = current_run()
-                if run is None:
-                    raise RuntimeError(f"{tool}: side effects must run inside a governed call")
-                return run.side_effect(tool, fn, *args, step=step or tool, **options, **kwargs)
+                return _run_for(tool, "side effects").side_effect(
+                    tool, fn, *args, **options, **kwargs
+                )
 
             return wrapper
 
         return decorate
+
+
+def _run_for(name: str, what: str) -> TaskRun:
+    run = current_run()
+    if run is None:
+        raise RuntimeError(f"{name}: {what} must run inside a governed call")
+    return run
+
+
+def _as_step(fn: Callable[..., T], label: str, options: dict[str, Any]) -> Callable[..., T]:
+    """``fn`` called as a step of the governed call in progress (as itself outside one)."""
+    if inspect.iscoroutinefunction(fn):
+
+        @functools.wraps(fn)
+        async def async_tool(*args: Any, **kwargs: Any) -> Any:
+            run = current_run()
+            if run is None:
+                return await fn(*args, **kwargs)
+            return await run.astep(
+                run.call_name(label, args, kwargs), fn, *args, **options, **kwargs
+            )
+
+        return async_tool  # type: ignore[return-value]
+
+    @functools.wraps(fn)
+    def sync_tool(*args: Any, **kwargs: Any) -> T:
+        run = current_run()
+        if run is None:
+            return fn(*args, **kwargs)
+        return run.step(run.call_name(label, args, kwargs), fn, *args, **options, **kwargs)
+
+    return sync_tool
+
+
+_WARNED: set[str] = set()
+
+
+def _warn_no_contract(tool: str) -> None:
+    """Say once per tool that an ambiguous failure will stop its task, and how to fix that."""
+    if tool in _WARNED:
+        return
+    _WARNED.add(tool)
+    import warnings
+
+    from .effects import FIXES
+
+    warnings.warn(
+        f"side effect {tool!r} declares no contract for an ambiguous failure (a timeout: it "
+        f"may have happened), so the governor will not repeat it and stops the task for a "
+        f"person instead: {FIXES}",
+        UserWarning,
+        stacklevel=3,
+    )
 
 
 _ATTEMPT_CACHE: dict[Any, bool] = {}

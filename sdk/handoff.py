@@ -55,7 +55,9 @@ class HandoffPackage:
 
 
 class HandoffChannel(Protocol):
-    def send(self, package: HandoffPackage) -> None: ...
+    """Delivers a package; ``send`` may return an awaitable (awaited by the governor)."""
+
+    def send(self, package: HandoffPackage) -> object: ...
 
 
 class CallbackChannel:
@@ -66,9 +68,10 @@ class CallbackChannel:
     def __init__(self, fn: Callable[[HandoffPackage], object]) -> None:
         self.fn = fn
 
-    def send(self, package: HandoffPackage) -> None:
+    def send(self, package: HandoffPackage) -> Any:
+        """Returns what ``fn`` returns: the governor awaits it when ``fn`` is ``async def``."""
         try:
-            self.fn(package)
+            return self.fn(package)
         except Exception as exc:  # noqa: BLE001 - any callback failure is a delivery failure
             raise HandoffError(f"handoff callback failed: {exc}") from exc
 

@@ -250,11 +250,10 @@ class stop_on_ambiguous_side_effect(StopRule):  # noqa: N801
 
     def __call__(self, s: TaskState) -> Verdict | None:
         if s.ambiguous:
-            return self.stop(
-                s,
-                f"ambiguous outcome of side effect {s.ambiguous}: it may have happened and is "
-                "declared unsafe to repeat, so a person checks it",
+            why = s.ambiguous_why or (
+                "it may have happened and is declared unsafe to repeat, so a person checks it"
             )
+            return self.stop(s, f"ambiguous outcome of side effect {s.ambiguous}: {why}")
         return None
 
 

@@ -1,44 +1,39 @@
-"""One governed task: begin / fail / succeed attempts, decide, then finish.
+"""One governed task: what it records and decides at each turn of the attempt loop.
 
-A :class:`TaskRun` is what :meth:`Governor.start` returns and what ``Governor.call``
-drives once a task needs more than a clean first attempt. It owns the task's
-:class:`~retrylens.sdk.state.TaskState`, asks the governor's rules for a verdict after
-each failure, guards side effects with idempotency keys, and records every step as an
-event through the governor.
+A :class:`TaskRun` is what :meth:`Governor.start` returns and what ``Governor.call`` /
+``acall`` drive (see :mod:`~retrylens.sdk.loop` for the loop, :mod:`~retrylens.sdk.drivers`
+for who performs it). It owns the task's :class:`~retrylens.sdk.state.TaskState`, asks the
+governor's rules for a verdict after each failure and records every turn as an event
+(:mod:`~retrylens.sdk.run_events`).
 
-A run opened in *compact* mode (``Governor.call`` / ``acall`` do) holds back
-task_started, attempt_started and a first-try success; if the task then finishes as
-succeeded they become ONE compact ``attempt_succeeded`` event (see
-:mod:`retrylens.schemas.event`), otherwise they are emitted, in order, before the next one.
+Its turns that may need I/O — :meth:`beginning` (pays rollbacks, may hand off) and
+:meth:`failing` (may hand off) — are generators of the loop; :meth:`begin` and
+:meth:`fail` drive them in place for code that runs its own loop (the adapters, your
+``for attempt in run.attempts()``). Steps and side effects live in :mod:`.steps`.
 """
 
 from __future__ import annotations
 
-import inspect
-import logging
-import sys
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol
 
-from retrylens.errors import ChainCancelled, GaveUp, HandedOff, HandoffError, TaskStopped
+from retrylens.errors import TaskStopped
 from retrylens.schemas.limits import MAX_REASON_CHARS
-from retrylens.schemas.taxonomy import (
-    Decision,
-    ErrorType,
-    EventKind,
-    SideEffectStatus,
-    TaskOutcome,
-)
+from retrylens.schemas.taxonomy import Decision, ErrorType, EventKind, TaskOutcome
 
 from .chain import is_async_cancellation
 from .context import digest, digests_and_pollution
-from .handoff import HandoffPackage
+from .drivers import adrive, drive
+from .effects import pay_debts
+from .loop import Hook, Loop
 from .rules import Verdict, apply_verdict, record_failure, stop_verdict
+from .run_events import COMPACT_SEQUENCE, RunEvents
 from .sanitizer import Failure, classify
 from .shadow import explore, shadow_verdict
-from .side_effects import KeyRecord, MemoryKeyStore, idempotency_key
 from .state import Attempt, TaskState
+from .steps import RunSteps
+from .stopping import stop
 from .usage import usage_of
 
 if TYPE_CHECKING:
@@ -58,9 +53,8 @@ if TYPE_CHECKING:
     from .rules import Rule
     from .side_effects import KeyStore
 
-log = logging.getLogger(__name__)
-T = TypeVar("T")
-_COMPACT_SEQUENCE = (EventKind.TASK_STARTED, EventKind.ATTEMPT_STARTED, EventKind.ATTEMPT_SUCCEEDED)
+_DEPENDENCY_FAULTS = {"timeout", "rate_limit", "server_error", "network"}
+_NO_RULE = "no rule allows another attempt"
 
 
 class Host(Protocol):
@@ -80,6 +74,7 @@ class Host(Protocol):
     key_store: KeyStore
     history: FailureHistory
     handoff_channel: HandoffChannel | None
+    hook_timeout_s: float
     rng: random.Random
     clock: Callable[[], float]
     sleep: Callable[[float], object]
@@ -89,37 +84,42 @@ class Host(Protocol):
     def cancel_chain(self, task_id: str) -> list[str]: ...
 
 
-class TaskRun:
+class TaskRun(RunEvents, RunSteps):
     """One governed task: begin / fail / succeed attempts, then finish (or use ``with``)."""
 
     def __init__(
-        self, governor: Host, state: TaskState, *, root: str, compact: bool = False
+        self,
+        governor: Host,
+        state: TaskState,
+        *,
+        root: str,
+        compact: bool = False,
+        source_policy: Any = None,
     ) -> None:
         self.g = governor
         self.state = state
         self.root = root
-        # compact: task_started, attempt_started and a first-try success are held back, and
-        # become ONE compact event if the task then finishes as succeeded (see finish()).
         self._held: list[RetryEvent] | None = [] if compact else None
         self.outcome: TaskOutcome | None = None
         self.last_attempt: Attempt | None = None
         self.verdicts: list[Verdict] = []
-        self._debts: list[tuple[str, str, Callable[[], object]]] = []
-        self._source_policy = governor.source.current
-        # committed effects with a rollback, undone if their attempt fails as a whole
-        self._undoable: list[tuple[str, str, Callable[[], object], str]] = []
+        self._debts: list[tuple[str, str, Hook]] = []  # rollbacks owed before the next attempt
+        self._undoable: list[tuple[str, str, Hook, str]] = []  # undone if the attempt fails
+        self._source_policy = source_policy or governor.source.current
         self._logged_full = False
         self._observed: set[str] = set()
+        self._finished = False
+        self._calls: dict[str, int] = {}  # calls of @governor.tool tools in this pass
 
     def __repr__(self) -> str:
         return f"<TaskRun {self.state!r} outcome={self.outcome}>"
 
-    # -- attempts ------------------------------------------------------------------------
+    # -- beginning an attempt ------------------------------------------------------------
     def begin(self, *, phase: str | None = None, dependency: str | None = None) -> Attempt:
         """Start the next attempt: pays failure debt, checks cancellation, builds the context."""
-        return self._begin(phase=phase, dependency=dependency)
+        return drive(self.beginning(phase=phase, dependency=dependency), self.g)  # type: ignore[arg-type,no-any-return]
 
-    def _begin(
+    def beginning(
         self,
         *,
         phase: str | None = None,
@@ -127,18 +127,31 @@ class TaskRun:
         started_at: float | None = None,
         ts: datetime | None = None,
         check_cancelled: bool = True,
-    ) -> Attempt:
-        """:meth:`begin`; a fast-path first attempt passes when it really started."""
+    ) -> Loop:
+        """:meth:`begin` as a turn of the loop (a fast first try passes when it really started)."""
         s = self.state
         if check_cancelled and self.g.chains.is_cancelled(s.task_id):
-            verdict = Verdict(
+            cancelled = Verdict(
                 Decision.CANCEL_CHAIN, "the task chain was cancelled before the attempt"
             )
-            self._stop(verdict, None)
+            yield from stop(self, cancelled, None)
         self.refresh_policy()
-        if check_cancelled:
-            self._gate(dependency)
-        self._pay_debts()
+        verdict = self._gate(dependency) if check_cancelled else None
+        if verdict is not None:
+            self.record_decision(self.last_attempt, verdict)
+            yield from stop(self, verdict, None)
+        if self._debts:
+            yield from pay_debts(self)
+        return self._new_attempt(phase, dependency, started_at, ts)
+
+    def _new_attempt(
+        self,
+        phase: str | None,
+        dependency: str | None,
+        started_at: float | None,
+        ts: datetime | None,
+    ) -> Attempt:
+        s = self.state
         if phase is not None:
             s.phase = phase
         if dependency is not None:
@@ -166,6 +179,7 @@ class TaskRun:
             relaxed=s.relaxed,
             patch=s.patch,
             degraded=s.degraded,
+            policy=s.policy,
         )
         self.last_attempt = attempt
         self._event(
@@ -180,31 +194,30 @@ class TaskRun:
             self._source_policy = current
             self.state.policy = current.for_role(self.state.agent.role)
 
-    def _gate(self, dependency: str | None) -> None:
-        """Stop before an attempt runs: pre-flight review, open breaker, kill switch."""
+    def _gate(self, dependency: str | None) -> Verdict | None:
+        """Why the attempt must not run: pre-flight review, open breaker, kill switch."""
         s = self.state
-        verdict: Verdict | None = None
         if s.attempt == 0:
             dep = s.substitutions.get(dependency or s.dependency, dependency or s.dependency)
             if s.review_first:
-                verdict = Verdict(
+                return Verdict(
                     Decision.HANDOFF_HUMAN,
                     f"pre-flight asked for human review before the task runs ({s.preflight_note})",
                     rule="preflight",
                 )
-            elif dep and not s.policy.fallbacks.get(dep) and not self.g.breakers[dep].allow():
-                verdict = stop_verdict(
-                    s, f"circuit breaker for {dep} is open and has no fallback: failing fast "
-                    "before the first attempt", "protect_dependency",
+            if dep and not s.policy.fallbacks.get(dep) and not self.g.breakers[dep].allow():
+                return stop_verdict(
+                    s,
+                    f"circuit breaker for {dep} is open and has no fallback: failing fast "
+                    "before the first attempt",
+                    "protect_dependency",
                 )
         elif s.policy.is_killed(s.agent.name):
             scope = "project" if s.policy.kill_switch.project else f"agent {s.agent.name}"
-            verdict = stop_verdict(
+            return stop_verdict(
                 s, f"kill switch: automatic retries are off for {scope}", "stop_when_killed"
             )
-        if verdict is not None:
-            self.record_decision(self.last_attempt, verdict)
-            self._stop(verdict, None)
+        return None
 
     def attempts(self) -> Iterator[AttemptScope]:
         """The task's attempts as a loop (tenacity's ``AttemptManager``)::
@@ -223,6 +236,7 @@ class TaskRun:
             if scope.done:
                 return
 
+    # -- ending an attempt ---------------------------------------------------------------
     def succeed(
         self,
         attempt: Attempt,
@@ -239,11 +253,12 @@ class TaskRun:
             raise Failure(
                 ErrorType.VALIDATION, "the task's success check rejected the output", output=output
             )
-        usage = attempt.usage or usage_of(output)
-        if usage is not None and not (tokens_in or tokens_out or cost_usd):
-            tokens_in, tokens_out, cost_usd = usage.tokens_in, usage.tokens_out, usage.cost_usd
-            latency_ms = latency_ms if latency_ms is not None else usage.latency_ms
-        self._spend(tokens_in + tokens_out, cost_usd)
+        if not (tokens_in or tokens_out or cost_usd):
+            usage = attempt.usage or usage_of(output)
+            if usage is not None:
+                tokens_in, tokens_out, cost_usd = usage.tokens_in, usage.tokens_out, usage.cost_usd
+                latency_ms = latency_ms if latency_ms is not None else usage.latency_ms
+        self._charge(attempt, tokens_in + tokens_out, cost_usd)
         self._undoable = []
         if attempt.dependency and attempt.dependency not in self._observed:
             self.observe(attempt.dependency, True)
@@ -262,53 +277,21 @@ class TaskRun:
         )
         self.outcome = TaskOutcome.SUCCEEDED
 
-    def route(self, dependency: str) -> str:
-        """The dependency to call now: its fallback if degraded to it or if its breaker is open."""
-        s = self.state
-        dependency = s.substitutions.get(dependency, dependency)
-        fallback = s.policy.fallbacks.get(dependency)
-        if fallback and not self.g.breakers[dependency].allow():
-            s.substitutions[dependency] = fallback
-            s.degraded = True
-            return fallback
-        return dependency
-
-    def observe(self, dependency: str, success: bool) -> None:
-        """Feed one call's outcome to the dependency's breaker and retry throttle."""
-        self._observed.add(dependency)
-        self.g.breakers[dependency].record(success)
-        self.g.throttles[dependency].record(success)
-
-    def fail(
-        self,
-        attempt: Attempt,
-        error: BaseException,
-        *,
-        tokens_in: int = 0,
-        tokens_out: int = 0,
-        cost_usd: float = 0.0,
-        latency_ms: int | None = None,
-        phase: str | None = None,
-        dependency: str | None = None,
-    ) -> Verdict:
+    def fail(self, attempt: Attempt, error: BaseException, **fields: Any) -> Verdict:
         """Record a failed attempt and decide. Returns a retrying verdict or raises TaskStopped.
 
-        ``phase``/``dependency`` say where the attempt failed when it moved on from where it began.
+        ``phase``/``dependency`` say where the attempt failed when it moved on from where it
+        began; ``tokens_in``/``tokens_out``/``cost_usd``/``latency_ms`` what it spent.
         """
-        self.record_failure(
-            attempt,
-            error,
-            tokens_in=tokens_in,
-            tokens_out=tokens_out,
-            cost_usd=cost_usd,
-            latency_ms=latency_ms,
-            phase=phase,
-            dependency=dependency,
-        )
+        return drive(self.failing(attempt, error, **fields), self.g)  # type: ignore[arg-type,no-any-return]
+
+    def failing(self, attempt: Attempt, error: BaseException, **fields: Any) -> Loop:
+        """:meth:`fail` as a turn of the loop: record, decide, and stop (hand off) if told to."""
+        self.record_failure(attempt, error, **fields)
         s = self.state
         self.refresh_policy()
-        verdict = self.g.rules(s) or Verdict(Decision.GIVE_UP, "no rule allows another attempt")
-        shadow = self._shadow(verdict)
+        verdict = self.g.rules(s) or Verdict(Decision.GIVE_UP, _NO_RULE)
+        shadow = self._shadow()
         propensity = None
         epsilon = s.policy.shadow.exploration
         if epsilon > 0:
@@ -318,7 +301,7 @@ class TaskRun:
             apply_verdict(s, verdict)
         self.record_decision(attempt, verdict, shadow=shadow, propensity=propensity)
         if not verdict.retrying:
-            self._stop(verdict, error)
+            yield from stop(self, verdict, error)
         return verdict
 
     def record_failure(
@@ -346,9 +329,8 @@ class TaskRun:
         s.last_failure = failure
         s.last_validation = failure.error_type.value
         if not s.current_step and self._undoable:
-            # the seed's rollback protocol: the attempt failed after these effects returned,
-            # so they are undone before the next attempt (which then performs them again);
-            # an effect whose step was completed stays: the task resumes after that step
+            # the attempt failed after these effects returned: they are undone before the
+            # next attempt (which performs them again); a completed step's effect stays
             self._debts.extend(
                 (tool, key, undo)
                 for tool, key, undo, step in self._undoable
@@ -359,7 +341,7 @@ class TaskRun:
             u = attempt.usage
             tokens_in, tokens_out, cost_usd = u.tokens_in, u.tokens_out, u.cost_usd
             latency_ms = latency_ms if latency_ms is not None else u.latency_ms
-        self._spend(tokens_in + tokens_out, cost_usd)
+        self._charge(attempt, tokens_in + tokens_out, cost_usd)
         if attempt.dependency and failure.error_type.value in _DEPENDENCY_FAULTS:
             self.observe(attempt.dependency, False)
         record_failure(s, failure.safe_message())
@@ -393,7 +375,7 @@ class TaskRun:
             EventKind.DECISION,
             attempt=attempt,
             decision=verdict.decision,
-            decision_reason=verdict.reason,
+            decision_reason=verdict.reason[:MAX_REASON_CHARS],
             backoff_ms=verdict.backoff_ms,
             error_type=s.last_failure.error_type if s.last_failure else None,
             shadow=shadow is not None,
@@ -404,9 +386,7 @@ class TaskRun:
 
     def decide(self) -> Verdict:
         """What the live rules would decide now (read-only; adapters use it to veto retries)."""
-        return self.g.rules(self.state) or Verdict(
-            Decision.GIVE_UP, "no rule allows another attempt"
-        )
+        return self.g.rules(self.state) or Verdict(Decision.GIVE_UP, _NO_RULE)
 
     def decides(self, error: BaseException) -> bool:
         """Whether ``error`` ending an attempt is recorded and decided (else it propagates).
@@ -428,277 +408,34 @@ class TaskRun:
         if verdict.backoff_ms:
             await self.g.asleep(verdict.backoff_ms / 1000)
 
-    # -- task layer ----------------------------------------------------------------------
-    def complete_step(self, name: str, output: Any = None, *, fact: str | None = None) -> None:
-        """Record a verified sub-step; later attempts skip it and carry ``fact``."""
-        self.state.completed_steps[name] = output
-        if fact:
-            self.state.context.add_fact(fact)
+    # -- dependencies ----------------------------------------------------------------------
+    def route(self, dependency: str) -> str:
+        """The dependency to call now: its fallback if degraded to it or if its breaker is open."""
+        s = self.state
+        dependency = s.substitutions.get(dependency, dependency)
+        fallback = s.policy.fallbacks.get(dependency)
+        if fallback and not self.g.breakers[dependency].allow():
+            s.substitutions[dependency] = fallback
+            s.degraded = True
+            return fallback
+        return dependency
 
-    def step_done(self, name: str) -> bool:
-        return name in self.state.completed_steps
+    def observe(self, dependency: str, success: bool) -> None:
+        """Feed one call's outcome to the dependency's breaker and retry throttle."""
+        self._observed.add(dependency)
+        self.g.breakers[dependency].record(success)
+        self.g.throttles[dependency].record(success)
 
     def check_cancelled(self) -> None:
         """For cooperative sync code: raise :class:`ChainCancelled` if the chain was cancelled."""
         if self.g.chains.is_cancelled(self.state.task_id):
-            self._stop(Verdict(Decision.CANCEL_CHAIN, "the task chain was cancelled"), None)
+            verdict = Verdict(Decision.CANCEL_CHAIN, "the task chain was cancelled")
+            drive(stop(self, verdict, None), self.g)  # type: ignore[arg-type]
 
-    def side_effect(
-        self,
-        tool: str,
-        fn: Callable[..., T],
-        /,
-        *args: Any,
-        step: str | None = None,
-        rollback: Callable[..., object] | None = None,
-        key: str | None = None,
-        verify: Callable[..., object] | None = None,
-        unsafe: bool = False,
-        **kwargs: Any,
-    ) -> T:
-        """Run a side-effecting call at most once per key (see :mod:`side_effects`).
-
-        The contract of an ambiguous failure (a timeout: the effect may have happened):
-        a tool taking ``idempotency_key`` is repeated with the same key; with ``verify``
-        the governor asks ``verify(*args, **kwargs)`` whether it happened instead of
-        repeating it; ``unsafe=True`` stops the task for a person.
-        """
-        effect = self._effect(tool, fn, args, kwargs, step, rollback, key, verify, unsafe)
-        store = self.g.key_store
-        request = next(effect)
-        while True:
-            op, arg = request
-            try:
-                if op is _GET:
-                    value = store.get(arg)
-                elif op is _PUT:
-                    value = store.put(arg)
-                else:
-                    value = arg()
-            except BaseException as exc:  # noqa: BLE001 - handed to the protocol, which decides
-                step_next = effect.throw
-                value = exc
-            else:
-                step_next = effect.send
-            try:
-                request = step_next(value)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
-            finally:
-                value = None  # a tool's exception holds this frame: no cycle for the GC
-
-    def _effect(
-        self,
-        tool: str,
-        fn: Callable[..., Any],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        step: str | None,
-        rollback: Callable[..., object] | None,
-        key: str | None,
-        verify: Callable[..., object] | None,
-        unsafe: bool,
-    ) -> Generator[tuple[object, Any], Any, Any]:
-        """The side-effect protocol, once for sync and async tools (a sans-I/O generator).
-
-        It yields what to do — ``(_GET, key)`` / ``(_PUT, record)`` on the key store,
-        ``(_CALL, thunk)`` to run the tool — and gets the outcome (or the tool's exception
-        thrown in); :meth:`side_effect` performs them directly, :meth:`aside_effect`
-        awaits the tool and moves store I/O off the event loop. Returns the result.
-        """
-        s = self.state
-        if self.last_attempt is not None:
-            self.last_attempt.tool_call(tool, {"args": args, "kwargs": kwargs})
-        key = key or idempotency_key(s.task_id, step or tool, {"args": args, "kwargs": kwargs})
-        record = yield _GET, key
-        done = self._before_effect(tool, key, record, verify, args, kwargs)
-        if done is not None:
-            if done[1] is not None:
-                yield _PUT, done[1]
-            self._side_effect_event(tool, key, done[2])
-            return done[0]
-        yield _PUT, KeyRecord(key, s.task_id, tool, SideEffectStatus.INTENDED)
-        call_kwargs = (
-            {**kwargs, "idempotency_key": key} if accepts(fn, "idempotency_key") else kwargs
-        )
-        try:
-            result = yield _CALL, lambda: fn(*args, **call_kwargs)
-        except BaseException as exc:
-            recovered = self._after_effect_failed(tool, key, exc, rollback, verify, unsafe, args, kwargs)
-            yield _PUT, recovered[0]
-            if recovered[1] is not _RAISE:
-                self._side_effect_event(tool, key, SideEffectStatus.COMMITTED)
-                return recovered[1]
-            raise
-        yield _PUT, KeyRecord(key, s.task_id, tool, SideEffectStatus.COMMITTED, result)
-        self._side_effect_event(tool, key, SideEffectStatus.COMMITTED)
-        self._note_undo(tool, key, step or tool, rollback, args, kwargs)
-        return result
-
-    def _note_undo(
-        self,
-        tool: str,
-        key: str,
-        step: str,
-        rollback: Callable[..., object] | None,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-    ) -> None:
-        if rollback is not None and not self.state.current_step:
-            self._undoable.append((tool, key, lambda: rollback(*args, **kwargs), step))
-
-    async def aside_effect(
-        self,
-        tool: str,
-        fn: Callable[..., Any],
-        /,
-        *args: Any,
-        step: str | None = None,
-        rollback: Callable[..., object] | None = None,
-        key: str | None = None,
-        verify: Callable[..., object] | None = None,
-        unsafe: bool = False,
-        **kwargs: Any,
-    ) -> Any:
-        """:meth:`side_effect` for an ``async def`` tool: awaits it before anything is committed.
-
-        Each attempt calls ``fn`` again (a coroutine can be awaited once); key-store I/O
-        runs in a worker thread so a SQLite or ClickHouse store never blocks the loop.
-        """
-        import asyncio
-
-        effect = self._effect(tool, fn, args, kwargs, step, rollback, key, verify, unsafe)
-        store = self.g.key_store
-        io = _inline if type(store) is MemoryKeyStore else asyncio.to_thread
-        request = next(effect)
-        while True:
-            op, arg = request
-            try:
-                if op is _GET:
-                    value = await io(store.get, arg)
-                elif op is _PUT:
-                    value = await io(store.put, arg)
-                else:
-                    value = await arg()
-            except BaseException as exc:  # noqa: BLE001 - handed to the protocol, which decides
-                step_next = effect.throw
-                value = exc
-            else:
-                step_next = effect.send
-            try:
-                request = step_next(value)
-            except StopIteration as stop:
-                return stop.value
-            finally:
-                value = None  # no frame ↔ traceback cycle
-
-    def _before_effect(
-        self,
-        tool: str,
-        key: str,
-        record: KeyRecord | None,
-        verify: Callable[..., object] | None,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-    ) -> tuple[Any, KeyRecord | None, SideEffectStatus] | None:
-        """``(result, record to store, status)`` when the effect must not run again
-        (committed, or verified done); ``None`` when it runs."""
-        if record is None:
-            return None
-        if record.status is SideEffectStatus.COMMITTED:
-            return record.result, None, SideEffectStatus.SKIPPED_DUPLICATE
-        if verify is not None and record.status in (SideEffectStatus.FAILED, SideEffectStatus.INTENDED):
-            happened = verify(*args, **kwargs)
-            if happened:
-                result = None if happened is True else happened
-                done = KeyRecord(key, self.state.task_id, tool, SideEffectStatus.COMMITTED, result)
-                return result, done, SideEffectStatus.COMMITTED
-        return None
-
-    def _after_effect_failed(
-        self,
-        tool: str,
-        key: str,
-        exc: BaseException,
-        rollback: Callable[..., object] | None,
-        verify: Callable[..., object] | None,
-        unsafe: bool,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-    ) -> tuple[KeyRecord, Any]:
-        """The record to store after ``fn`` raised, and its result if it happened after all."""
-        s = self.state
-        ambiguous = isinstance(exc, Exception) and classify(exc).error_type is ErrorType.TIMEOUT
-        if ambiguous and verify is not None:
-            happened = verify(*args, **kwargs)
-            if happened:
-                result = None if happened is True else happened
-                return KeyRecord(key, s.task_id, tool, SideEffectStatus.COMMITTED, result), result
-        elif ambiguous and unsafe:
-            s.ambiguous = tool[:128]
-        self._side_effect_event(tool, key, SideEffectStatus.FAILED, rollback=_name(rollback))
-        if rollback is not None:
-            self._debts.append((tool, key, lambda: rollback(*args, **kwargs)))
-        return KeyRecord(key, s.task_id, tool, SideEffectStatus.FAILED), _RAISE
-
-    def step(
-        self,
-        name: str,
-        fn: Callable[..., T],
-        /,
-        *args: Any,
-        phase: str | None = None,
-        dependency: str | None = None,
-        side_effect: bool = False,
-        verify: Callable[..., object] | None = None,
-        unsafe: bool = False,
-        **kwargs: Any,
-    ) -> T:
-        """Run one step of the task, retried *in place* under the task's budget and rules.
-
-        A failed step does not re-run the task: the rules decide (class caps count per
-        step; the attempt budget, deadline and money are the task's), the governor waits,
-        and only this step runs again as the next attempt. A completed step is recorded,
-        so a task that is re-run anyway (its own code failed) resumes after its last
-        completed step: ``step`` returns the stored output instead of calling ``fn``.
-        ``side_effect=True`` (implied by ``verify``/``unsafe``) guards the call with an
-        idempotency key and the given contract (see :meth:`side_effect`).
-        """
-        s = self.state
-        if name in s.completed_steps:
-            return s.completed_steps[name]  # type: ignore[no-any-return]
-        attempt = self.last_attempt or self.begin(phase=phase, dependency=dependency)
-        guarded = side_effect or verify is not None or unsafe
-        outer_step, outer_phase, outer_dep = s.current_step, s.phase, s.dependency
-        s.current_step = name
-        try:
-            while True:
-                where = {"phase": phase or attempt.phase, "dependency": dependency or attempt.dependency}
-                try:
-                    if guarded:
-                        result = self.side_effect(
-                            name, fn, *args, step=name, verify=verify, unsafe=unsafe, **kwargs
-                        )
-                    else:
-                        result = fn(*args, **kwargs)
-                except Exception as exc:  # noqa: BLE001 - every failure is classified
-                    if not self.decides(exc):
-                        raise
-                    self.wait(self.fail(attempt, exc, **where))  # raises TaskStopped on stop
-                    attempt = self._begin(**where)
-                    continue
-                if where["dependency"]:
-                    self.observe(where["dependency"], True)
-                self.complete_step(name, result)
-                return result
-        finally:
-            s.current_step = outer_step
-            if self.outcome is None:
-                s.phase, s.dependency = outer_phase, outer_dep
-
+    # -- finishing -------------------------------------------------------------------------
     def finish(self, outcome: TaskOutcome | None = None) -> None:
         """Emit ``task_finished`` once; failed/handed-off tasks feed the fingerprint history."""
-        if getattr(self, "_finished", False):
+        if self._finished:
             return
         self._finished = True
         s = self.state
@@ -710,7 +447,7 @@ class TaskRun:
         held = self._held
         if (
             held is not None
-            and len(held) == len(_COMPACT_SEQUENCE)
+            and len(held) == len(COMPACT_SEQUENCE)
             and outcome is TaskOutcome.SUCCEEDED
         ):
             self._held = None
@@ -739,103 +476,24 @@ class TaskRun:
         elif isinstance(exc, TaskStopped):
             self.finish(self.outcome)
         else:
-            self.finish(
-                TaskOutcome.CANCELLED
-                if is_async_cancellation(exc)
-                else TaskOutcome.FAILED
-            )
+            self.finish(TaskOutcome.CANCELLED if is_async_cancellation(exc) else TaskOutcome.FAILED)
 
-    # -- internals -----------------------------------------------------------------------
-    def _stop(self, verdict: Verdict, error: BaseException | None) -> None:
-        s = self.state
-        if verdict.decision is Decision.HANDOFF_HUMAN:
-            self.outcome = TaskOutcome.HANDED_OFF
-            self._handoff(verdict, error)
-            raise HandedOff(s.task_id, verdict, error)
-        if verdict.decision is Decision.CANCEL_CHAIN:
-            self.outcome = TaskOutcome.CANCELLED
-            self.g.cancel_chain(s.task_id)
-            raise ChainCancelled(s.task_id, verdict, error)
-        self.outcome = TaskOutcome.FAILED
-        raise GaveUp(s.task_id, verdict, error)
-
-    def _handoff(self, verdict: Verdict, error: BaseException | None = None) -> None:
-        s = self.state
-        reason = verdict.reason
-        last = s.last_failure
-        output = last.output if last is not None and last.output is not None else None
-        package = HandoffPackage(
-            project=s.project,
-            agent=s.agent.name,
-            task_id=s.task_id,
-            reason=verdict.reason,
-            inputs=s.goal,
-            context=self.last_attempt.messages if self.last_attempt else [],
-            outputs=dict(s.completed_steps),
-            errors=[
-                {
-                    "attempt": f.attempt,
-                    "phase": f.phase,
-                    "error_type": f.error_type.value,
-                    "summary": f.summary,
-                }
-                for f in s.failures
-            ],
-            attempts=s.attempt,
-            policy=f"{s.policy.id}@{s.policy.version}",
-            failed_output="" if output is None else str(output),
-            error=(
-                {
-                    "error_type": last.error_type.value,
-                    "message": last.message,
-                    "code": last.code,
-                    "status": last.status,
-                    "stack_digest": last.stack_digest,
-                }
-                if last is not None
-                else {}
-            ),
-        )
-        if package.errors and last is not None:
-            package.errors[-1]["message"] = last.message
-        channel = self.g.handoff_channel
-        if channel is not None:
-            if getattr(channel, "blocking", True) and _on_event_loop():
-                _send_in_thread(channel, package)  # never block the loop on a webhook
-            else:
-                try:
-                    channel.send(package)
-                except HandoffError as exc:
-                    reason = f"{reason} (channel failed: {exc})"
-        data = package.to_dict()
-        self._event(
-            EventKind.HANDOFF,
-            decision=Decision.HANDOFF_HUMAN,
-            decision_reason=reason[:MAX_REASON_CHARS],
-            error_detail=last.detail() if last is not None else None,
-            context_snapshot=_package_snapshot(data),
-        )
-
-    def _shadow(self, live: Verdict) -> Decision | None:
+    # -- internals -------------------------------------------------------------------------
+    def _shadow(self) -> Decision | None:
         candidate = self.state.policy.candidate() if self.state.policy.shadow.candidate else None
         if candidate is None:
             return None
         verdict = shadow_verdict(candidate, self.state, self.g.rules)
         return verdict.decision if verdict else Decision.GIVE_UP
 
-    def _pay_debts(self) -> None:
-        while self._debts:
-            tool, key, undo = self._debts.pop(0)
-            try:
-                undo()
-            except Exception:  # noqa: BLE001
-                log.exception("rollback of %s (%s) failed", tool, key)
-                self._side_effect_event(tool, key, SideEffectStatus.FAILED, rollback="failed")
-                continue
-            self.g.key_store.put(
-                KeyRecord(key, self.state.task_id, tool, SideEffectStatus.ROLLED_BACK)
-            )
-            self._side_effect_event(tool, key, SideEffectStatus.ROLLED_BACK, rollback="done")
+    def _charge(self, attempt: Attempt, tokens: int, cost: float) -> None:
+        """Charge what ``attempt`` spent, less what its steps already charged as they ended."""
+        tokens -= attempt.charged_tokens
+        cost -= attempt.charged_cost
+        if tokens > 0 or cost > 0:
+            self._spend(max(tokens, 0), max(cost, 0.0))
+            attempt.charged_tokens += max(tokens, 0)
+            attempt.charged_cost += max(cost, 0.0)
 
     def _spend(self, tokens: int, cost: float) -> None:
         if not (tokens or cost):
@@ -843,66 +501,6 @@ class TaskRun:
         self.state.tokens += tokens
         self.state.cost_usd += cost
         self.state.ledger.charge(tokens=tokens, cost_usd=cost)
-
-    def _latency(self, attempt: Attempt, latency_ms: int | None) -> int:
-        if latency_ms is not None:
-            return max(0, int(latency_ms))
-        return max(0, int((self.g.clock() - attempt.started_at) * 1000))
-
-    def _snapshot(self, attempt: Attempt, *, on_failure: bool) -> Any:
-        """Log-noise rule: the task's first failure carries the full snapshot, later ones deltas."""
-        given = self.state.given
-        previous = given[-2] if len(given) >= 2 else None
-        snap = self.g.events.context_snapshot
-        if on_failure and not self._logged_full:
-            self._logged_full = True
-            return snap(attempt.messages, tool_calls=attempt.tool_calls)
-        if previous is None:
-            return snap(attempt.messages, last=0, tool_calls=attempt.tool_calls)
-        return snap(attempt.messages, previous=previous, tool_calls=attempt.tool_calls)
-
-    def _side_effect_event(
-        self, tool: str, key: str, status: SideEffectStatus, rollback: str | None = None
-    ) -> None:
-        self._event(
-            EventKind.SIDE_EFFECT,
-            attempt=self.last_attempt,
-            side_effects=[
-                _side_effect(tool=tool[:128], idempotency_key=key, status=status, rollback=rollback)
-            ],
-        )
-
-    def _event(
-        self,
-        kind: EventKind,
-        *,
-        attempt: Attempt | None = None,
-        span_id: str | None = None,
-        **fields: Any,
-    ) -> None:
-        s = self.state
-        if attempt is not None:
-            if "phase" not in fields:
-                fields["phase"] = attempt.phase
-            if "dependency" not in fields:
-                fields["dependency"] = attempt.dependency
-            correlation, span = attempt.correlation_id, attempt.span_id
-        else:
-            correlation, span = f"{s.task_id}:{s.attempt}"[:128], span_id or s.root_span_id
-        event = self.g.events.build(s, kind, correlation, span, fields)
-        held = self._held
-        if held is not None:
-            if len(held) < len(_COMPACT_SEQUENCE) and kind is _COMPACT_SEQUENCE[len(held)]:
-                held.append(event)
-                return
-            self._release()
-        self.g.emit(event)
-
-    def _release(self) -> None:
-        """Emit the held events: the task will not end as a clean first-try success."""
-        held, self._held = self._held, None
-        for event in held or ():
-            self.g.emit(event)
 
 
 class AttemptScope:
@@ -919,23 +517,26 @@ class AttemptScope:
     def __enter__(self) -> AttemptScope:
         return self
 
-    def end(self, exc: BaseException | None) -> Verdict | None:
-        """Record how the attempt ended: the verdict to wait out before the next attempt, or
-        ``None`` when the loop ends (a success, or ``exc`` is not the governor's to decide).
-
-        The one decision point of every loop — ``call``, ``acall``, their first try, your
-        own ``for attempt in run.attempts()``; the sync and async forms differ only in how
-        they wait. Raises :class:`TaskStopped` when the rules stop the task.
+    def ending(self, exc: BaseException | None) -> Loop:
+        """How the attempt ended, as a turn of the loop: the verdict to wait out before the
+        next attempt, or ``None`` when the loop ends (a success, or ``exc`` is not the
+        governor's to decide). Raises :class:`TaskStopped` when the rules stop the task.
         """
         run = self.run
         attempt = run.last_attempt or self.attempt  # steps may have moved on in place
         if exc is None:
-            run.succeed(attempt, self.result)
+            try:
+                run.succeed(attempt, self.result)
+            except Failure as rejected:  # the success check said no: a failed attempt
+                return (yield from run.failing(attempt, rejected))
             self.done = True
             return None
         if not run.decides(exc):
             return None
-        return run.fail(attempt, exc)
+        return (yield from run.failing(attempt, exc))
+
+    def end(self, exc: BaseException | None) -> Verdict | None:
+        return drive(self.ending(exc), self.run.g)  # type: ignore[arg-type,no-any-return]
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
@@ -952,84 +553,9 @@ class AttemptScope:
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
     ) -> bool:
-        """The asyncio form: the same decision, the backoff awaited."""
-        verdict = self.end(exc)
+        """The asyncio form: the same turn, driven by the asyncio driver."""
+        verdict = await adrive(self.ending(exc), self.run.g)  # type: ignore[arg-type]
         if verdict is None:
             return False
         await self.run.await_backoff(verdict)
         return True
-
-
-_RAISE = object()  # "re-raise the tool's exception"
-_GET, _PUT, _CALL = object(), object(), object()  # what the side-effect protocol asks for
-
-
-async def _inline(fn: Callable[..., T], /, *args: Any) -> T:
-    return fn(*args)
-
-
-_DEPENDENCY_FAULTS = {"timeout", "rate_limit", "server_error", "network"}
-
-
-def _name(fn: Callable[..., object] | None) -> str | None:
-    return getattr(fn, "__name__", "rollback")[:128] if fn is not None else None
-
-
-def accepts(fn: Callable[..., object], name: str) -> bool:
-    """Whether ``fn`` takes a parameter called ``name``."""
-    try:
-        return name in inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return False
-
-
-def _on_event_loop() -> bool:
-    asyncio: Any = sys.modules.get("asyncio")
-    if asyncio is None:
-        return False
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
-
-
-def _send_in_thread(channel: Any, package: HandoffPackage) -> None:
-    import threading
-
-    def send() -> None:
-        try:
-            channel.send(package)
-        except Exception:  # noqa: BLE001 - the event already records the hand-off
-            log.exception("hand-off channel failed for %s", package.task_id)
-
-    threading.Thread(target=send, name="retrylens-handoff", daemon=True).start()
-
-
-def _package_snapshot(data: dict[str, Any]) -> Any:
-    """The redacted hand-off package as a bounded snapshot, so the store keeps it."""
-    import json
-
-    from retrylens.schemas.event import ContextMessage, ContextSnapshot
-    from retrylens.schemas.limits import MAX_MESSAGE_CHARS
-
-    def cut(text: str) -> str:
-        return text if len(text) <= MAX_MESSAGE_CHARS else text[: MAX_MESSAGE_CHARS - 1] + "…"
-
-    parts = [
-        ("handoff:input", data["inputs"]),
-        ("handoff:output", data["failed_output"] or json.dumps(data["outputs"], default=str)),
-        ("handoff:errors", json.dumps(data["errors"][-5:], default=str)),
-        ("handoff:error", json.dumps(data["error"], default=str)),
-        ("handoff:context", json.dumps(data["context"][-3:], default=str)),
-    ]
-    return ContextSnapshot(
-        message_count=len(data["context"]),
-        last_messages=[ContextMessage(role=role, content=cut(text)) for role, text in parts],
-    )
-
-
-def _side_effect(**fields: Any) -> Any:
-    from retrylens.schemas.event import SideEffect
-
-    return SideEffect(**fields)

@@ -60,6 +60,9 @@ class Attempt:
     patch: str | None = None
     degraded: bool = False
     usage: Usage | None = None
+    policy: Any = None  # the RetryPolicy this attempt ran under (its events name it)
+    charged_tokens: int = 0  # already charged to the budget (by steps, as they completed)
+    charged_cost: float = 0.0
     tool_calls: list[str] = field(default_factory=list)  # digests of (name, canonical args)
 
     def tool_call(self, name: str, args: Any = None) -> bool:
@@ -137,7 +140,8 @@ class TaskState:
     preflight_note: str = ""
     current_step: str = ""  # the step being retried in place (see TaskRun.step)
     review_first: bool = False  # pre-flight asked for a person before the first attempt
-    ambiguous: str | None = None  # an unsafe side effect whose outcome is unknown
+    ambiguous: str | None = None  # a side effect whose outcome is unknown (not to repeat)
+    ambiguous_why: str = ""  # why it is not repeated, and how to make it repeatable
     # -- context layer -------------------------------------------------------------------
     context: ContextBuilder = field(default_factory=lambda: ContextBuilder(base=[]))
     given: list[list[str]] = field(default_factory=list)  # message digests per attempt

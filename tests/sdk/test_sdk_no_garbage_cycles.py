@@ -62,14 +62,14 @@ def test_a_retried_call_leaves_nothing_for_the_cycle_collector(no_collector: Non
 def test_a_failing_side_effect_leaves_nothing_for_the_cycle_collector(no_collector: None) -> None:
     events: list[object] = []
     governor = _governor(events)
-    insert = governor.side_effect("crm.insert")(_flaky(1))
+    insert = governor.side_effect("crm.insert", repeat_on_timeout=True)(_flaky(1))
 
     def work() -> str:
         return insert()
 
     governor.call(work, goal="warm up", agent="a")
     gc.collect()
-    insert = governor.side_effect("crm.insert")(_flaky(1))
+    insert = governor.side_effect("crm.insert", repeat_on_timeout=True)(_flaky(1))
     assert governor.call(work, goal="record order 8", agent="a") == "ok"
     events.clear()
     assert gc.collect() == 0
