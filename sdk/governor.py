@@ -28,7 +28,6 @@ an ``rng``, ids come from ``os.urandom`` (:mod:`~retrylens.sdk.ids`), unique acr
 from __future__ import annotations
 
 import functools
-import inspect
 import logging
 import random
 import sys
@@ -43,23 +42,25 @@ from retrylens.schemas.taxonomy import EventKind
 from .breaker import CircuitBreaker
 from .budget import PerDependency, RetryThrottle, TaskLedger
 from .chain import ChainRegistry
+from .clock import VirtualClock
 from .context import ContextBuilder, Message
 from .drivers import acall as _acall
 from .drivers import call as _call
-from .effects import accepts, has_contract
+from .effects import accepts
 from .events import EventFactory, utc_now_ms
 from .features import task_features
 from .first_try import FirstTry
 from .handoff import HandoffChannel
 from .history import FailureHistory
 from .ids import IdSource, SeededIds, SystemIds
-from .loop import current as _current_run
 from .policy_source import PolicySource
 from .processors import Processor, default_processors
 from .rules import Rule, default_rules
 from .run import TaskRun
 from .side_effects import KeyStore, MemoryKeyStore
 from .state import TaskState
+from .tools import GovernorTools
+from .tools import current_run as current_run  # re-exported: the public name lives here
 
 if TYPE_CHECKING:
     from retrylens.schemas import AgentRef, RetryEvent
@@ -89,19 +90,7 @@ async def _asyncio_sleep(seconds: float) -> None:
     await asyncio.sleep(seconds)
 
 
-def current_run() -> TaskRun | None:
-    """The task run of the governed call in progress (for side-effect decorators).
-
-    Inside a fast-path first attempt this builds the task's run on first use, so the
-    call is recorded with the full event sequence from then on.
-    """
-    value = _current_run.get()
-    if isinstance(value, FirstTry):
-        return value.materialize()[0]
-    return value
-
-
-class Governor:
+class Governor(GovernorTools):
     """One per agent process; thread-safe. See the module docstring for both APIs."""
 
     def __init__(
@@ -406,177 +395,9 @@ class Governor:
         }
         return await _acall(self, fn, args, kwargs, opening, _accepts_attempt(fn), parent)
 
-    def governed(
-        self, *, agent: str | AgentRef = "agent", phase: str = "execution", dependency: str = ""
-    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        """Decorator form of :meth:`call` / :meth:`acall` (picks by ``async def``)."""
-
-        def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
-            import functools
-
-            if inspect.iscoroutinefunction(fn):
-
-                @functools.wraps(fn)
-                async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-                    return await self.acall(
-                        fn, *args, agent=agent, phase=phase, dependency=dependency, **kwargs
-                    )
-
-                return async_wrapper
-
-            @functools.wraps(fn)
-            def wrapper(*args: Any, **kwargs: Any) -> Any:
-                return self.call(
-                    fn, *args, agent=agent, phase=phase, dependency=dependency, **kwargs
-                )
-
-            return wrapper
-
-        return decorate
-
-    def step(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-        """Run one step of the governed call in progress, retried in place (see ``TaskRun.step``).
-
-        ``governor.step("lookup", tool.lookup, order_id, dependency="orders")``: a failed
-        step is retried alone under the task's budget and rules, not the whole task; a
-        re-run task skips the steps it already completed. For an ``async def`` tool it
-        returns an awaitable (``await governor.step(...)``, as :meth:`astep`).
-        """
-        run = _run_for(name, "steps")
-        if inspect.iscoroutinefunction(fn):
-            return run.astep(name, fn, *args, **kwargs)
-        return run.step(name, fn, *args, **kwargs)
-
-    async def astep(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-        """:meth:`step` inside :meth:`acall`, for any tool whose call gives an awaitable."""
-        return await _run_for(name, "steps").astep(name, fn, *args, **kwargs)
-
     def cancel_chain(self, task_id: str) -> list[str]:
         """Cancel ``task_id`` and every sub-agent of its chain (threads and asyncio)."""
         return self.chains.cancel(task_id)
-
-    def tool(
-        self, name: str | None = None, *, dependency: str | None = None
-    ) -> Callable[[Callable[..., T]], Callable[..., T]]:
-        """Decorator for a read-only tool: inside a governed call each call is a step,
-        retried in place, and a re-run task gets its stored answer instead of calling again.
-
-        Use :meth:`side_effect` for a tool that changes the world.
-        """
-
-        def decorate(fn: Callable[..., T]) -> Callable[..., T]:
-            label = name or getattr(fn, "__qualname__", "tool")
-            return _as_step(fn, label, {"dependency": dependency})
-
-        return decorate
-
-    def side_effect(
-        self,
-        tool: str,
-        *,
-        step: str | None = None,
-        rollback: Callable[..., object] | None = None,
-        verify: Callable[..., object] | None = None,
-        unsafe: bool = False,
-        repeat_on_timeout: bool = False,
-    ) -> Callable[[Callable[..., T]], Callable[..., T]]:
-        """Decorator for a side-effecting tool used inside a governed call (see :mod:`.effects`).
-
-        Its contract for an ambiguous failure (a timeout: did it happen?): a tool taking
-        ``idempotency_key`` is repeated with the same key; ``verify(*args, **kwargs)`` (may
-        be ``async def``) checks whether it happened instead of repeating it;
-        ``repeat_on_timeout=True`` says it is harmless twice; ``unsafe=True`` hands the task
-        to a person. With none of these it is never repeated blindly: the task stops for a
-        person (or gives up), and decorating it warns once.
-        """
-        options: dict[str, Any] = {
-            "rollback": rollback,
-            "verify": verify,
-            "unsafe": unsafe,
-            "repeat_on_timeout": repeat_on_timeout,
-            "step": step or tool,
-        }
-
-        def decorate(fn: Callable[..., T]) -> Callable[..., T]:
-            if not has_contract(
-                fn,
-                verify=verify,
-                unsafe=unsafe,
-                repeat_on_timeout=repeat_on_timeout,
-                rollback=rollback,
-            ):
-                _warn_no_contract(tool)
-            if inspect.iscoroutinefunction(fn):
-
-                @functools.wraps(fn)
-                async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-                    run = _run_for(tool, "side effects")
-                    return await run.aside_effect(tool, fn, *args, **options, **kwargs)
-
-                return async_wrapper  # type: ignore[return-value]
-
-            @functools.wraps(fn)
-            def wrapper(*args: Any, **kwargs: Any) -> T:
-                return _run_for(tool, "side effects").side_effect(
-                    tool, fn, *args, **options, **kwargs
-                )
-
-            return wrapper
-
-        return decorate
-
-
-def _run_for(name: str, what: str) -> TaskRun:
-    run = current_run()
-    if run is None:
-        raise RuntimeError(f"{name}: {what} must run inside a governed call")
-    return run
-
-
-def _as_step(fn: Callable[..., T], label: str, options: dict[str, Any]) -> Callable[..., T]:
-    """``fn`` called as a step of the governed call in progress (as itself outside one)."""
-    if inspect.iscoroutinefunction(fn):
-
-        @functools.wraps(fn)
-        async def async_tool(*args: Any, **kwargs: Any) -> Any:
-            run = current_run()
-            if run is None:
-                return await fn(*args, **kwargs)
-            return await run.astep(
-                run.call_name(label, args, kwargs), fn, *args, **options, **kwargs
-            )
-
-        return async_tool  # type: ignore[return-value]
-
-    @functools.wraps(fn)
-    def sync_tool(*args: Any, **kwargs: Any) -> T:
-        run = current_run()
-        if run is None:
-            return fn(*args, **kwargs)
-        return run.step(run.call_name(label, args, kwargs), fn, *args, **options, **kwargs)
-
-    return sync_tool
-
-
-_WARNED: set[str] = set()
-
-
-def _warn_no_contract(tool: str) -> None:
-    """Say once per tool that an ambiguous failure will stop its task, and how to fix that."""
-    if tool in _WARNED:
-        return
-    _WARNED.add(tool)
-    import warnings
-
-    from .effects import FIXES
-
-    warnings.warn(
-        f"side effect {tool!r} declares no contract for an ambiguous failure (a timeout: it "
-        f"may have happened), so the governor will not repeat it and stops the task for a "
-        f"person instead: {FIXES}",
-        UserWarning,
-        stacklevel=3,
-    )
 
 
 _ATTEMPT_CACHE: dict[Any, bool] = {}
@@ -608,25 +429,3 @@ def _describe_call(fn: Callable[..., object], args: tuple[Any, ...], kwargs: dic
     return f"{name}({', '.join([*map(repr, args), *(f'{k}={v!r}' for k, v in kwargs.items())])})"[
         :4000
     ]
-
-
-class VirtualClock:
-    """A clock that only moves when told to: ``sleep`` becomes ``advance``."""
-
-    def __init__(self, start: float = 0.0) -> None:
-        self.t = start
-
-    def __call__(self) -> float:
-        return self.t
-
-    def advance(self, seconds: float) -> None:
-        self.t += max(0.0, seconds)
-
-    def set(self, t: float) -> None:
-        self.t = max(self.t, t)
-
-    async def aadvance(self, seconds: float) -> None:
-        import asyncio
-
-        self.advance(seconds)
-        await asyncio.sleep(0)

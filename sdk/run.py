@@ -19,22 +19,21 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from retrylens.errors import TaskStopped
-from retrylens.schemas.limits import MAX_REASON_CHARS
-from retrylens.schemas.taxonomy import Decision, ErrorType, EventKind, TaskOutcome
+from retrylens.schemas.taxonomy import Decision, EventKind, TaskOutcome
 
+from .attempt_scope import AttemptScope
 from .chain import is_async_cancellation
 from .context import digest, digests_and_pollution
-from .drivers import adrive, drive
+from .drivers import drive
 from .effects import pay_debts
 from .loop import Hook, Loop
-from .rules import Verdict, apply_verdict, record_failure, stop_verdict
+from .recording import RunRecords
+from .rules import Verdict, apply_verdict, stop_verdict
 from .run_events import COMPACT_SEQUENCE, RunEvents
-from .sanitizer import Failure, classify
 from .shadow import explore, shadow_verdict
 from .state import Attempt, TaskState
 from .steps import RunSteps
 from .stopping import stop
-from .usage import usage_of
 
 if TYPE_CHECKING:
     import random
@@ -84,7 +83,7 @@ class Host(Protocol):
     def cancel_chain(self, task_id: str) -> list[str]: ...
 
 
-class TaskRun(RunEvents, RunSteps):
+class TaskRun(RunRecords, RunEvents, RunSteps):
     """One governed task: begin / fail / succeed attempts, then finish (or use ``with``)."""
 
     def __init__(
@@ -237,46 +236,6 @@ class TaskRun(RunEvents, RunSteps):
                 return
 
     # -- ending an attempt ---------------------------------------------------------------
-    def succeed(
-        self,
-        attempt: Attempt,
-        output: Any = None,
-        *,
-        tokens_in: int = 0,
-        tokens_out: int = 0,
-        cost_usd: float = 0.0,
-        latency_ms: int | None = None,
-    ) -> None:
-        """Record a success; raises a validation :class:`Failure` if ``success_check`` rejects it."""
-        s = self.state
-        if s.success_check is not None and not s.success_check(output):
-            raise Failure(
-                ErrorType.VALIDATION, "the task's success check rejected the output", output=output
-            )
-        if not (tokens_in or tokens_out or cost_usd):
-            usage = attempt.usage or usage_of(output)
-            if usage is not None:
-                tokens_in, tokens_out, cost_usd = usage.tokens_in, usage.tokens_out, usage.cost_usd
-                latency_ms = latency_ms if latency_ms is not None else usage.latency_ms
-        self._charge(attempt, tokens_in + tokens_out, cost_usd)
-        self._undoable = []
-        if attempt.dependency and attempt.dependency not in self._observed:
-            self.observe(attempt.dependency, True)
-        s.consecutive_failures = 0
-        s.last_validation = "ok"
-        self._event(
-            EventKind.ATTEMPT_SUCCEEDED,
-            attempt=attempt,
-            tokens_in=tokens_in,
-            tokens_out=tokens_out,
-            cost_usd=cost_usd,
-            latency_ms=self._latency(attempt, latency_ms),
-            context_snapshot=self._snapshot(attempt, on_failure=False)
-            if attempt.number > 1
-            else None,
-        )
-        self.outcome = TaskOutcome.SUCCEEDED
-
     def fail(self, attempt: Attempt, error: BaseException, **fields: Any) -> Verdict:
         """Record a failed attempt and decide. Returns a retrying verdict or raises TaskStopped.
 
@@ -303,86 +262,6 @@ class TaskRun(RunEvents, RunSteps):
         if not verdict.retrying:
             yield from stop(self, verdict, error)
         return verdict
-
-    def record_failure(
-        self,
-        attempt: Attempt,
-        error: BaseException,
-        *,
-        tokens_in: int = 0,
-        tokens_out: int = 0,
-        cost_usd: float = 0.0,
-        latency_ms: int | None = None,
-        phase: str | None = None,
-        dependency: str | None = None,
-    ) -> Failure:
-        """Classify and record a failure (event, breaker, budget) without deciding (adapters use this)."""
-        s = self.state
-        if phase is not None:
-            s.phase = attempt.phase = phase
-        if dependency is not None:
-            s.dependency = attempt.dependency = s.substitutions.get(dependency, dependency)
-        if is_async_cancellation(error) or self.g.chains.is_cancelled(s.task_id):
-            failure = Failure("cancelled", "cancelled by cancel_chain", retryable=False)
-        else:
-            failure = classify(error)
-        s.last_failure = failure
-        s.last_validation = failure.error_type.value
-        if not s.current_step and self._undoable:
-            # the attempt failed after these effects returned: they are undone before the
-            # next attempt (which performs them again); a completed step's effect stays
-            self._debts.extend(
-                (tool, key, undo)
-                for tool, key, undo, step in self._undoable
-                if step not in s.completed_steps
-            )
-            self._undoable = []
-        if attempt.usage is not None and not (tokens_in or tokens_out or cost_usd):
-            u = attempt.usage
-            tokens_in, tokens_out, cost_usd = u.tokens_in, u.tokens_out, u.cost_usd
-            latency_ms = latency_ms if latency_ms is not None else u.latency_ms
-        self._charge(attempt, tokens_in + tokens_out, cost_usd)
-        if attempt.dependency and failure.error_type.value in _DEPENDENCY_FAULTS:
-            self.observe(attempt.dependency, False)
-        record_failure(s, failure.safe_message())
-        self._event(
-            EventKind.ATTEMPT_FAILED,
-            attempt=attempt,
-            error_type=failure.error_type,
-            retryable=bool(failure.retryable) and failure.error_type in s.policy.retryable,
-            error_detail=self.g.events.error_detail(failure),
-            tokens_in=tokens_in,
-            tokens_out=tokens_out,
-            cost_usd=cost_usd,
-            latency_ms=self._latency(attempt, latency_ms),
-            context_snapshot=self._snapshot(attempt, on_failure=True),
-        )
-        return failure
-
-    def record_decision(
-        self,
-        attempt: Attempt | None,
-        verdict: Verdict,
-        *,
-        shadow: Decision | None = None,
-        propensity: float | None = None,
-    ) -> None:
-        """Emit the decision event for ``verdict`` (decided here or by an adapted library)."""
-        s = self.state
-        s.decisions.append(verdict.decision)
-        self.verdicts.append(verdict)
-        self._event(
-            EventKind.DECISION,
-            attempt=attempt,
-            decision=verdict.decision,
-            decision_reason=verdict.reason[:MAX_REASON_CHARS],
-            backoff_ms=verdict.backoff_ms,
-            error_type=s.last_failure.error_type if s.last_failure else None,
-            shadow=shadow is not None,
-            shadow_decision=shadow,
-            propensity=propensity,
-            degraded=s.degraded,
-        )
 
     def decide(self) -> Verdict:
         """What the live rules would decide now (read-only; adapters use it to veto retries)."""
@@ -485,77 +364,3 @@ class TaskRun(RunEvents, RunSteps):
             return None
         verdict = shadow_verdict(candidate, self.state, self.g.rules)
         return verdict.decision if verdict else Decision.GIVE_UP
-
-    def _charge(self, attempt: Attempt, tokens: int, cost: float) -> None:
-        """Charge what ``attempt`` spent, less what its steps already charged as they ended."""
-        tokens -= attempt.charged_tokens
-        cost -= attempt.charged_cost
-        if tokens > 0 or cost > 0:
-            self._spend(max(tokens, 0), max(cost, 0.0))
-            attempt.charged_tokens += max(tokens, 0)
-            attempt.charged_cost += max(cost, 0.0)
-
-    def _spend(self, tokens: int, cost: float) -> None:
-        if not (tokens or cost):
-            return  # nothing reported: no lock taken on the shared ledger
-        self.state.tokens += tokens
-        self.state.cost_usd += cost
-        self.state.ledger.charge(tokens=tokens, cost_usd=cost)
-
-
-class AttemptScope:
-    """One attempt of :meth:`TaskRun.attempts`: a context manager that records its ending."""
-
-    __slots__ = ("run", "attempt", "result", "done")
-
-    def __init__(self, run: TaskRun, attempt: Attempt) -> None:
-        self.run, self.attempt, self.result, self.done = run, attempt, None, False
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.attempt, name)  # messages, number, scope, report(), ...
-
-    def __enter__(self) -> AttemptScope:
-        return self
-
-    def ending(self, exc: BaseException | None) -> Loop:
-        """How the attempt ended, as a turn of the loop: the verdict to wait out before the
-        next attempt, or ``None`` when the loop ends (a success, or ``exc`` is not the
-        governor's to decide). Raises :class:`TaskStopped` when the rules stop the task.
-        """
-        run = self.run
-        attempt = run.last_attempt or self.attempt  # steps may have moved on in place
-        if exc is None:
-            try:
-                run.succeed(attempt, self.result)
-            except Failure as rejected:  # the success check said no: a failed attempt
-                return (yield from run.failing(attempt, rejected))
-            self.done = True
-            return None
-        if not run.decides(exc):
-            return None
-        return (yield from run.failing(attempt, exc))
-
-    def end(self, exc: BaseException | None) -> Verdict | None:
-        return drive(self.ending(exc), self.run.g)  # type: ignore[arg-type,no-any-return]
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
-    ) -> bool:
-        verdict = self.end(exc)
-        if verdict is None:
-            return False
-        self.run.wait(verdict)
-        return True
-
-    async def __aenter__(self) -> AttemptScope:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
-    ) -> bool:
-        """The asyncio form: the same turn, driven by the asyncio driver."""
-        verdict = await adrive(self.ending(exc), self.run.g)  # type: ignore[arg-type]
-        if verdict is None:
-            return False
-        await self.run.await_backoff(verdict)
-        return True
