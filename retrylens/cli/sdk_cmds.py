@@ -14,8 +14,23 @@ from .common import console, handle_errors
 
 policy_app = typer.Typer(help="Retry policy files.", no_args_is_help=True)
 
-COMPARED = ("success_rate", "attempts", "wasted_attempts", "duplicate_side_effects", "tokens", "cost_usd",
-            "handoffs", "loops")
+COMPARED = (
+    "success_rate",
+    "attempts",
+    "wasted_attempts",
+    "duplicate_side_effects",
+    "tokens",
+    "cost_usd",
+    "handoffs",
+    "loops",
+)
+
+
+MULTISTEP_LABELS = {
+    "naive": "naive per-call loop",
+    "plain": "governor: call + decorated tools",
+    "verified": "… + verify=",
+}
 
 
 def register(app: typer.Typer) -> None:
@@ -26,22 +41,49 @@ def register(app: typer.Typer) -> None:
 @handle_errors
 def simulate(
     tasks: int = typer.Option(500, "--tasks", min=1, max=1_000_000, help="Tasks in the fleet."),
-    seed: int = typer.Option(7, "--seed", help="Seed: the same seed gives the same fleet and faults."),
-    scenario: Path | None = typer.Option(None, "--scenario", help="Scenario YAML (default: the packaged one)."),
+    seed: int = typer.Option(
+        7, "--seed", help="Seed: the same seed gives the same fleet and faults."
+    ),
+    scenario: Path | None = typer.Option(
+        None, "--scenario", help="Scenario YAML (default: the packaged one)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    multistep_tasks: int = typer.Option(
+        200,
+        "--multistep-tasks",
+        min=0,
+        max=100_000,
+        help="Multi-step tasks with unkeyed tools, run under three wirings (0: skip).",
+    ),
 ) -> None:
-    """Run the same seeded fleet under a naive retry policy and under the governor."""
+    """Run the same seeded fleet under a naive retry policy and under the governor; then
+    multi-step tasks whose tools take no idempotency key under a naive per-call loop, the
+    plain governor wiring (call + decorated tools) and the same with ``verify=``."""
     from retrylens.simulation import load_scenario, run_fleet
+    from retrylens.simulation.multistep import WIRINGS, run_multistep
 
     fleet = load_scenario(scenario)
-    results = {driver: run_fleet(fleet, tasks=tasks, seed=seed, driver=driver, validate_events=False)
-               for driver in ("naive", "governor")}
-    payload = {
-        "scenario": fleet.name, "tasks": tasks, "seed": seed,
-        **{driver: {key: result.to_dict()[key] for key in (*COMPARED, "succeeded", "events_emitted",
-                                                            "policy_id", "policy_version")}
-           for driver, result in results.items()},
+    results = {
+        driver: run_fleet(fleet, tasks=tasks, seed=seed, driver=driver, validate_events=False)
+        for driver in ("naive", "governor")
     }
+    payload = {
+        "scenario": fleet.name,
+        "tasks": tasks,
+        "seed": seed,
+        **{
+            driver: {
+                key: result.to_dict()[key]
+                for key in (*COMPARED, "succeeded", "events_emitted", "policy_id", "policy_version")
+            }
+            for driver, result in results.items()
+        },
+    }
+    if multistep_tasks:
+        payload["multistep"] = {
+            wiring: run_multistep(wiring, tasks=multistep_tasks, seed=seed).to_dict()
+            for wiring in WIRINGS
+        }
     if as_json:
         typer.echo(json.dumps(payload))
         return
@@ -52,6 +94,16 @@ def simulate(
     for key in COMPARED:
         table.add_row(key, str(payload["naive"][key]), str(payload["governor"][key]))
     console.print(table)
+    if multistep_tasks:
+        steps = Table(
+            title=f"{multistep_tasks} multi-step tasks, tools with no idempotency key, seed {seed}"
+        )
+        steps.add_column("metric")
+        for wiring in WIRINGS:
+            steps.add_column(MULTISTEP_LABELS[wiring], justify="right")
+        for key in ("succeeded", "handed_off", "failed", "tool_calls", "duplicate_side_effects"):
+            steps.add_row(key, *(str(payload["multistep"][w][key]) for w in WIRINGS))
+        console.print(steps)
 
 
 @policy_app.command("validate")
