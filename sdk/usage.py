@@ -78,5 +78,8 @@ def usage_of(value: Any) -> Usage | None:
     ):
         found = _from_counts(holder)
         if found is not None:
+            cost = _get(value, "cost_usd")  # a provider answer may carry its price beside usage
+            if not found.cost_usd and isinstance(cost, int | float) and not isinstance(cost, bool):
+                return Usage(found.tokens_in, found.tokens_out, float(cost), found.latency_ms)
             return found
     return _from_counts(value)
