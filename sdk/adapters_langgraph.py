@@ -16,13 +16,17 @@ inside those bounds the governor decides (kill switch, budgets, breaker, known-b
 context rebuild, prompt patch, hand-off) and its policy's backoff is the wait. A node that
 takes an ``attempt`` parameter receives the governor's :class:`~retrylens.sdk.state.Attempt`
 (its rebuilt ``messages``). When the retries end, the node raises the last error, as
-LangGraph would. LangGraph is never imported here: the policy is read by attribute.
+LangGraph would. ``interrupt()`` (human in the loop) is a pause, not a failure: the task
+stays open and the resumed node continues it (see :class:`_Task`). LangGraph is never
+imported here: the policy is read by attribute, its modules looked up once loaded.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
+import sys
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -57,17 +61,32 @@ def governed_node(
     def call(attempt: Attempt, state: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         return fn(state, *args, **({**kwargs, "attempt": attempt} if wants_attempt else kwargs))
 
+    paused: OrderedDict[tuple[str, str, str], tuple[TaskRun, Attempt]] = OrderedDict()
+
+    def resume_or_start() -> tuple[_Task, Attempt | None]:
+        """The task this invocation continues (a node resumed after ``interrupt()``), or a new one."""
+        key = _pause_key(node)
+        if key is not None and key in paused:
+            run, attempt = paused.pop(key)
+            return _Task(run, key, paused), attempt
+        return _Task(start(), key, paused), None
+
     if inspect.iscoroutinefunction(fn):
 
         @functools.wraps(fn)
         async def anode(state: Any, *args: Any, **kwargs: Any) -> Any:
-            with start() as run:
+            task, attempt = resume_or_start()
+            with task as run:
                 while True:
-                    attempt = run.begin(phase=node)
+                    attempt = attempt or run.begin(phase=node)
                     try:
                         result = await call(attempt, state, args, kwargs)
                     except Exception as exc:  # noqa: BLE001 - decided below, re-raised
+                        if _is_pause(exc):
+                            task.pause(attempt)
+                            raise
                         await run.await_backoff(_after_failure(run, attempt, exc, policies))
+                        attempt = None
                         continue
                     run.succeed(attempt, result)
                     return result
@@ -77,19 +96,83 @@ def governed_node(
 
     @functools.wraps(fn)
     def snode(state: Any, *args: Any, **kwargs: Any) -> Any:
-        with start() as run:
+        task, attempt = resume_or_start()
+        with task as run:
             while True:
-                attempt = run.begin(phase=node)
+                attempt = attempt or run.begin(phase=node)
                 try:
                     result = call(attempt, state, args, kwargs)
                 except Exception as exc:  # noqa: BLE001 - decided below, re-raised
+                    if _is_pause(exc):
+                        task.pause(attempt)
+                        raise
                     run.wait(_after_failure(run, attempt, exc, policies))
+                    attempt = None
                     continue
                 run.succeed(attempt, result)
                 return result
 
     _drop_attempt(snode, wants_attempt)
     return snode
+
+
+class _Task:
+    """A node's task: finished when the node returns or fails, kept open when it pauses.
+
+    LangGraph's ``interrupt()`` raises ``GraphInterrupt`` (a ``GraphBubbleUp``, which
+    LangGraph never retries): the graph checkpoints and waits for a person. That is no
+    failure — no attempt is recorded as failed, nothing is handed off — and when the graph
+    resumes, the node runs again from its start: the same task goes on, in the same attempt.
+    """
+
+    _KEEP = 1024  # paused tasks remembered per node (the oldest are forgotten first)
+
+    def __init__(
+        self,
+        run: TaskRun,
+        key: tuple[str, str, str] | None,
+        paused: OrderedDict[tuple[str, str, str], tuple[TaskRun, Attempt]],
+    ) -> None:
+        self.run, self.key, self.paused, self.pausing = run, key, paused, False
+
+    def pause(self, attempt: Attempt) -> None:
+        self.pausing = True
+        if self.key is not None:
+            self.paused[self.key] = (self.run, attempt)
+            while len(self.paused) > self._KEEP:
+                self.paused.popitem(last=False)
+
+    def __enter__(self) -> TaskRun:
+        return self.run
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> None:
+        if not self.pausing:
+            self.run.__exit__(exc_type, exc, tb)
+
+
+def _is_pause(error: BaseException) -> bool:
+    """Whether ``error`` is LangGraph's control flow (``interrupt()``, a parent command)."""
+    errors = sys.modules.get("langgraph.errors")
+    bubble = getattr(errors, "GraphBubbleUp", None)
+    return bubble is not None and isinstance(error, bubble)
+
+
+def _pause_key(node: str) -> tuple[str, str, str] | None:
+    """Where this node invocation runs (thread and checkpoint namespace): a resumed node has
+    the same, which is how it finds its paused task. ``None`` outside a checkpointed graph."""
+    config_module = sys.modules.get("langgraph.config")
+    if config_module is None:
+        return None
+    try:
+        configurable = config_module.get_config().get("configurable", {})
+    except Exception:  # noqa: BLE001 - not inside a graph run
+        return None
+    thread = configurable.get("thread_id")
+    if thread is None:
+        return None
+    return str(thread), str(configurable.get("checkpoint_ns", "")), node
 
 
 def _after_failure(
