@@ -267,7 +267,41 @@ SCENARIOS: dict[str, Callable[[Governor, bool], Callable[..., Any]]] = {
             run("s", Flaky(TimeoutError("x"), TimeoutError("y"))) if not g.source.kill() else None
         ),
     ),
+    "token budget from step usage": lambda g, a: _body(
+        _with_budget(g),
+        a,
+        lambda g, run: (
+            run("plan", Flaky(result={"usage": {"prompt_tokens": 40, "completion_tokens": 20}})),
+            run("search", Flaky(*[TimeoutError("slow")] * 5)),
+        ),
+    ),
+    "rollback of a failed effect": lambda g, a: _body(
+        g,
+        a,
+        lambda g, run: run(
+            "reserve", Flaky(ConnectionError("reset"), result="r-1"), rollback=lambda: None
+        ),
+    ),
+    "pre-flight review hands off before the first attempt": lambda g, a: _body(
+        _with_review(g), a, lambda g, run: run("s", Flaky())
+    ),
 }
+
+
+def _with_budget(g: Governor) -> Governor:
+    g.source.set(RetryPolicy(budget=TaskBudget(max_attempts=20, max_tokens=50)))
+    return g
+
+
+class _Review:
+    def adapt(self, run: Any) -> None:
+        run.state.review_first = True
+        run.state.preflight_note = "risk 0.93"
+
+
+def _with_review(g: Governor) -> Governor:
+    g.preflight = _Review()
+    return g
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
@@ -289,3 +323,18 @@ def test_decisions_in_the_parity_table_are_real() -> None:
     assert [e[4] for e in events if e[0] == EventKind.DECISION][-1] == Decision.HANDOFF_HUMAN
     events, _ = _sync_and_async(SCENARIOS["unsafe write hands off"])
     assert Decision.HANDOFF_HUMAN in [e[4] for e in events]
+
+
+def test_the_budget_rollback_and_preflight_scenarios_do_what_they_say() -> None:
+    events, _ = _sync_and_async(SCENARIOS["token budget from step usage"])
+    assert (
+        "token budget exhausted: 60/50" in [e[5] for e in events if e[0] == EventKind.DECISION][-1]
+    )
+    events, _ = _sync_and_async(SCENARIOS["rollback of a failed effect"])
+    assert ("reserve", SideEffectStatus.ROLLED_BACK, "done") in [s for e in events for s in e[11]]
+    events, _ = _sync_and_async(SCENARIOS["pre-flight review hands off before the first attempt"])
+    assert (
+        "pre-flight asked for human review"
+        in [e[5] for e in events if e[0] == EventKind.DECISION][0]
+    )
+    assert EventKind.ATTEMPT_STARTED not in [e[0] for e in events]
