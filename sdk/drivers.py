@@ -39,7 +39,7 @@ class Host(Protocol):
     preflight: Any
     chains: Any
 
-    def _first_try(self, **opening: Any) -> Any: ...
+    def _first_try(self, *opening: Any) -> Any: ...
     def _open(self, goal: str, **opening: Any) -> Any: ...
 
 
@@ -119,13 +119,19 @@ def call(
     fn: Callable[..., T],
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
-    opening: dict[str, Any],
+    goal: str,
+    agent: Any,
+    phase: str,
+    dependency: str,
+    task_id: str | None,
     wants_attempt: bool,
 ) -> T:
     """``Governor.call``: a fast first try, then (only if it failed) the loop, driven here."""
-    first = g._first_try(wants_attempt=wants_attempt, **opening)
+    first = g._first_try(goal, agent, phase, dependency, task_id, wants_attempt)
     if first is None:
-        run = g._open(compact=True, **opening)
+        run = g._open(
+            goal, agent=agent, phase=phase, dependency=dependency, task_id=task_id, compact=True
+        )
         with run:
             return drive(task(run, fn, args, kwargs, wants_attempt), g)  # type: ignore[no-any-return]
     token = current.set(first)
@@ -150,24 +156,40 @@ async def acall(
     fn: Callable[..., Awaitable[T]],
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
-    opening: dict[str, Any],
+    goal: str,
+    agent: Any,
+    phase: str,
+    dependency: str,
+    task_id: str | None,
     wants_attempt: bool,
     parent: Any = None,
 ) -> T:
     """``Governor.acall``: the same as :func:`call`, awaited; ``cancel_chain`` cancels it."""
     import asyncio
 
-    first = None if parent is not None else g._first_try(wants_attempt=wants_attempt, **opening)
+    first = (
+        None
+        if parent is not None
+        else g._first_try(goal, agent, phase, dependency, task_id, wants_attempt)
+    )
     if first is None:
+        opening = {
+            "agent": agent,
+            "phase": phase,
+            "dependency": dependency,
+            "task_id": task_id,
+            "parent": parent,
+            "compact": True,
+        }
         if g.preflight is not None:  # a pre-flight check is an HTTP call: off the event loop
-            run = await asyncio.to_thread(lambda: g._open(compact=True, parent=parent, **opening))
+            run = await asyncio.to_thread(lambda: g._open(goal, **opening))
         else:
-            run = g._open(compact=True, parent=parent, **opening)
+            run = g._open(goal, **opening)
         g.chains.attach_current_task(run.state.task_id)
         with run:
             return await adrive(task(run, fn, args, kwargs, wants_attempt), g)  # type: ignore[no-any-return]
-    if opening["task_id"] is not None:
-        g.chains.attach_current_task(opening["task_id"])
+    if task_id is not None:
+        g.chains.attach_current_task(task_id)
     token = current.set(first)
     try:
         result = await fn(*args, **kwargs)
@@ -179,7 +201,7 @@ async def acall(
     finally:
         current.reset(token)
     run, _ = first.materialize()
-    if opening["task_id"] is None:
+    if task_id is None:
         g.chains.attach_current_task(run.state.task_id)
     with run:
         loop = task(run, fn, args, kwargs, wants_attempt, error)

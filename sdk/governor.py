@@ -361,14 +361,8 @@ class Governor(GovernorTools):
         The attempt loop is :mod:`~retrylens.sdk.loop`, performed by :mod:`.drivers`.
         """
         goal = goal if goal is not None else _describe_call(fn, args, kwargs)
-        opening = {
-            "goal": goal,
-            "agent": agent,
-            "phase": phase,
-            "dependency": dependency,
-            "task_id": task_id,
-        }
-        return _call(self, fn, args, kwargs, opening, _accepts_attempt(fn))
+        wants_attempt = _accepts_attempt(fn)
+        return _call(self, fn, args, kwargs, goal, agent, phase, dependency, task_id, wants_attempt)
 
     async def acall(
         self,
@@ -386,14 +380,10 @@ class Governor(GovernorTools):
         """:meth:`call` for async code, the same loop driven by the asyncio driver;
         ``cancel_chain`` cancels the awaiting task."""
         goal = goal if goal is not None else _describe_call(fn, args, kwargs)
-        opening = {
-            "goal": goal,
-            "agent": agent,
-            "phase": phase,
-            "dependency": dependency,
-            "task_id": task_id,
-        }
-        return await _acall(self, fn, args, kwargs, opening, _accepts_attempt(fn), parent)
+        wants_attempt = _accepts_attempt(fn)
+        return await _acall(
+            self, fn, args, kwargs, goal, agent, phase, dependency, task_id, wants_attempt, parent
+        )
 
     def cancel_chain(self, task_id: str) -> list[str]:
         """Cancel ``task_id`` and every sub-agent of its chain (threads and asyncio)."""
