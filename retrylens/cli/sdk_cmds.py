@@ -26,7 +26,7 @@ COMPARED = (
 )
 
 
-MULTISTEP_LABELS = {
+UNKEYED_LABELS = {
     "naive": "naive per-call loop",
     "plain": "governor: call + decorated tools",
     "verified": "… + verify=",
@@ -48,9 +48,9 @@ def simulate(
         None, "--scenario", help="Scenario YAML (default: the packaged one)."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
-    multistep_tasks: int = typer.Option(
+    unkeyed_tasks: int = typer.Option(
         200,
-        "--multistep-tasks",
+        "--unkeyed-tasks",
         min=0,
         max=100_000,
         help="Multi-step tasks with unkeyed tools, run under three wirings (0: skip).",
@@ -60,7 +60,7 @@ def simulate(
     multi-step tasks whose tools take no idempotency key under a naive per-call loop, the
     plain governor wiring (call + decorated tools) and the same with ``verify=``."""
     from retrylens.simulation import load_scenario, run_fleet
-    from retrylens.simulation.multistep import WIRINGS, run_multistep
+    from retrylens.simulation.unkeyed_tools import WIRINGS, run_unkeyed
 
     fleet = load_scenario(scenario)
     results = {
@@ -79,9 +79,9 @@ def simulate(
             for driver, result in results.items()
         },
     }
-    if multistep_tasks:
-        payload["multistep"] = {
-            wiring: run_multistep(wiring, tasks=multistep_tasks, seed=seed).to_dict()
+    if unkeyed_tasks:
+        payload["unkeyed_tools"] = {
+            wiring: run_unkeyed(wiring, tasks=unkeyed_tasks, seed=seed).to_dict()
             for wiring in WIRINGS
         }
     if as_json:
@@ -94,15 +94,15 @@ def simulate(
     for key in COMPARED:
         table.add_row(key, str(payload["naive"][key]), str(payload["governor"][key]))
     console.print(table)
-    if multistep_tasks:
+    if unkeyed_tasks:
         steps = Table(
-            title=f"{multistep_tasks} multi-step tasks, tools with no idempotency key, seed {seed}"
+            title=f"{unkeyed_tasks} multi-step tasks, tools with no idempotency key, seed {seed}"
         )
         steps.add_column("metric")
         for wiring in WIRINGS:
-            steps.add_column(MULTISTEP_LABELS[wiring], justify="right")
+            steps.add_column(UNKEYED_LABELS[wiring], justify="right")
         for key in ("succeeded", "handed_off", "failed", "tool_calls", "duplicate_side_effects"):
-            steps.add_row(key, *(str(payload["multistep"][w][key]) for w in WIRINGS))
+            steps.add_row(key, *(str(payload["unkeyed_tools"][w][key]) for w in WIRINGS))
         console.print(steps)
 
 

@@ -13,7 +13,9 @@ time out *after* the effect landed. The same seeded faults meet:
   asks instead of repeating, and the task finishes.
 
 A duplicate is an effect that landed more than once for one (task, step). Virtual time:
-nothing sleeps. ``run_multistep`` is what ``retrylens simulate`` prints beside the fleet.
+nothing sleeps. ``run_unkeyed`` is what ``retrylens simulate`` prints beside the fleet.
+(The budget study of long tasks, issue 24, has its own seeded tool boundary; this module
+asks a different question — what the *default* contract does — with reads and writes.)
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ class Faults:
 
 
 @dataclass
-class MultistepResult:
+class UnkeyedResult:
     wiring: str
     tasks: int = 0
     succeeded: int = 0
@@ -70,14 +72,14 @@ class Provider:
         return sum(n - 1 for n in self.landed.values() if n > 1)
 
 
-def run_multistep(
+def run_unkeyed(
     wiring: str, *, tasks: int = 200, seed: int = 7, faults: Faults = Faults()
-) -> MultistepResult:
+) -> UnkeyedResult:
     """Run ``tasks`` seeded multi-step tasks under one wiring; the same seed, the same faults."""
     if wiring not in WIRINGS:
         raise ValueError(f"unknown wiring {wiring!r}: choose one of {', '.join(WIRINGS)}")
     provider = Provider()
-    result = MultistepResult(wiring=wiring, tasks=tasks)
+    result = UnkeyedResult(wiring=wiring, tasks=tasks)
     governor = _governor(seed) if wiring != "naive" else None
     for n in range(tasks):
         task_id = f"ms-{seed}-{n}"
@@ -161,13 +163,13 @@ def _governed(governor: Governor, tools: _Tools, steps: tuple[str, ...], *, veri
             (read if step == "lookup" else writes[step])(f"{step}-{i}")
 
     governor.call(
-        task, goal=f"multi-step task {tools.task_id}", agent="multistep", task_id=tools.task_id
+        task, goal=f"multi-step task {tools.task_id}", agent="unkeyed-tools", task_id=tools.task_id
     )
 
 
 def _governor(seed: int) -> Governor:
     policy = RetryPolicy(
-        id="multistep", version="1", backoff=BackoffPolicy(base_ms=100, cap_ms=2_000)
+        id="unkeyed-tools", version="1", backoff=BackoffPolicy(base_ms=100, cap_ms=2_000)
     )
     return Governor.with_virtual_time(
         policy,
