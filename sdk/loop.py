@@ -57,7 +57,7 @@ class Hook:
         return f"<Hook {self.what} {getattr(self.fn, '__qualname__', self.fn)!r}>"
 
 
-def attempt_scope(run: TaskRun, attempt: Attempt) -> AbstractContextManager[object]:
+def around_attempt(run: TaskRun, attempt: Attempt) -> AbstractContextManager[object]:
     """What wraps the execution of one attempt (or step try): a seam for per-attempt scopes,
     such as a provider-client retry hook that must know the attempt it runs in."""
     return _NO_SCOPE
@@ -94,7 +94,7 @@ def task(
         run._calls.clear()  # a new pass of the task: its tool calls are numbered afresh
         token = current.set(run)
         try:
-            with attempt_scope(run, attempt):
+            with around_attempt(run, attempt):
                 call_kwargs = {**kwargs, "attempt": attempt} if wants_attempt else kwargs
                 result = yield RUN, lambda: fn(*args, **call_kwargs)  # noqa: B023 - run at once
             run.succeed(run.last_attempt or attempt, result)
@@ -139,7 +139,7 @@ def step(
                 "dependency": dependency or attempt.dependency,
             }
             try:
-                with attempt_scope(run, attempt):
+                with around_attempt(run, attempt):
                     if guard is not None:
                         result = yield from run.effect(name, fn, args, kwargs, step=name, **guard)
                     else:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from retrylens.errors import TaskStopped
 from retrylens.schemas.taxonomy import Decision, EventKind, TaskOutcome
 
-from .attempt_scope import AttemptScope
+from .attempts import AttemptScope
 from .chain import is_async_cancellation
 from .context import digest, digests_and_pollution
 from .drivers import drive
