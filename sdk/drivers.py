@@ -212,11 +212,11 @@ async def acall(
 # -- hooks: a user's verify / rollback / channel -----------------------------------------
 def _hook(hook: Hook, g: Governor) -> Any:
     """Call a hook in this thread; a coroutine it returns is run to completion, bounded."""
-    if hook.what == "channel" and _blocking(hook) and _on_event_loop():
-        _in_thread(
-            hook, g.hook_timeout_s
-        )  # sync code on an event loop: never block it on a webhook
-        return None
+    if hook.what == "channel":
+        if _blocking(hook) and _on_event_loop():
+            _in_thread(hook, g.hook_timeout_s)  # sync code on an event loop: never block it
+            return None
+        return _bounded(hook, g.hook_timeout_s)  # a hanging channel must not hold the outcome
     value = hook.fn(*hook.args, **hook.kwargs)
     if inspect.isawaitable(value):
         return _run_coroutine(value, g.hook_timeout_s)
@@ -270,6 +270,31 @@ def _run_coroutine(awaitable: Any, timeout_s: float) -> Any:
 def _blocking(hook: Hook) -> bool:
     """Whether a channel says it may block (a webhook, a file); unknown channels may."""
     return bool(getattr(getattr(hook.fn, "__self__", None), "blocking", True))
+
+
+def _bounded(hook: Hook, timeout_s: float) -> Any:
+    """Run a hand-off channel in a worker thread and wait at most ``timeout_s`` for it.
+
+    Only channels: a sync verify or rollback runs inline (it may use thread-bound
+    resources such as a SQLite connection), so it must bound its own calls.
+    """
+    box: dict[str, Any] = {}
+
+    def send() -> None:
+        try:
+            value = hook.fn(*hook.args, **hook.kwargs)
+            box["value"] = _run_coroutine(value, timeout_s) if inspect.isawaitable(value) else value
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            box["error"] = exc
+
+    worker = threading.Thread(target=send, name="retrylens-handoff", daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if worker.is_alive():
+        raise TimeoutError(f"{hook.what} did not answer within {timeout_s:g} s")
+    if "error" in box:
+        raise box.pop("error")
+    return box.get("value")
 
 
 def _in_thread(hook: Hook, timeout_s: float) -> None:

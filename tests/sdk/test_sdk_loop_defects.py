@@ -252,6 +252,19 @@ def test_a_channel_that_raises_keeps_the_handoff_and_the_outcome(is_async: bool)
     assert outcome is TaskOutcome.HANDED_OFF
 
 
+def test_a_channel_that_hangs_is_bounded_in_a_plain_call() -> None:
+    channel = Hanging()
+    with capture_events() as captured:
+        g = Governor(rng=random.Random(1), emit=captured.emit, handoff=channel, hook_timeout_s=0.05)
+        with pytest.raises(HandedOff):
+            g.call(lambda: (_ for _ in ()).throw(PermissionError("denied")), goal="g")
+        channel.release.set()
+        (handoff,) = captured.of_kind(EventKind.HANDOFF)
+        outcome = _outcome(captured)
+    assert "channel did not answer within 0.05 s" in handoff.decision_reason
+    assert outcome is TaskOutcome.HANDED_OFF
+
+
 def test_an_async_channel_that_hangs_is_bounded() -> None:
     channel = Hanging()
     with capture_events() as captured:
