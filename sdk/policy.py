@@ -82,7 +82,9 @@ class TaskBudget(_Part):
     earns the retries its extra calls need, and a runaway one still stops at the ceiling
     (gRPC's retry throttling likewise bounds retries as a share of successes). Tokens,
     money and the deadline stay absolute. The defaults are measured
-    (``bench/budget_steps.py``, bench/RESULTS.md).
+    (``bench/budget_steps.py``, bench/RESULTS.md): a share below one retry per step stops
+    a task that fails on every call after a few steps, while the ceiling, not the share,
+    bounds a long task with occasional faults.
 
     ``max_attempts`` is the older fixed count of attempts per task. A budget that sets it
     and none of the allowance fields keeps that meaning exactly: its allowance is
@@ -93,7 +95,7 @@ class TaskBudget(_Part):
     max_attempts: int | None = Field(default=None, ge=1)
     retries: int = Field(default=4, ge=0, description="retries any task may spend")
     retries_per_step: float = Field(
-        default=1.0, ge=0, le=100, description="retries earned by each completed step"
+        default=0.5, ge=0, le=100, description="retries earned by each completed step"
     )
     max_retries: int = Field(default=20, ge=0, description="the allowance's ceiling")
     max_tokens: int | None = Field(default=None, ge=1)

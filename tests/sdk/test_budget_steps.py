@@ -79,20 +79,26 @@ def test_a_twelve_step_task_with_six_faults_finishes_as_a_naive_loop_does() -> N
     assert reason is None
 
 
-def test_a_runaway_task_stops_at_the_allowance_ceiling_and_says_so() -> None:
+def test_a_task_failing_on_every_call_stops_after_a_few_steps_and_says_so() -> None:
     # every call fails once: the breaker (50 % failures) is off to let the budget decide
     policy = parse_policy({"breaker": {"enabled": False}})
     reason, events = run_steps(policy, 60, set(range(60)))
+    assert reason is not None
+    assert reason.startswith("task retry allowance 7/7 after 7 steps: budget exhausted")
+    decisions = [e for e in events if e.kind is EventKind.DECISION]
+    assert decisions[-1].decision_reason == reason
+    assert decisions[-1].decision in (Decision.GIVE_UP, Decision.HANDOFF_HUMAN)
+    assert stopping_budget(reason) == "task retry allowance"
+
+
+def test_a_long_task_with_occasional_faults_stops_at_the_ceiling() -> None:
     budget = TaskBudget()
+    reason, _ = run_steps(RetryPolicy(), 100, set(range(0, 100, 2)))
     assert reason is not None
     assert reason.startswith(
         f"task retry allowance {budget.max_retries}/{budget.max_retries} after "
     )
     assert "budget exhausted" in reason  # what the retries-exhausted measure looks for
-    decisions = [e for e in events if e.kind is EventKind.DECISION]
-    assert decisions[-1].decision_reason == reason
-    assert decisions[-1].decision in (Decision.GIVE_UP, Decision.HANDOFF_HUMAN)
-    assert stopping_budget(reason) == "task retry allowance"
 
 
 def test_a_task_without_steps_keeps_the_old_five_attempts() -> None:
