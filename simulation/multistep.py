@@ -116,6 +116,7 @@ class Finished:
 
 
 Wiring = Callable[[ToolBoundary, RetryPolicy], Finished]
+Emit = Callable[[Any], object]
 
 
 def run_naive(tools: ToolBoundary, policy: RetryPolicy) -> Finished:
@@ -131,15 +132,20 @@ def run_naive(tools: ToolBoundary, policy: RetryPolicy) -> Finished:
     return Finished(True)
 
 
-def _governor(tools: ToolBoundary, policy: RetryPolicy) -> Governor:
+def _governor(tools: ToolBoundary, policy: RetryPolicy, emit: Emit | None) -> Governor:
     return Governor.with_virtual_time(
-        policy, start=START, rng=random.Random(f"{tools.seed}:{tools.task}")
+        policy, start=START, rng=random.Random(f"{tools.seed}:{tools.task}"), emit=emit
     )
 
 
-def run_governed_steps(tools: ToolBoundary, policy: RetryPolicy) -> Finished:
-    """``governor.step`` per call, each a side effect with ``verify``, inside ``governor.call``."""
-    gov = _governor(tools, policy)
+def run_governed_steps(
+    tools: ToolBoundary, policy: RetryPolicy, *, emit: Emit | None = None
+) -> Finished:
+    """``governor.step`` per call, each a side effect with ``verify``, inside ``governor.call``.
+
+    ``emit`` receives the governor's events (for a replay of the log), else they are dropped.
+    """
+    gov = _governor(tools, policy, emit)
 
     def agent() -> None:
         for i in range(tools.steps):
@@ -155,9 +161,11 @@ def run_governed_steps(tools: ToolBoundary, policy: RetryPolicy) -> Finished:
     return _governed(gov, agent, tools)
 
 
-def run_governed_plain(tools: ToolBoundary, policy: RetryPolicy) -> Finished:
+def run_governed_plain(
+    tools: ToolBoundary, policy: RetryPolicy, *, emit: Emit | None = None
+) -> Finished:
     """``governor.call`` around the whole task: a failed call re-runs every call."""
-    gov = _governor(tools, policy)
+    gov = _governor(tools, policy, emit)
 
     def agent() -> None:
         for i in range(tools.steps):

@@ -117,9 +117,18 @@ def test_a_task_without_steps_keeps_the_old_five_attempts() -> None:
     assert stopped.value.verdict.reason.startswith("task retry allowance 4/4 after 0 steps")
 
 
-def test_an_old_policy_file_with_max_attempts_keeps_its_fixed_meaning(tmp_path: Path) -> None:
-    path = tmp_path / "policy.yaml"
-    path.write_text("id: legacy\nbudget:\n  max_attempts: 4\n")
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("policy.yaml", "id: legacy\nbudget:\n  max_attempts: 4\n"),
+        ("policy.json", '{"policy": {"id": "legacy", "budget": {"max_attempts": 4}}}'),
+    ],
+)
+def test_an_old_policy_file_with_max_attempts_keeps_its_fixed_meaning(
+    tmp_path: Path, name: str, text: str
+) -> None:
+    path = tmp_path / name
+    path.write_text(text)
     policy = load_policy(path)
     assert policy.budget.max_attempts == 4
     assert policy.budget.allowance(0) == policy.budget.allowance(50) == 3
