@@ -14,6 +14,7 @@ from typing import Any
 import streamlit as st
 
 from retrylens.analytics.filters import Slice
+from retrylens.sdk.budget import stopping_budget
 
 from . import charts, filters
 from .routes import PAGE_TASK, page
@@ -84,13 +85,19 @@ def _handoffs(source: DataSource, where: Slice) -> None:
                         empty="No hand-offs in this slice.")
     if not rows:
         return
-    shown = [{"ts": r["ts"], "project": r["project"], "task_id": r["task_id"], "agent": r["agent"],
-              "phase": r["phase"], "error_type": r["error_type"], "reason": r["reason"],
-              "policy_version": r["policy_version"], "open": task_link(r["project"], r["task_id"])}
-             for r in merge_handoffs(rows)]
+    shown = handoff_rows(merge_handoffs(rows))
     picked = table(shown, key="handoff_table", column_config={"open": _LINK}, selectable=True)
     if picked is not None:
         _open_task(shown[picked]["project"], shown[picked]["task_id"])
+
+
+def handoff_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The hand-off list's rows; ``stopped_by`` names the budget the reason says ran out."""
+    return [{"ts": r["ts"], "project": r["project"], "task_id": r["task_id"], "agent": r["agent"],
+             "phase": r["phase"], "error_type": r["error_type"], "reason": r["reason"],
+             "stopped_by": stopping_budget(r["reason"] or "") or "",
+             "policy_version": r["policy_version"], "open": task_link(r["project"], r["task_id"])}
+            for r in rows]
 
 
 def merge_handoffs(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -26,6 +26,7 @@ from datetime import datetime
 from typing import Any
 
 from retrylens.analytics.definitions import FIRST_RETRY_ATTEMPT
+from retrylens.sdk.budget import stopping_budget
 
 CARRY_PREFIX = 40
 #: Trailing error messages from which the task view warns (one error can be the answer itself).
@@ -284,7 +285,8 @@ def attempt_rows(story: TaskStory) -> list[dict[str, Any]]:
         {
             "attempt": a.attempt, "phase": a.phase, "started": a.started, "status": a.status,
             "error_type": a.error_type, "error": a.error_message[:120], "decision": a.decision,
-            "reason": a.decision_reason, "backoff_ms": a.backoff_ms, "context_msgs": a.message_count,
+            "reason": a.decision_reason, "stopped_by": stopping_budget(a.decision_reason) or "",
+            "backoff_ms": a.backoff_ms, "context_msgs": a.message_count,
             "context_tokens": a.token_count, "pollution": round(a.pollution_score, 3),
             "trailing_errors": a.trailing_errors, "recent_error_share": round(a.recent_error_share, 3),
             "repeated_tool_calls": a.repeated_tool_calls,

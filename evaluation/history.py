@@ -47,6 +47,7 @@ ORDER BY project, task_id, attempt, kind
 """
 
 _EXPLORED = re.compile(r"instead of (\w+)")
+_STEPS = re.compile(r"after (\d+) steps")
 
 
 def read_frame(store: EventStore, *, project: str | None = None, agent: str | None = None,
@@ -100,6 +101,10 @@ class History:
     shadow: np.ndarray            # per attempt: shadow candidate's decision, -1 when none
     propensity: np.ndarray        # per attempt: probability of the logged decision (1 when not logged)
     policies: tuple[str, ...]     # policy id@version seen in the history
+    #: per attempt: steps the task had completed at that failure, where the log says so (a
+    #: budget stop's reason: "... after N steps"); 0 elsewhere — events do not carry the
+    #: step count, so replay credits per-step retries only where the log names them
+    steps: np.ndarray | None = None
     _cache: dict[str, np.ndarray] | None = None
 
     @property
@@ -194,6 +199,7 @@ def build_history(frame: pd.DataFrame) -> History:
     shadow = att["shadow_decision"].fillna("").map(DECISION_CODE).fillna(-1).astype(int).to_numpy()
     reasons = att["decision_reason"].fillna("").astype(str)
     explored = reasons.str.extract(_EXPLORED, expand=False).map(DECISION_CODE)
+    steps = pd.to_numeric(reasons.str.extract(_STEPS, expand=False), errors="coerce").fillna(0)
     greedy = np.where(explored.notna(), explored.fillna(-1).astype(int), decision)
     propensity = pd.to_numeric(att["propensity"], errors="coerce").fillna(1.0).to_numpy(dtype=np.float64)
     retried = failed & ~np.isin(decision, STOP_CODES)
@@ -211,7 +217,7 @@ def build_history(frame: pd.DataFrame) -> History:
         cost=att["cost_usd"].astype(np.float64).to_numpy(), latency=att["latency_ms"].astype(np.float64).to_numpy(),
         backoff=backoff, decision=decision.astype(np.int64), greedy=np.where(failed, greedy, -1).astype(np.int64),
         shadow=np.where(failed, shadow, -1).astype(np.int64), propensity=np.where(failed, propensity, 1.0),
-        policies=policies,
+        policies=policies, steps=np.where(failed, steps.to_numpy(dtype=np.float64), 0.0),
     )
 
 

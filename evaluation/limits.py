@@ -23,7 +23,16 @@ from retrylens.sdk import rules as r
 from retrylens.sdk.policy import RetryPolicy
 
 from .history import DECISION_CODE, TRANSIENT_MASK, History
-from .vectorised import RATE_LIMIT, Frame, class_caps, first_of_type, replayed_stops, stops, wait_ms
+from .vectorised import (
+    RATE_LIMIT,
+    Frame,
+    allowance,
+    class_caps,
+    first_of_type,
+    replayed_stops,
+    stops,
+    wait_ms,
+)
 
 #: One row per replayed stop rule (by rule name), in the order a compiled chain asks them.
 STOP_DIMENSIONS = ("stop_unless_retryable", "hand_off_unclassified", "stop_on_budget",
@@ -47,7 +56,8 @@ class Limits:
     degrade_after: float
     caps: np.ndarray            # per ERRORS index (inf: no class cap rule)
     phase_caps: np.ndarray      # per history phase code (inf: no cap)
-    max_attempts: float
+    max_attempts: float         # the fixed attempt cap (inf: none)
+    budget: Any                 # the chain's TaskBudget (None: no budget rule)
     max_tokens: float
     max_cost: float
 
@@ -74,10 +84,20 @@ class Limits:
             caps=class_caps(class_cap) if class_cap is not None else np.full(len(TRANSIENT_MASK), inf),
             phase_caps=np.array([phase_cap.caps.get(p, inf) if phase_cap is not None else inf for p in phases],
                                 dtype=np.float64),
-            max_attempts=float(b.max_attempts) if b is not None else inf,
+            max_attempts=float(b.max_attempts) if b is not None and b.max_attempts is not None else inf,
+            budget=b,
             max_tokens=float(b.max_tokens or inf) if b is not None else inf,
             max_cost=float(b.max_cost_usd or inf) if b is not None else inf,
         )
+
+
+    def attempt_limit(self, steps: np.ndarray) -> np.ndarray:
+        """Attempts a task may make after ``steps`` completed steps: the retry allowance
+        plus the first attempt, within the fixed cap (inf without a budget rule)."""
+        steps = np.asarray(steps, dtype=np.float64)
+        if self.budget is None:
+            return np.full(steps.shape, np.inf)
+        return np.minimum(self.max_attempts, allowance(self.budget, steps) + 1.0)
 
 
 def history_frame(h: History, ref: Limits, elapsed: np.ndarray | None = None) -> Frame:
@@ -105,7 +125,8 @@ def history_frame(h: History, ref: Limits, elapsed: np.ndarray | None = None) ->
         d[key + ":draw"] = np.full(h.n_attempts, MEDIAN_DRAW)
         d[key] = err
     return Frame(
-        error=d[key], retryable=h.retryable, attempts=d[key + ":attempts"], tokens=d["tok_cum"],
+        error=d[key], retryable=h.retryable, attempts=d[key + ":attempts"],
+        steps=h.steps if h.steps is not None else np.zeros(h.n_attempts), tokens=d["tok_cum"],
         cost=d["cost_cum"], elapsed_s=(elapsed if elapsed is not None else d["lat_cum"]) / 1000.0,
         phase=h.phase, phases=h.phases, phase_count=d["phase_count"], class_count=d["class_count"],
         degradations=d[key + ":deg"], type_changed=d[key + ":tc"], extra_try_used=d[key + ":extra"],

@@ -211,7 +211,7 @@ def _extend(h: History, lim: Limits, model: ImputationModel, rows: np.ndarray,
     cost = np.maximum(model.cost[err], 1e-12)
     m = np.minimum.reduce([
         lim.caps[err] - d["class_count"][idx] + 1,
-        lim.max_attempts - h.pos[idx],
+        lim.attempt_limit(h.steps[idx] if h.steps is not None else np.zeros(len(idx))) - h.pos[idx],
         phase_cap - d["phase_count"][idx],
         np.ceil((lim.max_tokens - d["tok_cum"][idx]) / tok),
         np.ceil((lim.max_cost - d["cost_cum"][idx]) / cost),

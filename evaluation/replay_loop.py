@@ -100,6 +100,7 @@ def _walk(h: History, t: int, ref: Limits, env: ReplayEnv) -> Iterator[tuple[int
         e = int(h.error[i])
         state.attempt, state.phase = pos, h.phases[int(h.phase[i])]
         state.ledger.attempts, state.ledger.tokens, state.ledger.cost_usd = pos, int(tok), cost
+        state.ledger.steps = int(h.steps[i]) if h.steps is not None else 0
         state.last_failure = Failure(ERRORS[e], retryable=bool(h.retryable[i]),
                                      retry_after_ms=h.backoff[i] if e == RATE_LIMIT else None)
         record_failure(state, "")
@@ -167,7 +168,7 @@ def replay_loop(h: History, lim: Limits, ref: Limits, model: ImputationModel,
                 break
             if last and any(sl) and not any(sc):
                 extended = (e, ph, state.failures_of(ERRORS[e]), state.failures_in_phase(state.phase), tok,
-                            cost, pos)
+                            cost, pos, state.ledger.steps)
             wait = _wait(lim, ref, state, float(h.backoff[i]), e)
             lat += wait
             elapsed_c += wait
@@ -179,9 +180,9 @@ def replay_loop(h: History, lim: Limits, ref: Limits, model: ImputationModel,
             handoff = float(success == 0.0 and lim.handoff and (any_handoff or lim.handoff))
         extra = 0.0
         if extended is not None:
-            e, ph, c, pc, tk, cs, pos = extended
+            e, ph, c, pc, tk, cs, pos, steps = extended
             phase_cap = lim.phase_caps[ph] if len(lim.phase_caps) else math.inf
-            m = min(lim.caps[e] - c + 1, lim.max_attempts - pos, phase_cap - pc,
+            m = min(lim.caps[e] - c + 1, _attempt_limit(lim, steps) - pos, phase_cap - pc,
                     math.ceil((lim.max_tokens - tk) / max(model.tokens[e], 1.0)) if lim.max_tokens < math.inf
                     else math.inf,
                     math.ceil((lim.max_cost - cs) / max(model.cost[e], 1e-12)) if lim.max_cost < math.inf
@@ -199,6 +200,14 @@ def replay_loop(h: History, lim: Limits, ref: Limits, model: ImputationModel,
                             ("cost_usd", cost), ("latency_ms", lat), ("handoff", handoff)):
             out[name].append(float(value))
     return out
+
+
+def _attempt_limit(lim: Limits, steps: int) -> float:
+    """The scalar form of :meth:`Limits.attempt_limit`, from the budget object itself."""
+    budget = lim.budget
+    if budget is None:
+        return math.inf
+    return min(lim.max_attempts, budget.allowance(steps) + 1.0)
 
 
 _RETRYING = frozenset(d for d in Decision if Verdict(d, "").retrying)

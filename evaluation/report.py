@@ -41,6 +41,9 @@ LIMITATIONS = [
     "'decision_divergence' is the share of retried failures where that assumption is used. The "
     "off-policy estimators (logged propensities) cover decision kinds without that assumption.",
     "Role overrides and fleet-level protection (retry throttle, circuit breaker) are taken as logged.",
+    "Events do not carry a task's completed steps: a task retry allowance that grows per step is "
+    "credited with the steps a budget stop names ('... after N steps'), and with none at other "
+    "failures, where a candidate's allowance is read as its base.",
     "Confidence intervals are 95 % paired Poisson-bootstrap percentile intervals over tasks: they "
     "describe the mean per task of traffic like the logged one.",
 ]

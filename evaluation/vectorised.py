@@ -43,6 +43,7 @@ class Frame:
     error: np.ndarray           # ERRORS index of last_failure.error_type
     retryable: np.ndarray       # last_failure.retryable
     attempts: np.ndarray        # ledger.attempts
+    steps: np.ndarray           # ledger.steps (completed steps: they earn retries)
     tokens: np.ndarray          # ledger.tokens
     cost: np.ndarray            # ledger.cost_usd
     elapsed_s: np.ndarray       # env.now() - ledger.started_at
@@ -70,16 +71,16 @@ class Frame:
             assert failure is not None, "a frame row is a state right after a failure"
             now = s.env.now() if s.env is not None else s.ledger.started_at
             rows.append((
-                ERROR_INDEX[failure.error_type], bool(failure.retryable), s.ledger.attempts,
+                ERROR_INDEX[failure.error_type], bool(failure.retryable), s.ledger.attempts, s.ledger.steps,
                 s.ledger.tokens, s.ledger.cost_usd, now - s.ledger.started_at, phases.index(s.phase),
                 s.failures_in_phase(s.phase), s.failures_of(failure.error_type), s.degradations,
                 s.type_changed(), s.extra_try_used, s.retries + 1, float(s.retry_after_ms or 0),
             ))
-        cols = list(zip(*rows, strict=True)) if rows else [()] * 14
-        types = (np.int64, bool, np.float64, np.float64, np.float64, np.float64, np.int64, np.int64,
-                 np.int64, np.int64, bool, bool, np.float64, np.float64)
+        cols = list(zip(*rows, strict=True)) if rows else [()] * 15
+        types = (np.int64, bool, np.float64, np.float64, np.float64, np.float64, np.float64, np.int64,
+                 np.int64, np.int64, np.int64, bool, bool, np.float64, np.float64)
         arrays = [np.asarray(c, dtype=t) for c, t in zip(cols, types, strict=True)]
-        return cls(*arrays[:7], phases, *arrays[7:], np.asarray(draws, dtype=np.float64))
+        return cls(*arrays[:8], phases, *arrays[8:], np.asarray(draws, dtype=np.float64))
 
 
 R = TypeVar("R")
@@ -105,7 +106,9 @@ def _retryable(rule: r.stop_unless_retryable, f: Frame) -> np.ndarray:
 @_register(STOPS, r.stop_on_budget)
 def _budget(rule: r.stop_on_budget, f: Frame) -> np.ndarray:
     budget = rule.budget
-    stops = f.attempts >= budget.max_attempts
+    stops = np.maximum(f.attempts - 1, 0) >= allowance(budget, f.steps)
+    if budget.max_attempts is not None:
+        stops = stops | (f.attempts >= budget.max_attempts)
     if budget.max_tokens is not None:
         stops = stops | (f.tokens >= budget.max_tokens)
     if budget.max_cost_usd is not None:
@@ -133,6 +136,12 @@ def _class_cap(rule: r.stop_at_class_cap, f: Frame) -> np.ndarray:
 @_register(STOPS, r.hand_off_unclassified)
 def _unclassified(rule: r.hand_off_unclassified, f: Frame) -> np.ndarray:
     return (f.error == ERROR_INDEX[ErrorType.UNKNOWN]) & (f.class_count > rule.cap)
+
+
+def allowance(budget: Any, steps: np.ndarray) -> np.ndarray:
+    """The task retry allowance after ``steps`` completed steps (``TaskBudget.allowance``)."""
+    earned = np.floor(budget.retries_per_step * np.maximum(steps, 0) + 1e-9)
+    return np.minimum(float(budget.max_retries), budget.retries + earned)
 
 
 def class_caps(rule: r.stop_at_class_cap) -> np.ndarray:

@@ -201,7 +201,7 @@ def retry_settings(model: Any, *, approve_unsafe_replay: bool = False) -> Any:
     from agents.retry import ModelRetrySettings
 
     governed: _Governed = model
-    attempts = governed.g.policy.budget.max_attempts
+    attempts = governed.g.policy.budget.most_attempts
 
     def policy(context: Any) -> Any:
         return governed.decide(context, approve_unsafe_replay=approve_unsafe_replay)

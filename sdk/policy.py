@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, ValidationError, model_validator
 
 from retrylens.errors import PolicyError
 from retrylens.schemas.taxonomy import ErrorType
@@ -69,13 +69,79 @@ class BackoffPolicy(_Part):
     max_retry_after_ms: int = Field(default=60_000, ge=0)
 
 
-class TaskBudget(_Part):
-    """What one task (with all its sub-agents) may spend. ``None`` means unbounded."""
+#: The task retry allowance's fields (see :class:`TaskBudget`).
+ALLOWANCE_FIELDS = ("retries", "retries_per_step", "max_retries")
 
-    max_attempts: int = Field(default=5, ge=1)
+
+class TaskBudget(_Part):
+    """What one task (with all its sub-agents) may spend. ``None`` means unbounded.
+
+    Retries are a *retry allowance* that grows with the work the task completes:
+    ``retries`` for any task, plus ``retries_per_step`` for each completed step
+    (``TaskRun.step`` / ``complete_step``), never more than ``max_retries``. A long task
+    earns the retries its extra calls need, and a runaway one still stops at the ceiling
+    (gRPC's retry throttling likewise bounds retries as a share of successes). Tokens,
+    money and the deadline stay absolute. The defaults are measured
+    (``bench/budget_steps.py``, bench/RESULTS.md): a share below one retry per step stops
+    a task that fails on every call after a few steps, while the ceiling, not the share,
+    bounds a long task with occasional faults.
+
+    ``max_attempts`` is the older fixed count of attempts per task. A budget that sets it
+    and none of the allowance fields keeps that meaning exactly: its allowance is
+    ``max_attempts - 1`` retries whatever the steps. Set with the allowance fields, it
+    is an extra absolute cap on attempts (pre-flight advice lowers it that way).
+    """
+
+    max_attempts: int | None = Field(default=None, ge=1)
+    retries: int = Field(default=4, ge=0, description="retries any task may spend")
+    retries_per_step: float = Field(
+        default=0.5, ge=0, le=100, description="retries earned by each completed step"
+    )
+    max_retries: int = Field(default=20, ge=0, description="the allowance's ceiling")
     max_tokens: int | None = Field(default=None, ge=1)
     max_cost_usd: float | None = Field(default=None, gt=0)
     deadline_s: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _fixed_attempts(cls, data: Any, handler: Any) -> Any:
+        """An old budget (``max_attempts`` alone) keeps its fixed meaning: no earned retries."""
+        budget = handler(data)
+        if (
+            isinstance(data, dict)
+            and budget.max_attempts is not None
+            and not any(name in data for name in ALLOWANCE_FIELDS)
+        ):
+            fixed = budget.max_attempts - 1
+            budget = handler(
+                {**data, "retries": fixed, "retries_per_step": 0.0, "max_retries": fixed}
+            )
+        return budget
+
+    @model_validator(mode="after")
+    def _ceiling_above_base(self) -> TaskBudget:
+        if self.max_retries < self.retries:
+            raise ValueError(
+                f"max_retries ({self.max_retries}) is below retries ({self.retries}): the "
+                "ceiling bounds the allowance, so it must be at least the base"
+            )
+        return self
+
+    def allowance(self, steps: int) -> int:
+        """Retries a task may spend after completing ``steps`` steps (``steps_allowance``)."""
+        return steps_allowance(self.retries, self.retries_per_step, self.max_retries, steps)
+
+    @property
+    def most_attempts(self) -> int:
+        """The most attempts any task may make under this budget (ceiling or fixed count)."""
+        ceiling = self.max_retries + 1
+        return min(ceiling, self.max_attempts) if self.max_attempts is not None else ceiling
+
+
+def steps_allowance(base: int, per_step: float, ceiling: int, steps: int) -> int:
+    """``base + floor(per_step * steps)``, at most ``ceiling``: the one formula (the
+    vectorised replay's twin repeats it; a test holds them equal)."""
+    return min(ceiling, base + int(per_step * max(0, steps) + 1e-9))
 
 
 class FleetBudgetPolicy(_Part):

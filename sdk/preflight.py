@@ -100,7 +100,7 @@ def apply_advice(run: TaskRun, advice: PrecheckResponse) -> None:
     s = run.state
     rec = advice.recommended
     notes = [f"risk {advice.risk:.2f} ({advice.model_version or 'unknown model'})"]
-    if rec.max_attempts is not None and rec.max_attempts < s.policy.budget.max_attempts:
+    if rec.max_attempts is not None and rec.max_attempts < s.policy.budget.most_attempts:
         s.policy = s.policy.model_copy(
             update={
                 "budget": TaskBudget(

@@ -408,10 +408,12 @@ class stop_at_class_cap(StopRule):  # noqa: N801
         if self.extra_try_on_type_change and s.type_changed() and not s.extra_try_used and cap > 0:
             return None
         if cap == 0:
-            return self.stop(
-                s, f"{error.value}: the policy allows no retries of this class (cap 0)"
-            )
-        return self.stop(s, f"{error.value} retry cap reached ({failed - 1}/{cap} retries)")
+            reason = f"{error.value}: the policy allows no retries of this class (cap 0)"
+        else:
+            reason = f"{error.value} retry cap reached ({failed - 1}/{cap} retries)"
+        if s.current_step:  # caps count per step: say which step used its cap up
+            reason = f"step cap of step {s.current_step[:64]!r}: {reason}"
+        return self.stop(s, reason)
 
 
 class break_loops(StopRule):  # noqa: N801

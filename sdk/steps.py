@@ -112,7 +112,12 @@ class RunSteps:
         self.complete_step(name, output)
 
     def complete_step(self, name: str, output: Any = None, *, fact: str | None = None) -> None:
-        """Record a verified sub-step; later attempts skip it and carry ``fact``."""
+        """Record a verified sub-step; later attempts skip it and carry ``fact``.
+
+        A step completed for the first time earns the task its per-step retries.
+        """
+        if name not in self.state.completed_steps:
+            self.state.ledger.complete_step()
         self.state.completed_steps[name] = output
         if fact:
             self.state.context.add_fact(fact)

@@ -91,3 +91,39 @@ def test_retries_exhausted_is_its_own_alertable_measure(store):
                                window_minutes=60, where=Slice(project="classes")))
     sent = evaluate_alerts(store, now=BASE_TS + timedelta(minutes=30))
     assert [(n.rule_name, n.status, n.value) for n in sent] == [("exhausted", "firing", 1.0)]
+
+
+def _governor_budget_reasons() -> list[str]:
+    """The stop reasons the governor gives when a step cap, the task retry allowance or a
+    fixed attempt count runs out (issue 24), produced by the SDK itself."""
+    import random
+    from datetime import UTC, datetime
+
+    from retrylens.errors import TaskStopped
+    from retrylens.sdk import Governor
+    from retrylens.sdk.budget import TaskLedger
+    from retrylens.sdk.policy import RetryPolicy, TaskBudget
+
+    def down(_: int) -> None:
+        raise TimeoutError("down")
+
+    gov = Governor.with_virtual_time(RetryPolicy(), start=datetime(2026, 1, 1, tzinfo=UTC),
+                                     rng=random.Random(1))
+    with pytest.raises(TaskStopped) as stopped:
+        gov.call(lambda: gov.step("lookup", down, 0), goal="look up", agent="ops")
+    ledger = TaskLedger(started_at=0.0, attempts=5, steps=0)
+    reasons = [stopped.value.verdict.reason, ledger.exhausted(TaskBudget(), 0.0),
+               ledger.exhausted(TaskBudget(max_attempts=5), 0.0)]
+    assert all(reasons)
+    return [r for r in reasons if r]
+
+
+def test_every_budget_stop_of_the_governor_counts_as_retries_exhausted(store):
+    reasons = _governor_budget_reasons()
+    events = [make_event(project="budgets", task_id=f"b{i}", correlation_id=f"b{i}/1", attempt=1,
+                         kind="decision", decision="give_up", decision_reason=reason,
+                         ts=BASE_TS + timedelta(minutes=i))
+              for i, reason in enumerate(reasons)]
+    store.insert_rows(rows_of(events))
+    where = Slice(project="budgets", start=BASE_TS, end=BASE_TS + timedelta(hours=1))
+    assert signal_measures(store, where)[""]["retries_exhausted"] == len(reasons) == 3

@@ -115,6 +115,11 @@ def _policy_schemas(client) -> tuple[dict, dict]:
     return policy, envelope
 
 
+def _integer_branch(field: dict) -> dict:
+    """The integer form of a field that may also be null (``budget.max_attempts``, issue 24)."""
+    return next(option for option in [field, *field.get("anyOf", [])] if option.get("type") == "integer")
+
+
 def _put_policy(client, body: dict):
     return client.put("/v1/policies/acme/planner", json=body, headers=ACME)
 
@@ -134,7 +139,8 @@ def test_the_policy_body_declares_its_fields_and_refuses_others(client):
 
 def test_the_policy_body_takes_json_types_exactly(client):
     policy, _ = _policy_schemas(client)
-    assert policy["properties"]["budget"]["properties"]["max_attempts"]["type"] == "integer"
+    assert _integer_branch(policy["properties"]["budget"]["properties"]["max_attempts"])["type"] == "integer"
+    assert policy["properties"]["budget"]["properties"]["retries_per_step"]["type"] == "number"
     assert policy["properties"]["backoff"]["properties"]["full_jitter"]["type"] == "boolean"
     for body, field in [({"budget": {"max_attempts": "3"}}, "body.budget.max_attempts"),
                         ({"budget": {"max_attempts": True}}, "body.budget.max_attempts"),
@@ -160,7 +166,8 @@ def test_the_policy_body_states_its_ranges(client):
     """Caps are ≥ 0 and every integer fits in 64 bits (one past it was a 500: the stored JSON could not hold it)."""
     policy, _ = _policy_schemas(client)
     assert policy["properties"]["caps"]["additionalProperties"]["minimum"] == 0
-    assert policy["properties"]["budget"]["properties"]["max_attempts"]["maximum"] == 2**63 - 1
+    assert _integer_branch(policy["properties"]["budget"]["properties"]["max_attempts"])["maximum"] == 2**63 - 1
+    assert policy["properties"]["budget"]["properties"]["max_retries"]["maximum"] == 2**63 - 1
     for body, field in [({"caps": {"timeout": -1}}, "body.caps.timeout"),
                         ({"phase_caps": {"planning": -1}}, "body.phase_caps.planning"),
                         ({"budget": {"max_attempts": 2**63}}, "body.budget.max_attempts"),
@@ -195,3 +202,15 @@ def test_the_shadow_candidate_is_a_declared_partial_policy(client):
         assert response.json()["message"].startswith(field), response.json()
     stored = _put_policy(client, {"shadow": {"candidate": {"caps": {"timeout": 0}}}})
     assert stored.status_code == 200 and stored.json()["policy"]["shadow"]["candidate"] == {"caps": {"timeout": 0}}
+
+
+def test_the_policy_body_takes_the_step_retry_allowance(client):
+    """Issue 24: the allowance's fields are stored as sent; a ceiling below the base is a 422."""
+    stored = _put_policy(client, {"budget": {"retries": 2, "retries_per_step": 0.5, "max_retries": 12}})
+    assert stored.status_code == 200, stored.text
+    budget = stored.json()["policy"]["budget"]
+    assert (budget["retries"], budget["retries_per_step"], budget["max_retries"]) == (2, 0.5, 12)
+    refused = _put_policy(client, {"budget": {"retries": 8, "max_retries": 6}})
+    assert refused.status_code == 422
+    assert refused.json()["message"].startswith("body.budget"), refused.json()
+    assert "max_retries" in refused.json()["message"]

@@ -75,6 +75,7 @@ def task_states(draw: st.DrawFn) -> TaskState:
         record_failure(s, "")
     s.ledger.started_at = draw(seconds)
     s.ledger.attempts = draw(st.integers(0, 12))
+    s.ledger.steps = draw(st.integers(0, 30))
     s.ledger.tokens = draw(counts)
     s.ledger.cost_usd = draw(st.floats(0, 2, allow_nan=False))
     s.degradations = draw(st.integers(0, 3))
@@ -85,10 +86,24 @@ def task_states(draw: st.DrawFn) -> TaskState:
 
 
 caps_by_class = st.dictionaries(error_types, st.integers(0, 5))
-budgets = st.builds(
+legacy_budgets = st.builds(
     TaskBudget, max_attempts=st.integers(1, 12) | st.just(99), max_tokens=st.none() | counts,
     max_cost_usd=st.none() | st.floats(0.01, 2), deadline_s=st.none() | seconds.filter(lambda x: x > 0),
 )
+
+
+@st.composite
+def allowance_budgets(draw: st.DrawFn) -> TaskBudget:
+    """A retry allowance that grows with steps (issue 24), sometimes with a fixed cap too."""
+    base = draw(st.integers(0, 8))
+    return TaskBudget(
+        retries=base, retries_per_step=draw(st.sampled_from([0.0, 0.1, 0.25, 0.3, 0.5, 1.0, 2.0]) | st.floats(0, 3)),
+        max_retries=base + draw(st.integers(0, 20)), max_attempts=draw(st.none() | st.integers(1, 12)),
+        max_tokens=draw(st.none() | counts),
+    )
+
+
+budgets = legacy_budgets | allowance_budgets()
 handoff = st.booleans()
 STOP_RULES: dict[type, st.SearchStrategy[r.StopRule]] = {
     r.stop_unless_retryable: st.builds(r.stop_unless_retryable, st.sets(error_types), handoff=handoff),

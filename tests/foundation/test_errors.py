@@ -17,6 +17,7 @@ PACKAGE_DIRS = ("retrylens", "schemas", "ingest", "store", "analytics", "sdk", "
 NOT_PROJECT_ERRORS = {
     ("sdk/sanitizer.py", "Failure"),  # an agent raises it to state a failure's class
     ("simulation/world.py", "SimFault"),  # a simulated fault, raised through agent code
+    ("simulation/multistep.py", "RateLimited"),  # a simulated 429, raised through agent code
     ("api/precheck.py", "NeedsIO"),  # scoring without I/O gave up; caught at once
     ("api/events.py", "IntakeUnavailable"),  # becomes a 503 in the same module
 }

@@ -455,8 +455,9 @@ def test_a_user_chain_of_parameterised_rules_decides() -> None:
         | retry_by_class(wait=wait_exponential(100, cap_ms=100))
     )
     assert repr(rules) == (
-        "stop_on_budget(TaskBudget(max_attempts=10, max_tokens=None, max_cost_usd=None, "
-        "deadline_s=None)) | stop_at_class_cap({'timeout': 1}) | "
+        "stop_on_budget(TaskBudget(max_attempts=10, retries=9, retries_per_step=0.0, "
+        "max_retries=9, max_tokens=None, max_cost_usd=None, deadline_s=None)) | "
+        "stop_at_class_cap({'timeout': 1}) | "
         "retry_by_class(wait=wait_exponential(100, cap_ms=100))"
     )
     calls = 0

@@ -173,7 +173,7 @@ def test_infinite_loop_planning_stops_at_the_cap_and_hands_off_within_budget() -
             )
         decisions = captured.decisions()
     assert calls == ["planning", "planning"]
-    assert decisions[-1] is Decision.HANDOFF_HUMAN and len(calls) <= gov.policy.budget.max_attempts
+    assert decisions[-1] is Decision.HANDOFF_HUMAN and len(calls) <= gov.policy.budget.most_attempts
     assert packages[0].errors and packages[0].attempts == 2
 
 
