@@ -12,6 +12,7 @@ RetryLensError
 │   │   ├── HandedOff           the task went to a human (package sent to a channel)
 │   │   └── ChainCancelled      cancel_chain() was called for the task or its parent
 │   ├── SideEffectError         a guarded side effect is in an unknown or failed state
+│   ├── AsyncToolInPlainCall    a step of a plain call returned an awaitable (use acall)
 │   └── HandoffError            a hand-off channel could not deliver the package
 ├── ApiError                    the RetryLens API answered with an error status
 ├── OtlpDecodeError             a body sent to /v1/traces is not an OTLP trace export (400)
@@ -130,6 +131,11 @@ class SideEffectError(GovernorError):
     def __init__(self, message: str, *, key: str) -> None:
         super().__init__(message)
         self.key = key
+
+
+class AsyncToolInPlainCall(GovernorError, TypeError):
+    """A step or side effect of a plain ``call`` returned an awaitable: a usage error, not a
+    failed attempt, so it is raised at once instead of being retried."""
 
 
 class HandoffError(GovernorError):

@@ -20,6 +20,8 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from retrylens.errors import AsyncToolInPlainCall
+
 from .loop import GET, PUT, RUN, SLEEP, TOOL, Hook, Loop, current, task
 from .side_effects import MemoryKeyStore
 
@@ -72,7 +74,7 @@ def drive(loop: Loop, g: Governor) -> Any:
                 value = store.put(arg)
             else:
                 value = _hook(arg, g)
-        except _Refused:
+        except AsyncToolInPlainCall:
             loop.close()
             raise
         except BaseException as exc:  # noqa: BLE001 - handed to the loop, which decides
@@ -311,15 +313,11 @@ def _in_thread(hook: Hook, timeout_s: float) -> None:
     threading.Thread(target=send, name="retrylens-handoff", daemon=True).start()
 
 
-class _Refused(TypeError):
-    """A plain call's step returned an awaitable: a usage error, not a failed attempt."""
-
-
 def _refuse(loop: Loop, value: Any) -> None:
     close = getattr(value, "close", None)
     if close is not None:
         close()  # never awaited: no "coroutine was never awaited" warning on top
-    raise _Refused(
+    raise AsyncToolInPlainCall(
         "a step or side effect returned an awaitable inside a plain call: use "
         "`await governor.acall(...)` and `await governor.astep(...)` for async tools"
     )
