@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from retrylens.schemas.limits import MAX_REASON_CHARS
 from retrylens.schemas.taxonomy import EventKind
 
+from . import attempt_scope, provider_hook
 from .breaker import CircuitBreaker
 from .budget import PerDependency, RetryThrottle, TaskLedger
 from .chain import ChainRegistry
@@ -65,9 +66,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-_current_run: contextvars.ContextVar[TaskRun | FirstTry | None] = contextvars.ContextVar(
-    "retrylens_run", default=None
-)
+_current_run: contextvars.ContextVar[TaskRun | FirstTry | None] = attempt_scope.current
 
 
 def _otel_configured() -> bool:
@@ -134,6 +133,7 @@ class Governor:
             policy = PolicySource(policy)
         self.source = policy
         self.project = project
+        provider_hook.install()  # provider clients' own retries become governed attempts
         self._emit = emit or (lambda event: None)
         if otel if otel is not None else _otel_configured():
             from .otel import traced
