@@ -29,6 +29,7 @@ class Physical:
     """What one request to a provider came to."""
 
     host: str
+    method: str
     status: int | None
     error_type: ErrorType | None  # None: the request succeeded
     code: str = ""
@@ -132,6 +133,7 @@ def of_response(request: Any, response: Any, latency_ms: int) -> Physical:
     kept = getattr(response, "extensions", {}).get(SHOULD_RETRY_EXTENSION, _UNSET)
     return Physical(
         host=_host(request),
+        method=_method(request),
         status=status,
         error_type=error_type,
         code=code,
@@ -149,6 +151,7 @@ def of_exception(request: Any, error: BaseException, latency_ms: int) -> Physica
     timeout = "TimeoutException" in names or isinstance(error, TimeoutError)
     return Physical(
         host=_host(request),
+        method=_method(request),
         status=None,
         error_type=ErrorType.TIMEOUT if timeout else ErrorType.NETWORK,
         code=type(error).__name__,
@@ -159,6 +162,13 @@ def of_exception(request: Any, error: BaseException, latency_ms: int) -> Physica
 
 
 _UNSET = object()
+
+
+def _method(request: Any) -> str:
+    try:
+        return str(request.method)
+    except Exception:  # noqa: BLE001
+        return ""
 
 
 def _host(request: Any) -> str:

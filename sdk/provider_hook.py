@@ -43,11 +43,11 @@ _observer: Observer | None = None
 
 
 class Observer(Protocol):
-    """What the hook reports to outside governed calls (:mod:`.observe` implements it)."""
+    """What the hook reports to outside governed calls (:mod:`.observing` implements it)."""
 
     def begin(self, client: str) -> Any: ...
     def physical(self, operation: Any, request: http_attempts.Physical) -> None: ...
-    def end(self, operation: Any, error: BaseException | None) -> None: ...
+    def end(self, operation: Any, error: BaseException | None, result: Any = None) -> None: ...
 
 
 def install(observer: Observer | None = None) -> None:
@@ -153,7 +153,7 @@ class _PostImportFinder(importlib.abc.MetaPathFinder):
 def _wrap_send(original: Any) -> Any:
     @functools.wraps(original)
     def send(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
-        if attempt_scope.current.get() is None and _observer is None:
+        if attempt_scope.current.get() is None and (_observer is None or _idle()):
             return original(self, request, *args, **kwargs)
         started = time.perf_counter()
         try:
@@ -169,7 +169,7 @@ def _wrap_send(original: Any) -> Any:
 def _wrap_asend(original: Any) -> Any:
     @functools.wraps(original)
     async def send(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
-        if attempt_scope.current.get() is None and _observer is None:
+        if attempt_scope.current.get() is None and (_observer is None or _idle()):
             return await original(self, request, *args, **kwargs)
         started = time.perf_counter()
         try:
@@ -180,6 +180,11 @@ def _wrap_asend(original: Any) -> Any:
         return _after(request, response, None, started)
 
     return send
+
+
+def _idle() -> bool:
+    """No provider call is being observed in this context."""
+    return _operation is None or _operation.get() is None
 
 
 def _after(request: Any, response: Any, error: BaseException | None, started: float) -> Any:
@@ -257,18 +262,14 @@ def _report(
     observer: Observer, request: Any, response: Any, error: BaseException | None, latency_ms: int
 ) -> None:
     try:
+        if _op_var().get() is None:
+            return
         physical = (
             http_attempts.of_exception(request, error, latency_ms)
             if error is not None
             else http_attempts.of_response(request, response, latency_ms)
         )
-        operation = _op_var().get()
-        if operation is not None:
-            observer.physical(operation, physical)
-            return
-        operation = observer.begin("http")  # no client call around it: one request, one call
-        observer.physical(operation, physical)
-        observer.end(operation, error)
+        observer.physical(_op_var().get(), physical)  # only requests of a provider call
     except Exception:  # noqa: BLE001 - observing never changes the call
         return
 
@@ -287,11 +288,11 @@ def _wrap_request(original: Any) -> Any:
         try:
             result = original(self, *args, **kwargs)
         except BaseException as error:
-            _end(observer, operation, error)
+            _end(observer, operation, error, None)
             raise
         finally:
             var.reset(token)
-        _end(observer, operation, None)
+        _end(observer, operation, None, result)
         return result
 
     return request
@@ -311,11 +312,11 @@ def _wrap_arequest(original: Any) -> Any:
         try:
             result = await original(self, *args, **kwargs)
         except BaseException as error:
-            _end(observer, operation, error)
+            _end(observer, operation, error, None)
             raise
         finally:
             var.reset(token)
-        _end(observer, operation, None)
+        _end(observer, operation, None, result)
         return result
 
     return request
@@ -328,10 +329,10 @@ def _begin(observer: Observer, client: Any) -> Any:
         return None
 
 
-def _end(observer: Observer, operation: Any, error: BaseException | None) -> None:
+def _end(observer: Observer, operation: Any, error: BaseException | None, result: Any) -> None:
     if operation is None:
         return
     try:
-        observer.end(operation, error)
+        observer.end(operation, error, result)
     except Exception:  # noqa: BLE001 - observing never changes the call
         return
