@@ -18,16 +18,22 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .http_attempts import Physical
 
-_tracer: Any = None
+_tracers: dict[int, tuple[Any, Any]] = {}  # id(provider) → (provider, its tracer), kept alive
 
 
-def attempt_span(client: str, request: Physical, index: int) -> None:
-    """Record ``request`` (the ``index``-th of its call, from 0) as an ended child span."""
+def attempt_span(client: str, request: Physical, index: int, provider: Any = None) -> None:
+    """Record ``request`` (the ``index``-th of its call, from 0) as an ended child span.
+
+    ``provider``: the tracer provider to use (``None``: the global one).
+    """
     from opentelemetry import trace
 
-    global _tracer
-    if _tracer is None:
-        _tracer = trace.get_tracer("retrylens.sdk.observe")
+    known = _tracers.get(id(provider))
+    if known is None:
+        tracer = trace.get_tracer("retrylens.sdk.observe", tracer_provider=provider)
+        _tracers[id(provider)] = (provider, tracer)
+    else:
+        tracer = known[1]
     end = time.time_ns()
     attributes: dict[str, Any] = {
         "http.request.method": request.method or "POST",
@@ -44,7 +50,7 @@ def attempt_span(client: str, request: Physical, index: int) -> None:
         attributes["retrylens.error_type"] = request.error_type.value
     if request.retry_after_ms is not None:
         attributes["retrylens.retry_after_ms"] = request.retry_after_ms
-    span = _tracer.start_span(
+    span = tracer.start_span(
         request.method or "POST",
         kind=trace.SpanKind.CLIENT,
         start_time=end - request.latency_ms * 1_000_000,

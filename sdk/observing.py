@@ -48,17 +48,22 @@ def observe(
     agent: str = "agent",
     emit: Callable[[RetryEvent], object] | None = None,
     spans: bool | None = None,
+    tracer_provider: Any = None,
 ) -> Observer:
     """Record every provider call from now on (idempotent: a second call returns the first).
 
     ``emit`` defaults to :func:`~retrylens.sdk.build_emitter`'s emitter. ``spans``: add a
     child span per physical request to the application's OpenTelemetry traces; ``None``
-    does so when the application has set a real tracer provider.
+    does so when the application has set a real global tracer provider or passes
+    ``tracer_provider`` (as instrumentors take it).
     """
     global _active
     with _lock:
         if _active is None:
+            if spans is None and tracer_provider is not None:
+                spans = True
             _active = Observer(project=project, agent=agent, emit=emit, spans=spans)
+            _active.tracer_provider = tracer_provider
         provider_hook.install(_active)
         return _active
 
@@ -100,6 +105,7 @@ class Observer:
         self._emit = emit
         self._governor: Governor | None = None
         self._spans = spans
+        self.tracer_provider: Any = None
 
     @property
     def governor(self) -> Governor:
@@ -147,7 +153,7 @@ class Observer:
         if self._tracing():
             from .observe_spans import attempt_span
 
-            attempt_span(op.client, request, op.requests)
+            attempt_span(op.client, request, op.requests, self.tracer_provider)
         op.requests += 1
         if op.run is None:
             op.run = self.governor.start(
