@@ -127,6 +127,8 @@ def resend_count(headers: Any) -> int:
 def of_response(request: Any, response: Any, latency_ms: int) -> Physical:
     """A request that got a response (any status)."""
     status = int(response.status_code)
+    if status < 400:  # the common case: nothing to read from the headers
+        return Physical(_host(request), _method(request), status, None, latency_ms=latency_ms)
     headers = response.headers
     error_type = status_type(status)
     code = "overloaded" if status == 529 else (f"http_{status}" if error_type else "")

@@ -19,26 +19,23 @@ physical request under the active (GenAI) span, see :mod:`.observe_spans`.
 
 from __future__ import annotations
 
-import logging
-import threading
+import _thread
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
-
-from retrylens.schemas.taxonomy import Decision, TaskOutcome
 
 from . import provider_hook
 
 if TYPE_CHECKING:
     from retrylens.schemas import RetryEvent
 
+    from .first_try import FirstTry
     from .governor import Governor
     from .http_attempts import Physical
     from .run import TaskRun
     from .state import Attempt
 
-log = logging.getLogger(__name__)
-_lock = threading.Lock()
+_lock = _thread.allocate_lock()  # not threading: an app that never observes pays nothing for it
 _active: Observer | None = None
 
 
@@ -77,15 +74,22 @@ def stop_observing() -> None:
 
 
 class _Operation:
-    """One client call being recorded: its task run and its attempt in progress."""
+    """One client call being recorded.
 
-    __slots__ = ("client", "run", "attempt", "failed", "last_end", "requests")
+    Its first request is a fast-path first try (:class:`~retrylens.sdk.first_try.FirstTry`):
+    a call answered at once costs one compact event, as a governed call does; the task
+    run is built only when a request fails or the client sends another.
+    """
+
+    __slots__ = ("client", "first", "run", "attempt", "failed", "answered", "last_end", "requests")
 
     def __init__(self, client: str) -> None:
         self.client = client
+        self.first: FirstTry | None = None
         self.run: TaskRun | None = None
         self.attempt: Attempt | None = None
-        self.failed: Physical | None = None
+        self.failed: Physical | None = None  # the last request, when it failed
+        self.answered: Physical | None = None  # the last request, when it succeeded
         self.last_end = 0.0
         self.requests = 0
 
@@ -135,78 +139,106 @@ class Observer:
         try:
             self._record(operation, request)
         except Exception:  # noqa: BLE001 - observing never changes the call
-            log.exception("recording a provider request failed")
+            _log_failure("recording a provider request failed")
 
     def end(self, operation: _Operation, error: BaseException | None, result: Any = None) -> None:
         try:
             self._finish(operation, error, result)
         except Exception:  # noqa: BLE001
-            log.exception("recording the end of a provider call failed")
+            _log_failure("recording the end of a provider call failed")
 
     # -- recording ------------------------------------------------------------------------
     def _record(self, op: _Operation, request: Physical) -> None:
-        from .rules import Verdict
-        from .sanitizer import Failure
+        from .first_try import FirstTry
 
         now = time.monotonic()
-        started = now - request.latency_ms / 1000
         if self._tracing():
             from .observe_spans import attempt_span
 
             attempt_span(op.client, request, op.requests, self.tracer_provider)
         op.requests += 1
-        if op.run is None:
-            op.run = self.governor.start(
-                f"{op.client} call to {request.host}",
-                agent=self.agent,
-                dependency=op.client,
-                compact=True,
+        if op.first is None:  # the call's first request
+            g = self.governor
+            goal = f"{op.client} call to {request.host}"
+            op.first = FirstTry(g, goal, self.agent, "execution", op.client, None)
+            op.first.started = g.clock() - request.latency_ms / 1000
+            op.last_end = now
+            if not request.failed:
+                op.answered = request  # recorded at the end, with the call's result
+                return
+            op.run, op.attempt = op.first.materialize()
+            self._failed(op, request)
+            return
+        run, attempt = self._materialized(op)
+        waited = max(0, int((now - request.latency_ms / 1000 - op.last_end) * 1000))
+        if op.failed is not None:
+            self._decide(
+                op, "retry", f"the {op.client} client retried on its own after {waited} ms", waited
             )
-        elif op.attempt is not None and op.failed is not None:
-            waited = max(0, int((started - op.last_end) * 1000))
-            op.run.record_decision(
-                op.attempt,
-                Verdict(
-                    Decision.RETRY_BACKOFF if waited else Decision.RETRY_SAME,
-                    f"the {op.client} client retried on its own after {waited} ms",
-                    backoff_ms=waited,
-                ),
-            )
-        op.attempt = op.run.begin()
+        op.attempt = run.begin()
         op.last_end = now
         if request.failed:
-            assert request.error_type is not None
-            failure = Failure(
-                request.error_type,
-                message=request.message,
-                retryable=request.should_retry,
-                code=request.code,
-                status=request.status,
-                retry_after_ms=request.retry_after_ms,
-            )
-            op.run.record_failure(op.attempt, failure, latency_ms=request.latency_ms)
-            op.failed = request
+            self._failed(op, request)
         else:
-            op.failed = None
-            op.run.succeed(op.attempt, None, latency_ms=request.latency_ms)
+            op.failed, op.answered = None, request
 
-    def _finish(self, op: _Operation, error: BaseException | None, result: Any) -> None:
+    def _materialized(self, op: _Operation) -> tuple[TaskRun, Attempt]:
+        """The call's task run, built now if its first request succeeded on the fast path."""
+        if op.run is None or op.attempt is None:
+            assert op.first is not None
+            op.run, op.attempt = op.first.materialize()
+        if op.answered is not None:  # an answered request the client followed with another
+            op.run.succeed(op.attempt, None, latency_ms=op.answered.latency_ms)
+            op.answered = None
+        return op.run, op.attempt
+
+    def _failed(self, op: _Operation, request: Physical) -> None:
+        from .sanitizer import Failure
+
+        assert op.run is not None and op.attempt is not None and request.error_type is not None
+        failure = Failure(
+            request.error_type,
+            message=request.message,
+            retryable=request.should_retry,
+            code=request.code,
+            status=request.status,
+            retry_after_ms=request.retry_after_ms,
+        )
+        op.run.record_failure(op.attempt, failure, latency_ms=request.latency_ms)
+        op.failed, op.answered = request, None
+
+    def _decide(self, op: _Operation, what: str, reason: str, waited: int = 0) -> None:
+        from retrylens.schemas.taxonomy import Decision
+
         from .rules import Verdict
 
-        run = op.run
-        if run is None:
+        assert op.run is not None and op.attempt is not None
+        if what == "retry":
+            decision = Decision.RETRY_BACKOFF if waited else Decision.RETRY_SAME
+            op.run.record_decision(op.attempt, Verdict(decision, reason, backoff_ms=waited))
+        else:
+            op.run.record_decision(op.attempt, Verdict(Decision.GIVE_UP, reason))
+
+    def _finish(self, op: _Operation, error: BaseException | None, result: Any) -> None:
+        from retrylens.schemas.taxonomy import TaskOutcome
+
+        if op.first is None:
             return  # the call sent nothing (it failed before its first request)
-        if op.failed is None and error is None:
+        if op.run is None and error is None:
+            assert op.answered is not None
+            op.first.succeed(result)  # one compact event: the common case
+            return
+        answered, op.answered = op.answered, None  # recorded below, with the call's end
+        run, attempt = self._materialized(op)
+        assert attempt is not None
+        if answered is not None and error is None:
+            run.succeed(attempt, result, latency_ms=answered.latency_ms)
             run.finish(TaskOutcome.SUCCEEDED)
             return
-        if op.failed is not None and op.attempt is not None:
-            run.record_decision(
-                op.attempt,
-                Verdict(
-                    Decision.GIVE_UP,
-                    f"the {op.client} client gave up after {op.requests} requests",
-                ),
-            )
+        if error is not None and op.failed is None:
+            # answered, yet the call failed (an unreadable answer): the attempt failed
+            run.record_failure(attempt, error)
+        self._decide(op, "give up", f"the {op.client} client gave up after {op.requests} requests")
         run.finish(TaskOutcome.FAILED)
 
     def _tracing(self) -> bool:
@@ -215,3 +247,10 @@ class Observer:
 
             self._spans = _otel_configured()
         return self._spans
+
+
+def _log_failure(what: str) -> None:
+    """Log the exception being handled (logging loads only when something went wrong)."""
+    import logging
+
+    logging.getLogger(__name__).exception(what)

@@ -24,19 +24,21 @@ observer instead, grouped into one operation per client call (the stainless
 
 from __future__ import annotations
 
+import _thread
 import functools
-import importlib.abc
 import os
 import sys
-import threading
 import time
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from . import attempt_scope, http_attempts
+from . import attempt_scope
+
+if TYPE_CHECKING:
+    from . import http_attempts
 
 _HTTP_MODULES = ("httpx", "httpx2")
 _CLIENT_RETRIES_ENV = "RETRYLENS_PROVIDER_RETRIES"
-_lock = threading.Lock()
+_lock = _thread.allocate_lock()
 _patched: list[tuple[type, str, Any]] = []  # (class, attribute, original) to undo
 _finder: _PostImportFinder | None = None
 _observer: Observer | None = None
@@ -120,8 +122,12 @@ def _patch(cls: type, attribute: str, wrap: Any) -> None:
     _patched.append((cls, attribute, original))
 
 
-class _PostImportFinder(importlib.abc.MetaPathFinder):
-    """Patches a watched module right after it is executed, whenever it is first imported."""
+class _PostImportFinder:
+    """Patches a watched module right after it is executed, whenever it is first imported.
+
+    A meta path finder (the protocol needs only ``find_spec``) that finds nothing itself:
+    it asks the finders after it and wraps the found loader's ``exec_module``.
+    """
 
     def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
         if not _FOR(fullname):
@@ -210,6 +216,8 @@ def _refuse_client_retry(response: Any) -> None:
     try:
         if response.status_code < 400:
             return
+        from . import http_attempts  # loaded with the first failed provider request
+
         headers = response.headers
         response.extensions[http_attempts.SHOULD_RETRY_EXTENSION] = http_attempts.should_retry(
             headers
@@ -264,6 +272,8 @@ def _report(
     try:
         if _op_var().get() is None:
             return
+        from . import http_attempts
+
         physical = (
             http_attempts.of_exception(request, error, latency_ms)
             if error is not None
