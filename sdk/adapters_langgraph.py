@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from retrylens.errors import TaskStopped
 from retrylens.schemas import Decision, TaskOutcome
 
+from . import attempt_scope
 from .rules import Verdict
 
 if TYPE_CHECKING:
@@ -64,11 +65,14 @@ def governed_node(
             with start() as run:
                 while True:
                     attempt = run.begin(phase=node)
+                    token = attempt_scope.current.set(run)  # provider requests: governed attempts
                     try:
                         result = await call(attempt, state, args, kwargs)
                     except Exception as exc:  # noqa: BLE001 - decided below, re-raised
                         await run.await_backoff(_after_failure(run, attempt, exc, policies))
                         continue
+                    finally:
+                        attempt_scope.current.reset(token)
                     run.succeed(attempt, result)
                     return result
 
@@ -80,11 +84,14 @@ def governed_node(
         with start() as run:
             while True:
                 attempt = run.begin(phase=node)
+                token = attempt_scope.current.set(run)  # provider requests: governed attempts
                 try:
                     result = call(attempt, state, args, kwargs)
                 except Exception as exc:  # noqa: BLE001 - decided below, re-raised
                     run.wait(_after_failure(run, attempt, exc, policies))
                     continue
+                finally:
+                    attempt_scope.current.reset(token)
                 run.succeed(attempt, result)
                 return result
 
