@@ -9,14 +9,16 @@ Without RetryLens nothing of the two retries is visible to the app; with
 from __future__ import annotations
 
 import asyncio
+import random
 from collections.abc import Iterator
+from datetime import UTC, datetime
 
 import openai
 import pytest
 from fake_provider import RATE_LIMITED, FakeProvider, Reply, openai_completion
 
 from retrylens.schemas import EventKind
-from retrylens.sdk import observe
+from retrylens.sdk import Governor, observe
 from retrylens.sdk.observing import stop_observing
 from retrylens.testing import CapturedEvents, capture_events
 
@@ -115,20 +117,17 @@ def test_openai_agents_over_the_default_openai_client(observed, provider) -> Non
     assert tasks_and_attempts(observed) == (1, 3, 2)
 
 
-def governor_events() -> tuple[CapturedEvents, object]:
-    import random
-    from datetime import UTC, datetime
-
-    from retrylens.sdk import Governor
-
-    events = capture_events()
-    captured = events.__enter__()
-    governor = Governor.with_virtual_time(start=datetime(2026, 12, 1, tzinfo=UTC), emit=captured.emit,
-                                          rng=random.Random(1))
-    return captured, (events, governor)
+@pytest.fixture
+def governed() -> Iterator[tuple[CapturedEvents, Governor]]:
+    """A governor on virtual time (its backoff never sleeps) and what it emitted."""
+    with capture_events() as events:
+        governor = Governor.with_virtual_time(
+            start=datetime(2026, 12, 1, tzinfo=UTC), emit=events.emit, rng=random.Random(1)
+        )
+        yield events, governor
 
 
-def test_a_governed_langgraph_node_owns_the_client_retries_under_it(provider) -> None:
+def test_a_governed_langgraph_node_owns_the_client_retries_under_it(provider, governed) -> None:
     from typing import TypedDict
 
     from langgraph.graph import END, START, StateGraph
@@ -139,7 +138,7 @@ def test_a_governed_langgraph_node_owns_the_client_retries_under_it(provider) ->
     class State(TypedDict):
         answer: str
 
-    captured, (events, governor) = governor_events()
+    captured, governor = governed
     client = openai.OpenAI(base_url=f"{provider.url}/v1", api_key="sk-test")  # max_retries=2
 
     def model(state: State) -> State:
@@ -150,20 +149,23 @@ def test_a_governed_langgraph_node_owns_the_client_retries_under_it(provider) ->
     graph.add_node("model", governed_node(model, governor, retry_policy=RetryPolicy(max_attempts=3)))
     graph.add_edge(START, "model")
     graph.add_edge("model", END)
-    try:
-        assert graph.compile().invoke({"answer": ""})["answer"] == "ok"
-        assert provider.count == 3
-        assert tasks_and_attempts(captured) == (1, 3, 2)
-    finally:
-        events.__exit__(None, None, None)
+    assert graph.compile().invoke({"answer": ""})["answer"] == "ok"
+    assert provider.count == 3
+    assert tasks_and_attempts(captured) == (1, 3, 2)
 
 
-def test_a_governed_openai_agents_model_owns_the_client_retries_under_it(provider) -> None:
-    from agents import Agent, ModelSettings, OpenAIChatCompletionsModel, Runner, set_tracing_disabled
+def test_a_governed_openai_agents_model_owns_the_client_retries_under_it(provider, governed) -> None:
+    from agents import (
+        Agent,
+        ModelSettings,
+        OpenAIChatCompletionsModel,
+        Runner,
+        set_tracing_disabled,
+    )
 
     from retrylens.sdk.adapters_openai_agents import governed_model, retry_settings
 
-    captured, (events, governor) = governor_events()
+    captured, governor = governed
     set_tracing_disabled(True)
     try:
         client = openai.AsyncOpenAI(base_url=f"{provider.url}/v1", api_key="sk-test")
@@ -174,4 +176,3 @@ def test_a_governed_openai_agents_model_owns_the_client_retries_under_it(provide
         assert tasks_and_attempts(captured) == (1, 3, 2)
     finally:
         set_tracing_disabled(False)
-        events.__exit__(None, None, None)
