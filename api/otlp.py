@@ -11,8 +11,10 @@ validated, stored and counted exactly like the SDK's. The mapping (README, "Open
   the agent is the resource's ``service.name``.
 - **operation** = a GenAI span (``gen_ai.operation.name``/``gen_ai.request.model``/
   ``gen_ai.provider.name``/``gen_ai.system`` or an OpenInference LLM/TOOL kind), not an
-  agent or workflow span. Spans of one parent with the same name are one operation's
-  **attempts** while each predecessor errored (a clean predecessor starts a new operation);
+  agent or workflow span. Spans of one parent doing the same operation (``chat`` on any
+  model: a fallback model is a retry) are one operation's **attempts** while each
+  predecessor errored (a clean predecessor starts a new operation); the HTTP request spans
+  under one GenAI span are its attempts, one per physical request;
   ``correlation_id`` is the first attempt's span id.
 - per attempt ``attempt_started`` and ``attempt_failed`` (error type from the HTTP status,
   ``error.type`` or the exception) or ``attempt_succeeded``; tokens from
@@ -117,7 +119,7 @@ def trace_events(trace_id: str, spans: dict[str, Span], project: str,
     requests = http_requests(spans)
     for span in spans.values():
         if is_operation(span) and span.span_id not in requests.attempts:
-            chains.setdefault((span.parent_id, span.name), []).append(span)
+            chains.setdefault((span.parent_id, _operation_kind(span)), []).append(span)
     last: tuple[int, bool] | None = None  # (end, failed) of the latest attempt
     most = 0
     for chain in chains.values():
@@ -145,6 +147,14 @@ def trace_events(trace_id: str, spans: dict[str, Span], project: str,
     # causal order: the task's start first, its end last, the rest by time
     out.sort(key=lambda e: (_PLACE.get(e["kind"], 1), e.pop("_ns"), _ORDER[e["kind"]]))
     return out
+
+
+def _operation_kind(span: Span) -> str:
+    """What an operation does (``chat``, ``execute_tool``, an OpenInference kind), else its
+    name: a failed ``chat gpt-4o`` followed by ``chat gpt-4o-mini`` is one operation retried
+    on a fallback model, as the SDK numbers it."""
+    a = span.attrs
+    return str(a.get("gen_ai.operation.name") or a.get("openinference.span.kind") or span.name)
 
 
 class HttpRequests:
