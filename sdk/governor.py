@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from retrylens.schemas.limits import MAX_REASON_CHARS
 from retrylens.schemas.taxonomy import EventKind
 
-from . import attempt_scope, provider_hook
+from . import attempt_scope
 from .breaker import CircuitBreaker
 from .budget import PerDependency, RetryThrottle, TaskLedger
 from .chain import ChainRegistry
@@ -133,7 +133,9 @@ class Governor:
             policy = PolicySource(policy)
         self.source = policy
         self.project = project
-        provider_hook.install()  # provider clients' own retries become governed attempts
+        from . import provider_hook  # provider clients' own retries become governed attempts
+
+        provider_hook.install()
         self._emit = emit or (lambda event: None)
         if otel if otel is not None else _otel_configured():
             from .otel import traced
