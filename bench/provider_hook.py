@@ -42,20 +42,32 @@ print((time.perf_counter() - t0) * 1000)
 def _fresh_ms(body: str) -> float:
     # byte code may be written (and so reused), as for an installed package; see sdk_import.py
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    out = subprocess.run([sys.executable, "-c", _TIMER.format(body=body)], capture_output=True, text=True,
-                         check=True, env=env)
+    out = subprocess.run(
+        [sys.executable, "-c", _TIMER.format(body=body)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    )
     return float(out.stdout.strip().splitlines()[-1])
 
 
 def import_figures(runs: int) -> dict[str, float]:
     plain, observed = [], []
-    _fresh_ms("import retrylens.sdk\nretrylens.sdk.observe(emit=lambda event: None)")  # warm the caches
+    _fresh_ms(
+        "import retrylens.sdk\nretrylens.sdk.observe(emit=lambda event: None)"
+    )  # warm the caches
     for _ in range(runs):
         plain.append(_fresh_ms("import retrylens.sdk"))
-        observed.append(_fresh_ms("import retrylens.sdk\nretrylens.sdk.observe(emit=lambda event: None)"))
+        observed.append(
+            _fresh_ms("import retrylens.sdk\nretrylens.sdk.observe(emit=lambda event: None)")
+        )
     a, b = statistics.median(plain), statistics.median(observed)
-    return {"import_ms": round(a, 2), "observe_import_ms": round(b, 2),
-            "observe_import_target_met": b - a <= max(2.0, 0.05 * a)}
+    return {
+        "import_ms": round(a, 2),
+        "observe_import_ms": round(b, 2),
+        "observe_import_target_met": b - a <= max(2.0, 0.05 * a),
+    }
 
 
 def _best_us(fn: Callable[[], object], calls: int) -> float:
@@ -76,13 +88,32 @@ def request_figures(calls: int, repeats: int) -> dict[str, object]:
     from retrylens.sdk.transport.emitter import Emitter
     from retrylens.testing import MemorySink
 
-    body = json.dumps({"id": "c", "object": "chat.completion", "created": 1, "model": "m", "choices": [
-        {"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}).encode()
-    transport = httpx2.MockTransport(lambda request: httpx2.Response(200, content=body,
-                                                                     headers={"content-type": "application/json"}))
-    client = openai.OpenAI(base_url="http://provider.test/v1", api_key="sk-bench",
-                           http_client=httpx2.Client(transport=transport))
+    body = json.dumps(
+        {
+            "id": "c",
+            "object": "chat.completion",
+            "created": 1,
+            "model": "m",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": "hi"},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        }
+    ).encode()
+    transport = httpx2.MockTransport(
+        lambda request: httpx2.Response(
+            200, content=body, headers={"content-type": "application/json"}
+        )
+    )
+    client = openai.OpenAI(
+        base_url="http://provider.test/v1",
+        api_key="sk-bench",
+        http_client=httpx2.Client(transport=transport),
+    )
     hi = [{"role": "user", "content": "hi"}]
 
     def ask() -> object:
@@ -97,8 +128,14 @@ def request_figures(calls: int, repeats: int) -> dict[str, object]:
     def governed() -> object:
         return governor.call(ask, goal="bench", agent="a", dependency="openai")
 
-    best = {"plain_us": float("inf"), "observed_us": float("inf"), "governed_us": float("inf"),
-            "governed_unhooked_us": float("inf"), "trivial_us": float("inf"), "governed_trivial_us": float("inf")}
+    best = {
+        "plain_us": float("inf"),
+        "observed_us": float("inf"),
+        "governed_us": float("inf"),
+        "governed_unhooked_us": float("inf"),
+        "trivial_us": float("inf"),
+        "governed_trivial_us": float("inf"),
+    }
     for _ in range(repeats):
         provider_hook.uninstall()
         best["plain_us"] = min(best["plain_us"], _best_us(ask, calls))
@@ -106,8 +143,12 @@ def request_figures(calls: int, repeats: int) -> dict[str, object]:
         provider_hook.install()
         best["governed_us"] = min(best["governed_us"], _best_us(governed, calls))
         best["trivial_us"] = min(best["trivial_us"], _best_us(trivial, calls))
-        best["governed_trivial_us"] = min(best["governed_trivial_us"], _best_us(
-            lambda: governor.call(trivial, goal="bench", agent="a", dependency="openai"), calls))
+        best["governed_trivial_us"] = min(
+            best["governed_trivial_us"],
+            _best_us(
+                lambda: governor.call(trivial, goal="bench", agent="a", dependency="openai"), calls
+            ),
+        )
         observe(emit=emitter.emit)
         best["observed_us"] = min(best["observed_us"], _best_us(lambda: (ask(), None)[1], calls))
         emitter.flush(timeout_s=30)
@@ -117,10 +158,14 @@ def request_figures(calls: int, repeats: int) -> dict[str, object]:
     first_try = best["governed_unhooked_us"] - best["plain_us"]
     observed_added = best["observed_us"] - best["plain_us"]
     hook_in_governed = best["governed_us"] - best["governed_unhooked_us"]
-    return {**{k: round(v, 1) for k, v in best.items()}, "first_try_us": round(first_try, 1),
-            "observed_added_us": round(observed_added, 1), "governed_hook_added_us": round(hook_in_governed, 1),
-            "observed_target_met": observed_added <= first_try,
-            "governed_target_met": hook_in_governed <= first_try}
+    return {
+        **{k: round(v, 1) for k, v in best.items()},
+        "first_try_us": round(first_try, 1),
+        "observed_added_us": round(observed_added, 1),
+        "governed_hook_added_us": round(hook_in_governed, 1),
+        "observed_target_met": observed_added <= first_try,
+        "governed_target_met": hook_in_governed <= first_try,
+    }
 
 
 def main() -> None:

@@ -311,3 +311,30 @@ def test_a_malformed_answer_raises_what_the_client_raises_without_retrylens() ->
         assert type(governed.value.__cause__ or governed.value.__context__) is type(plain.value)
         recorded, failed = attempts(captured)
         assert fake.count - 1 == recorded == failed >= 1
+
+
+def test_opting_out_leaves_the_retries_to_the_client(monkeypatch) -> None:
+    monkeypatch.setenv("RETRYLENS_PROVIDER_RETRIES", "client")
+    script = [RATE_LIMITED, RATE_LIMITED, Reply(body=openai_completion())]
+    with FakeProvider(script) as fake, capture_events() as captured:
+        governor = virtual_governor(captured)
+        client = openai.OpenAI(base_url=f"{fake.url}/v1", api_key="sk-test")
+        governor.call(
+            lambda: client.chat.completions.create(model="gpt-test", messages=HI),
+            goal="g",
+            agent="a",
+            dependency="openai",
+        )
+        assert fake.count == 3  # the client retried, as without RetryLens
+        assert attempts(captured) == (1, 0)
+
+
+def test_a_request_outside_any_governed_call_is_left_as_it_came() -> None:
+    with FakeProvider(default=RATE_LIMITED) as fake, capture_events() as captured:
+        virtual_governor(captured)  # installs the hook
+        client = openai.OpenAI(base_url=f"{fake.url}/v1", api_key="sk-test", max_retries=1)
+        with pytest.raises(openai.RateLimitError) as raised:
+            client.chat.completions.create(model="gpt-test", messages=HI)
+        assert fake.count == 2  # the client's own retry, untouched
+        assert "x-should-retry" not in raised.value.response.headers
+        assert captured.events == []

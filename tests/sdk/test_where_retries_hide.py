@@ -37,7 +37,9 @@ def observed() -> Iterator[CapturedEvents]:
 
 @pytest.fixture
 def provider() -> Iterator[FakeProvider]:
-    with FakeProvider([RATE_LIMITED, RATE_LIMITED], default=Reply(body=openai_completion("ok"))) as fake:
+    with FakeProvider(
+        [RATE_LIMITED, RATE_LIMITED], default=Reply(body=openai_completion("ok"))
+    ) as fake:
         yield fake
 
 
@@ -83,7 +85,11 @@ def test_langgraph_retry_policy_over_a_client_that_does_not_retry(observed, prov
         return {"answer": reply.choices[0].message.content or ""}
 
     graph = StateGraph(State)
-    graph.add_node("model", model, retry_policy=RetryPolicy(max_attempts=3, initial_interval=0.01, jitter=False))
+    graph.add_node(
+        "model",
+        model,
+        retry_policy=RetryPolicy(max_attempts=3, initial_interval=0.01, jitter=False),
+    )
     graph.add_edge(START, "model")
     graph.add_edge("model", END)
     assert graph.compile().invoke({"answer": ""})["answer"] == "ok"
@@ -96,7 +102,9 @@ def test_pydantic_ai_over_the_default_openai_client(observed, provider) -> None:
     from pydantic_ai.models.openai import OpenAIChatModel
     from pydantic_ai.providers.openai import OpenAIProvider
 
-    model = OpenAIChatModel("m", provider=OpenAIProvider(base_url=f"{provider.url}/v1", api_key="sk-test"))
+    model = OpenAIChatModel(
+        "m", provider=OpenAIProvider(base_url=f"{provider.url}/v1", api_key="sk-test")
+    )
     assert Agent(model).run_sync("hi").output == "ok"
     assert provider.count == 3  # the client retried twice inside one model request
     assert tasks_and_attempts(observed) == (1, 3, 2)
@@ -146,7 +154,9 @@ def test_a_governed_langgraph_node_owns_the_client_retries_under_it(provider, go
         return {"answer": reply.choices[0].message.content or ""}
 
     graph = StateGraph(State)
-    graph.add_node("model", governed_node(model, governor, retry_policy=RetryPolicy(max_attempts=3)))
+    graph.add_node(
+        "model", governed_node(model, governor, retry_policy=RetryPolicy(max_attempts=3))
+    )
     graph.add_edge(START, "model")
     graph.add_edge("model", END)
     assert graph.compile().invoke({"answer": ""})["answer"] == "ok"
@@ -154,7 +164,9 @@ def test_a_governed_langgraph_node_owns_the_client_retries_under_it(provider, go
     assert tasks_and_attempts(captured) == (1, 3, 2)
 
 
-def test_a_governed_openai_agents_model_owns_the_client_retries_under_it(provider, governed) -> None:
+def test_a_governed_openai_agents_model_owns_the_client_retries_under_it(
+    provider, governed
+) -> None:
     from agents import (
         Agent,
         ModelSettings,
@@ -169,8 +181,12 @@ def test_a_governed_openai_agents_model_owns_the_client_retries_under_it(provide
     set_tracing_disabled(True)
     try:
         client = openai.AsyncOpenAI(base_url=f"{provider.url}/v1", api_key="sk-test")
-        model = governed_model(OpenAIChatCompletionsModel(model="m", openai_client=client), governor)
-        agent = Agent(name="a", model=model, model_settings=ModelSettings(retry=retry_settings(model)))
+        model = governed_model(
+            OpenAIChatCompletionsModel(model="m", openai_client=client), governor
+        )
+        agent = Agent(
+            name="a", model=model, model_settings=ModelSettings(retry=retry_settings(model))
+        )
         assert asyncio.run(Runner.run(agent, "hi")).final_output == "ok"
         assert provider.count == 3
         assert tasks_and_attempts(captured) == (1, 3, 2)
