@@ -9,7 +9,8 @@ modules imported now or later (an import hook patches them as they load), revers
 context-variable read.
 
 Inside a governed attempt (:mod:`.attempt_scope`) the governor owns the retrying: a
-failed response gets ``x-should-retry: false`` (which every stainless-generated client —
+stainless client's call runs with ``max_retries=0`` (its ``request`` method is wrapped),
+and, for a client whose calls we cannot reach, a failed response gets ``x-should-retry: false`` (which every stainless-generated client —
 openai, anthropic and their kin — obeys; the server's own value is kept on
 ``response.extensions`` for the classifier) and a timeout or connection error is raised
 at once as the client's own final error (``APITimeoutError`` / ``APIConnectionError``,
@@ -287,8 +288,10 @@ def _report(
 def _wrap_request(original: Any) -> Any:
     @functools.wraps(original)
     def request(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if attempt_scope.current.get() is not None:
+            return original(self, *_without_retries(args), **kwargs)
         observer = _observer
-        if observer is None or attempt_scope.current.get() is not None:
+        if observer is None:
             return original(self, *args, **kwargs)
         var = _op_var()
         if var.get() is not None:
@@ -311,8 +314,10 @@ def _wrap_request(original: Any) -> Any:
 def _wrap_arequest(original: Any) -> Any:
     @functools.wraps(original)
     async def request(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if attempt_scope.current.get() is not None:
+            return await original(self, *_without_retries(args), **kwargs)
         observer = _observer
-        if observer is None or attempt_scope.current.get() is not None:
+        if observer is None:
             return await original(self, *args, **kwargs)
         var = _op_var()
         if var.get() is not None:
@@ -330,6 +335,22 @@ def _wrap_arequest(original: Any) -> Any:
         return result
 
     return request
+
+
+def _without_retries(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``request(cast_to, options, …)``'s arguments with ``max_retries=0`` on the options.
+
+    Inside a governed attempt the client makes one request per call whatever fails
+    (anthropic retries a connection error whatever its type), as with ``max_retries=0``;
+    options of an unexpected shape pass unchanged (the send hook still refuses retries).
+    """
+    if not _owns_retries() or len(args) < 2:
+        return args
+    try:
+        options = args[1].model_copy(update={"max_retries": 0})
+    except Exception:  # noqa: BLE001 - not the options we know
+        return args
+    return (args[0], options, *args[2:])
 
 
 def _begin(observer: Observer, client: Any) -> Any:

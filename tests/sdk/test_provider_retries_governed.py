@@ -338,3 +338,23 @@ def test_a_request_outside_any_governed_call_is_left_as_it_came() -> None:
         assert fake.count == 2  # the client's own retry, untouched
         assert "x-should-retry" not in raised.value.response.headers
         assert captured.events == []
+
+
+def test_async_connection_errors_are_attempts_and_the_client_does_not_multiply_them() -> None:
+    script = [Reply(drop=True), Reply(drop=True), Reply(body=anthropic_message("back"))]
+    with FakeProvider(script) as fake, capture_events() as captured:
+        governor = virtual_governor(captured)
+        client = anthropic.AsyncAnthropic(base_url=fake.url, api_key="sk-ant-test")
+        message = asyncio.run(
+            governor.acall(
+                lambda: client.messages.create(model="claude-test", max_tokens=5, messages=HI),
+                goal="g",
+                agent="a",
+                dependency="anthropic",
+            )
+        )
+        assert message.content[0].text == "back"
+        assert fake.count == 3
+        assert attempts(captured) == (3, 2)
+        failed = captured.of_kind(EventKind.ATTEMPT_FAILED)
+        assert [e.error_detail.code for e in failed] == ["APIConnectionError"] * 2
