@@ -358,3 +358,18 @@ def test_async_connection_errors_are_attempts_and_the_client_does_not_multiply_t
         assert attempts(captured) == (3, 2)
         failed = captured.of_kind(EventKind.ATTEMPT_FAILED)
         assert [e.error_detail.code for e in failed] == ["APIConnectionError"] * 2
+
+
+def test_the_fleet_budget_is_charged_once_per_request_the_provider_received() -> None:
+    with FakeProvider(default=RATE_LIMITED) as fake, capture_events() as captured:
+        governor = virtual_governor(captured)
+        client = openai.OpenAI(base_url=f"{fake.url}/v1", api_key="sk-test")
+        with pytest.raises(GaveUp):
+            governor.call(
+                lambda: client.chat.completions.create(model="gpt-test", messages=HI),
+                goal="g",
+                agent="a",
+                dependency="openai",
+            )
+        throttle = governor.throttles["openai"]
+        assert throttle.policy.max_tokens - throttle.tokens == fake.count  # one token per failure
