@@ -11,8 +11,10 @@ validated, stored and counted exactly like the SDK's. The mapping (README, "Open
   the agent is the resource's ``service.name``.
 - **operation** = a GenAI span (``gen_ai.operation.name``/``gen_ai.request.model``/
   ``gen_ai.provider.name``/``gen_ai.system`` or an OpenInference LLM/TOOL kind), not an
-  agent or workflow span. Spans of one parent with the same name are one operation's
-  **attempts** while each predecessor errored (a clean predecessor starts a new operation);
+  agent or workflow span. Spans of one parent doing the same operation (``chat`` on any
+  model: a fallback model is a retry) are one operation's **attempts** while each
+  predecessor errored (a clean predecessor starts a new operation); the HTTP request spans
+  under one GenAI span are its attempts, one per physical request;
   ``correlation_id`` is the first attempt's span id.
 - per attempt ``attempt_started`` and ``attempt_failed`` (error type from the HTTP status,
   ``error.type`` or the exception) or ``attempt_succeeded``; tokens from
@@ -114,48 +116,119 @@ def trace_events(trace_id: str, spans: dict[str, Span], project: str,
         out.append(_event(base, root, "task_started", root.start_ns, correlation_id=root.span_id,
                           span_id=root.span_id))
     chains: dict[tuple[str | None, str], list[Span]] = {}
+    requests = http_requests(spans)
     for span in spans.values():
-        if is_operation(span):
-            chains.setdefault((span.parent_id, span.name), []).append(span)
+        if is_operation(span) and span.span_id not in requests.attempts:
+            chains.setdefault((span.parent_id, _operation_kind(span)), []).append(span)
+    last: tuple[int, bool] | None = None  # (end, failed) of the latest attempt
+    most = 0
     for chain in chains.values():
         chain.sort(key=lambda s: (s.start_ns, s.span_id))
-        attempt, first = 0, chain[0]
-        for i, span in enumerate(chain):
-            if i == 0 or not chain[i - 1].error:
-                attempt, first = 1, span
+        # (attempt span, its operation, whether the operation's usage goes on it: its last request)
+        units = [(unit, op, unit is requests.of(op)[-1]) for op in chain for unit in requests.of(op)]
+        attempt, first = 0, units[0][0]
+        for i, (unit, op, usage) in enumerate(units):
+            if i == 0 or not failed(units[i - 1][0]):
+                attempt, first = 1, unit
             else:
                 attempt += 1
-            following = chain[i + 1] if i + 1 < len(chain) else None
-            out.extend(_attempt(base, span, attempt, first.span_id, following, root, prices))
+            most = max(most, attempt)
+            following = units[i + 1][0] if i + 1 < len(units) else None
+            out.extend(_attempt(base, unit, attempt, first.span_id, following, root, prices, op, usage))
+            if last is None or unit.end_ns >= last[0]:
+                last = (unit.end_ns, failed(unit))
     if root is not None and root.end_ns:
-        out.append(_event(base, root, "task_finished", root.end_ns, correlation_id=root.span_id,
-                          span_id=root.span_id, outcome="failed" if root.error else "succeeded",
-                          latency_ms=_ms(root.end_ns - root.start_ns)))
-    out.sort(key=lambda e: (e.pop("_ns"), _ORDER[e["kind"]]))
+        # the root's own status when it set one, else the last attempt's result
+        lost = root.error or (not root.ok and last is not None and last[1])
+        end = max(root.end_ns, last[0] if last else 0)
+        out.append(_event(base, root, "task_finished", end, correlation_id=root.span_id,
+                          span_id=root.span_id, outcome="failed" if lost else "succeeded", attempt=most,
+                          latency_ms=_ms(end - root.start_ns)))
+    # causal order: the task's start first, its end last, the rest by time
+    out.sort(key=lambda e: (_PLACE.get(e["kind"], 1), e.pop("_ns"), _ORDER[e["kind"]]))
     return out
 
 
+def _operation_kind(span: Span) -> str:
+    """What an operation does (``chat``, ``execute_tool``, an OpenInference kind), else its
+    name: a failed ``chat gpt-4o`` followed by ``chat gpt-4o-mini`` is one operation retried
+    on a fallback model, as the SDK numbers it."""
+    a = span.attrs
+    return str(a.get("gen_ai.operation.name") or a.get("openinference.span.kind") or span.name)
+
+
+class HttpRequests:
+    """The HTTP client spans under GenAI spans: each one physical request, so one attempt."""
+
+    def __init__(self) -> None:
+        self.by_operation: dict[str, list[Span]] = {}
+        self.attempts: set[str] = set()
+
+    def of(self, operation: Span) -> list[Span]:
+        """The attempts of ``operation``: its HTTP requests, or the span itself without any."""
+        return self.by_operation.get(operation.span_id) or [operation]
+
+
+def http_requests(spans: dict[str, Span]) -> HttpRequests:
+    found = HttpRequests()
+    for span in spans.values():
+        parent = spans.get(span.parent_id or "")
+        if parent is None or not is_operation(parent) or not _is_http(span):
+            continue
+        found.by_operation.setdefault(parent.span_id, []).append(span)
+        found.attempts.add(span.span_id)
+    for requests in found.by_operation.values():
+        requests.sort(key=lambda s: (s.start_ns, _int(s.attrs.get("http.request.resend_count", 0)), s.span_id))
+    return found
+
+
+def _is_http(span: Span) -> bool:
+    a = span.attrs
+    return ("http.request.method" in a or "http.method" in a) and "gen_ai.operation.name" not in a
+
+
+def failed(span: Span) -> bool:
+    """An errored span, or an HTTP request answered with a 4xx/5xx."""
+    if span.error:
+        return True
+    status = _status(span)
+    return status is not None and status >= 400 and _is_http(span)
+
+
+def _status(span: Span) -> int | None:
+    value = span.attrs.get("http.response.status_code", span.attrs.get("http.status_code"))
+    try:
+        code = int(value)
+    except (TypeError, ValueError):
+        return None
+    return code if 0 <= code <= 999 else None
+
+
+_PLACE = {"task_started": 0, "task_finished": 2}
 _ORDER = {"task_started": 0, "attempt_started": 1, "attempt_failed": 2, "attempt_succeeded": 2, "decision": 3,
           "task_finished": 4}
 
 
 def _attempt(base: dict[str, Any], span: Span, attempt: int, correlation: str, following: Span | None,
-             root: Span | None, prices: dict[str, tuple[float, float]]) -> list[dict[str, Any]]:
-    a = span.attrs
+             root: Span | None, prices: dict[str, tuple[float, float]], op: Span,
+             with_usage: bool = True) -> list[dict[str, Any]]:
+    """The events of one attempt: ``span`` itself, or one HTTP request of the GenAI span ``op``."""
+    a = op.attrs  # model, provider and usage are the operation's
     model = str(a.get("gen_ai.response.model") or a.get("gen_ai.request.model") or "")
     dependency = str(a.get("gen_ai.provider.name") or a.get("gen_ai.system") or a.get("server.address") or "")
     dependency = f"{dependency}/{model}" if dependency and model else dependency or model
-    tokens_in = _int(a.get("gen_ai.usage.input_tokens", a.get("gen_ai.usage.prompt_tokens",
-                                                                a.get("llm.token_count.prompt", 0))))
-    tokens_out = _int(a.get("gen_ai.usage.output_tokens", a.get("gen_ai.usage.completion_tokens",
-                                                                 a.get("llm.token_count.completion", 0))))
+    usage = a if with_usage else {}
+    tokens_in = _int(usage.get("gen_ai.usage.input_tokens", usage.get("gen_ai.usage.prompt_tokens",
+                                                                       usage.get("llm.token_count.prompt", 0))))
+    tokens_out = _int(usage.get("gen_ai.usage.output_tokens", usage.get("gen_ai.usage.completion_tokens",
+                                                                         usage.get("llm.token_count.completion", 0))))
     price_in, price_out = prices.get(model, (0.0, 0.0))
     common = {"correlation_id": correlation, "span_id": span.span_id, "parent_span_id": span.parent_id,
               "attempt": attempt, "dependency": dependency[:256]}
     events = [_event(base, span, "attempt_started", span.start_ns, **common)]
     end = {"latency_ms": _ms(span.end_ns - span.start_ns), "tokens_in": tokens_in, "tokens_out": tokens_out,
            "cost_usd": round((tokens_in * price_in + tokens_out * price_out) / 1e6, 9)}
-    if not span.error:
+    if not failed(span):
         events.append(_event(base, span, "attempt_succeeded", span.end_ns, **common, **end))
         return events
     error_type, status = classify(span)
@@ -177,12 +250,9 @@ def _attempt(base: dict[str, Any], span: Span, attempt: int, correlation: str, f
 def classify(span: Span) -> tuple[ErrorType, int | None]:
     """The failure class of an errored span, and its HTTP status when it has one."""
     a = span.attrs
-    status = a.get("http.response.status_code", a.get("http.status_code"))
-    if status is None and str(a.get("error.type", "")).isdigit():
-        status = a.get("error.type")
-    code = _int(status) if status is not None else None
-    if code is not None and not 0 <= code <= 999:
-        code = None
+    code = _status(span)
+    if code is None and str(a.get("error.type", "")).isdigit() and int(a["error.type"]) <= 999:
+        code = int(a["error.type"])
     text = f"{a.get('error.type', '')} {span.exception_type} {span.exception_message} {span.status_message}".lower()
     if code == 429 or "ratelimit" in text.replace("_", "").replace(" ", "") or "429" in text:
         return ErrorType.RATE_LIMIT, code

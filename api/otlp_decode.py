@@ -27,7 +27,8 @@ LATEST_NS = 7_258_118_400 * 10**9  # 2200-01-01, the store's latest time
 
 @dataclass(slots=True)
 class Span:
-    """One span with what the retry mapping reads; ``error`` is status code ERROR."""
+    """One span with what the retry mapping reads; ``error`` is status code ERROR, ``ok`` is OK
+    (neither: UNSET, the span left its outcome unsaid)."""
 
     trace_id: str
     span_id: str
@@ -38,6 +39,7 @@ class Span:
     attrs: dict[str, Any] = field(default_factory=dict)
     resource: dict[str, Any] = field(default_factory=dict)
     error: bool = False
+    ok: bool = False
     status_message: str = ""
     exception_type: str = ""
     exception_message: str = ""
@@ -91,7 +93,7 @@ def _from_protobuf(body: bytes) -> list[Span]:
                     parent_id=_pb_id(s.parent_span_id, 8, "parentSpanId") if s.parent_span_id else None,
                     name=s.name, start_ns=s.start_time_unix_nano, end_ns=s.end_time_unix_nano,
                     attrs={kv.key: _pb_value(kv.value) for kv in s.attributes}, resource=resource,
-                    error=s.status.code == 2, status_message=s.status.message,
+                    error=s.status.code == 2, ok=s.status.code == 1, status_message=s.status.message,
                 )
                 for event in s.events:
                     if event.name == "exception":
@@ -143,7 +145,8 @@ def _json_span(s: dict[str, Any], resource: dict[str, Any]) -> Span:
         name=str(s.get("name", "")),
         start_ns=_uint(s.get("startTimeUnixNano", 0)), end_ns=_uint(s.get("endTimeUnixNano", 0)),
         attrs=_attrs(s), resource=resource,
-        error=status.get("code") in (2, "2", "STATUS_CODE_ERROR"), status_message=str(status.get("message", "")),
+        error=status.get("code") in (2, "2", "STATUS_CODE_ERROR"), ok=status.get("code") in (1, "1", "STATUS_CODE_OK"),
+        status_message=str(status.get("message", "")),
     )
     for event in s.get("events") or []:
         event = _obj(event)

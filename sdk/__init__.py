@@ -27,6 +27,7 @@ _EXPORTS: dict[str, str] = {
     "Usage": "usage",
     "Failure": "sanitizer",
     "current_run": "governor",
+    "observe": "observing",
     # emitting events
     "build_emitter": "transport.build",
     "Emitter": "transport.emitter",
@@ -70,6 +71,7 @@ __all__ = [
     "Usage",
     "Failure",
     "current_run",
+    "observe",
     "build_emitter",
     "Emitter",
     "EmitterSettings",
@@ -114,6 +116,7 @@ if TYPE_CHECKING:
     from .governor import Governor, current_run
     from .handoff import CallbackChannel, FileChannel, HandoffPackage, WebhookChannel
     from .hot_reload import ApiPoller, FileWatcher, poll_in_background
+    from .observing import observe
     from .policy import RetryPolicy, load_policy, parse_policy, policy_from_env
     from .policy_source import PolicySource
     from .preflight import Preflight

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from retrylens.errors import TaskStopped
 from retrylens.schemas import Decision, TaskOutcome
 
+from . import attempt_scope
 from .rules import Verdict
 
 if TYPE_CHECKING:
@@ -79,6 +80,7 @@ def governed_node(
             with task as run:
                 while True:
                     attempt = attempt or run.begin(phase=node)
+                    token = attempt_scope.current.set(run)  # provider requests: governed attempts
                     try:
                         result = await call(attempt, state, args, kwargs)
                     except Exception as exc:  # noqa: BLE001 - decided below, re-raised
@@ -88,6 +90,8 @@ def governed_node(
                         await run.await_backoff(_after_failure(run, attempt, exc, policies))
                         attempt = None
                         continue
+                    finally:
+                        attempt_scope.current.reset(token)
                     run.succeed(attempt, result)
                     return result
 
@@ -100,6 +104,7 @@ def governed_node(
         with task as run:
             while True:
                 attempt = attempt or run.begin(phase=node)
+                token = attempt_scope.current.set(run)  # provider requests: governed attempts
                 try:
                     result = call(attempt, state, args, kwargs)
                 except Exception as exc:  # noqa: BLE001 - decided below, re-raised
@@ -109,6 +114,8 @@ def governed_node(
                     run.wait(_after_failure(run, attempt, exc, policies))
                     attempt = None
                     continue
+                finally:
+                    attempt_scope.current.reset(token)
                 run.succeed(attempt, result)
                 return result
 

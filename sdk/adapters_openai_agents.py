@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from retrylens.schemas import Decision, TaskOutcome
 
+from . import attempt_scope
 from .rules import Verdict
 
 if TYPE_CHECKING:
@@ -77,11 +78,14 @@ class _Governed:
         self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any
     ) -> Any:
         op = self._begin(system_instructions, input)
+        token = attempt_scope.current.set(op.run)  # the client's requests: governed attempts
         try:
             response = await self.inner.get_response(system_instructions, input, *args, **kwargs)
         except Exception as exc:
             self._fail(op, exc)
             raise
+        finally:
+            attempt_scope.current.reset(token)
         self._succeed(op, getattr(response, "usage", None))
         return response
 

@@ -126,6 +126,9 @@ class Governor(GovernorTools):
             policy = PolicySource(policy)
         self.source = policy
         self.project = project
+        from . import provider_hook  # provider clients' own retries become governed attempts
+
+        provider_hook.install()
         self._emit = emit or (lambda event: None)
         if otel if otel is not None else _otel_configured():
             from .otel import traced

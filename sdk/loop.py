@@ -25,10 +25,13 @@ queue (non-blocking), as h11 returns bytes to send.
 
 from __future__ import annotations
 
-import contextvars
 from collections.abc import Callable, Generator
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
+
+from .attempt_scope import (
+    current,  # the governed call in progress: steps, decorators and the provider hook read it
+)
 
 if TYPE_CHECKING:
     from .state import Attempt
@@ -39,8 +42,6 @@ Loop = Generator[Op, Any, Any]
 #: A :class:`~retrylens.sdk.run.TaskRun`, typed loosely: this module sits below it.
 TaskRun = Any
 
-#: The governed call in progress (steps and side-effect decorators find their run here).
-current: contextvars.ContextVar[Any] = contextvars.ContextVar("retrylens_run", default=None)
 
 
 class Hook:

@@ -194,25 +194,41 @@ def _status_type(status: int) -> ErrorType:
 
 
 def _retry_after_ms(exc: BaseException) -> int | None:
-    response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None) or getattr(exc, "headers", None)
+    """How long the failure asked to wait: a ``retry_after`` attribute (seconds or a
+    timedelta, as several client libraries carry it), else the response's ``retry-after-ms``
+    (OpenAI sends it) or ``Retry-After`` (seconds or an HTTP date). Broken values are absent."""
+    attribute = getattr(exc, "retry_after", None)
+    if attribute is not None:
+        seconds = getattr(attribute, "total_seconds", None)
+        try:
+            value = float(seconds() if callable(seconds) else attribute)
+        except (TypeError, ValueError):
+            value = -1.0
+        if 0 <= value < 1e9:
+            return int(value * 1000)
+    headers = _headers(exc)
     if not headers:
         return None
-    value = headers.get("retry-after") or headers.get("Retry-After")
-    if value is None:
-        return None
-    try:
-        return max(0, int(float(value) * 1000))
-    except (TypeError, ValueError):
-        pass
-    try:  # RFC 9110 also allows an HTTP date: "Wed, 21 Oct 2015 07:28:00 GMT"
-        import time
-        from email.utils import parsedate_to_datetime
+    from .http_attempts import retry_after_ms
 
-        when = parsedate_to_datetime(str(value))
-    except (TypeError, ValueError, IndexError):
-        return None
-    return max(0, int((when.timestamp() - time.time()) * 1000))
+    return retry_after_ms(headers)
+
+
+def _headers(exc: BaseException) -> Any:
+    response = getattr(exc, "response", None)
+    return getattr(response, "headers", None) or getattr(exc, "headers", None)
+
+
+def _server_says_retry(exc: BaseException) -> bool | None:
+    """The server's ``x-should-retry`` (kept aside by the provider hook when it took over)."""
+    response = getattr(exc, "response", None)
+    extensions = getattr(response, "extensions", None)
+    from .http_attempts import SHOULD_RETRY_EXTENSION, should_retry
+
+    if isinstance(extensions, dict) and SHOULD_RETRY_EXTENSION in extensions:
+        return extensions[SHOULD_RETRY_EXTENSION]  # type: ignore[no-any-return]
+    headers = _headers(exc)
+    return should_retry(headers) if headers else None
 
 
 def stack_digest(exc: BaseException) -> str | None:
@@ -305,6 +321,7 @@ def classify(exc: BaseException) -> Failure:
     return Failure(
         error_type,
         message=redact(f"{type(exc).__name__}: {exc}", limit=MAX_ERROR_MESSAGE_CHARS),
+        retryable=_server_says_retry(exc) if status is not None else None,
         code=type(exc).__name__,
         status=status,
         retry_after_ms=_retry_after_ms(exc),

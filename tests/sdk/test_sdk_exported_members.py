@@ -7,7 +7,7 @@ import importlib
 import retrylens.sdk as sdk
 
 PUBLIC = {
-    "Governor", "TaskRun", "Attempt", "Usage", "Failure", "current_run",
+    "Governor", "TaskRun", "Attempt", "Usage", "Failure", "current_run", "observe",
     "build_emitter", "Emitter", "EmitterSettings",
     "RetryPolicy", "load_policy", "parse_policy", "policy_from_env", "PolicySource", "FileWatcher", "ApiPoller",
     "poll_in_background",

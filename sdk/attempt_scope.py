@@ -1,0 +1,16 @@
+"""The governed attempt in progress, as a context variable any SDK module may read.
+
+The governor's loop sets it around each attempt (the fast first try or a task run's
+attempt); :func:`retrylens.sdk.current_run` reads it, and so does the provider hook
+(:mod:`.provider_hook`): a provider request made while it is set belongs to a governed
+attempt, so the governor, not the provider client, decides whether it is retried.
+It lives here, apart from the governor, so that reading it imports nothing else.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from typing import Any
+
+#: the TaskRun or FirstTry of the governed attempt in progress, else None
+current: contextvars.ContextVar[Any] = contextvars.ContextVar("retrylens_run", default=None)

@@ -1,0 +1,256 @@
+"""Retry analytics for an agent that uses no governor, from one line at start-up.
+
+    import retrylens.sdk
+    retrylens.sdk.observe(agent="support")
+
+From then on every call of a provider client (openai, anthropic, any stainless-generated
+client on httpx or httpx2, imported before or after this line) is recorded as one task:
+its physical requests are its attempts (a 429, a 529, a 5xx, a timeout or a dropped
+connection each a failed attempt, typed from status and headers), each retry the client
+made on its own is a decision, and the call's end is the task's outcome. The events go
+through the emitter (the spool, or Kafka when configured), like a governor's.
+
+Nothing about the call changes: the client still decides its retries, and whatever it
+returns or raises reaches the caller untouched (a failure to record is logged, never
+raised). Inside a governed call the governor records the requests itself, so nothing is
+counted twice. An app exporting OpenTelemetry traces also gets one child span per
+physical request under the active (GenAI) span, see :mod:`.observe_spans`.
+"""
+
+from __future__ import annotations
+
+import _thread
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from . import provider_hook
+
+if TYPE_CHECKING:
+    from retrylens.schemas import RetryEvent
+
+    from .first_try import FirstTry
+    from .governor import Governor
+    from .http_attempts import Physical
+    from .run import TaskRun
+    from .state import Attempt
+
+_lock = _thread.allocate_lock()  # not threading: an app that never observes pays nothing for it
+_active: Observer | None = None
+
+
+def observe(
+    *,
+    project: str = "default",
+    agent: str = "agent",
+    emit: Callable[[RetryEvent], object] | None = None,
+    spans: bool | None = None,
+    tracer_provider: Any = None,
+) -> Observer:
+    """Record every provider call from now on (idempotent: a second call returns the first).
+
+    ``emit`` defaults to :func:`~retrylens.sdk.build_emitter`'s emitter. ``spans``: add a
+    child span per physical request to the application's OpenTelemetry traces; ``None``
+    does so when the application has set a real global tracer provider or passes
+    ``tracer_provider`` (as instrumentors take it).
+    """
+    global _active
+    with _lock:
+        if _active is None:
+            if spans is None and tracer_provider is not None:
+                spans = True
+            _active = Observer(project=project, agent=agent, emit=emit, spans=spans)
+            _active.tracer_provider = tracer_provider
+        provider_hook.install(_active)
+        return _active
+
+
+def stop_observing() -> None:
+    """Stop recording provider calls (the governor's own hook stays while a governor lives)."""
+    global _active
+    with _lock:
+        provider_hook.stop_observing()
+        _active = None
+
+
+class _Operation:
+    """One client call being recorded.
+
+    Its first request is a fast-path first try (:class:`~retrylens.sdk.first_try.FirstTry`):
+    a call answered at once costs one compact event, as a governed call does; the task
+    run is built only when a request fails or the client sends another.
+    """
+
+    __slots__ = ("client", "first", "run", "attempt", "failed", "answered", "last_end", "requests")
+
+    def __init__(self, client: str) -> None:
+        self.client = client
+        self.first: FirstTry | None = None
+        self.run: TaskRun | None = None
+        self.attempt: Attempt | None = None
+        self.failed: Physical | None = None  # the last request, when it failed
+        self.answered: Physical | None = None  # the last request, when it succeeded
+        self.last_end = 0.0
+        self.requests = 0
+
+
+class Observer:
+    """Turns the provider hook's reports into a task per call (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        project: str,
+        agent: str,
+        emit: Callable[[RetryEvent], object] | None,
+        spans: bool | None,
+    ) -> None:
+        self.project, self.agent = project, agent
+        self._emit = emit
+        self._governor: Governor | None = None
+        self._spans = spans
+        self.tracer_provider: Any = None
+
+    @property
+    def governor(self) -> Governor:
+        """The recording governor: it decides nothing, its runs only record what happened."""
+        if self._governor is None:
+            from .governor import Governor
+            from .policy import BreakerPolicy, FleetBudgetPolicy, RetryPolicy, TaskBudget
+
+            emit = self._emit
+            if emit is None:
+                from .transport.build import build_emitter
+
+                emit = build_emitter().emit
+            policy = RetryPolicy(
+                budget=TaskBudget(max_attempts=1_000),
+                breaker=BreakerPolicy(enabled=False),
+                fleet_budget=FleetBudgetPolicy(enabled=False),
+            )
+            self._governor = Governor(policy, project=self.project, emit=emit, otel=False)
+        return self._governor
+
+    # -- the hook's reports ---------------------------------------------------------------
+    def begin(self, client: str) -> _Operation:
+        return _Operation(client)
+
+    def physical(self, operation: _Operation, request: Physical) -> None:
+        try:
+            self._record(operation, request)
+        except Exception:  # noqa: BLE001 - observing never changes the call
+            _log_failure("recording a provider request failed")
+
+    def end(self, operation: _Operation, error: BaseException | None, result: Any = None) -> None:
+        try:
+            self._finish(operation, error, result)
+        except Exception:  # noqa: BLE001
+            _log_failure("recording the end of a provider call failed")
+
+    # -- recording ------------------------------------------------------------------------
+    def _record(self, op: _Operation, request: Physical) -> None:
+        from .first_try import FirstTry
+
+        now = time.monotonic()
+        if self._tracing():
+            from .observe_spans import attempt_span
+
+            attempt_span(op.client, request, op.requests, self.tracer_provider)
+        op.requests += 1
+        if op.first is None:  # the call's first request
+            g = self.governor
+            goal = f"{op.client} call to {request.host}"
+            op.first = FirstTry(g, goal, self.agent, "execution", op.client, None)
+            op.first.started = g.clock() - request.latency_ms / 1000
+            op.last_end = now
+            if not request.failed:
+                op.answered = request  # recorded at the end, with the call's result
+                return
+            op.run, op.attempt = op.first.materialize()
+            self._failed(op, request)
+            return
+        run, attempt = self._materialized(op)
+        waited = max(0, int((now - request.latency_ms / 1000 - op.last_end) * 1000))
+        if op.failed is not None:
+            self._decide(
+                op, "retry", f"the {op.client} client retried on its own after {waited} ms", waited
+            )
+        op.attempt = run.begin()
+        op.last_end = now
+        if request.failed:
+            self._failed(op, request)
+        else:
+            op.failed, op.answered = None, request
+
+    def _materialized(self, op: _Operation) -> tuple[TaskRun, Attempt]:
+        """The call's task run, built now if its first request succeeded on the fast path."""
+        if op.run is None or op.attempt is None:
+            assert op.first is not None
+            op.run, op.attempt = op.first.materialize()
+        if op.answered is not None:  # an answered request the client followed with another
+            op.run.succeed(op.attempt, None, latency_ms=op.answered.latency_ms)
+            op.answered = None
+        return op.run, op.attempt
+
+    def _failed(self, op: _Operation, request: Physical) -> None:
+        from .sanitizer import Failure
+
+        assert op.run is not None and op.attempt is not None and request.error_type is not None
+        failure = Failure(
+            request.error_type,
+            message=request.message,
+            retryable=request.should_retry,
+            code=request.code,
+            status=request.status,
+            retry_after_ms=request.retry_after_ms,
+        )
+        op.run.record_failure(op.attempt, failure, latency_ms=request.latency_ms)
+        op.failed, op.answered = request, None
+
+    def _decide(self, op: _Operation, what: str, reason: str, waited: int = 0) -> None:
+        from retrylens.schemas.taxonomy import Decision
+
+        from .rules import Verdict
+
+        assert op.run is not None and op.attempt is not None
+        if what == "retry":
+            decision = Decision.RETRY_BACKOFF if waited else Decision.RETRY_SAME
+            op.run.record_decision(op.attempt, Verdict(decision, reason, backoff_ms=waited))
+        else:
+            op.run.record_decision(op.attempt, Verdict(Decision.GIVE_UP, reason))
+
+    def _finish(self, op: _Operation, error: BaseException | None, result: Any) -> None:
+        from retrylens.schemas.taxonomy import TaskOutcome
+
+        if op.first is None:
+            return  # the call sent nothing (it failed before its first request)
+        if op.run is None and error is None:
+            assert op.answered is not None
+            op.first.succeed(result)  # one compact event: the common case
+            return
+        answered, op.answered = op.answered, None  # recorded below, with the call's end
+        run, attempt = self._materialized(op)
+        assert attempt is not None
+        if answered is not None and error is None:
+            run.succeed(attempt, result, latency_ms=answered.latency_ms)
+            run.finish(TaskOutcome.SUCCEEDED)
+            return
+        if error is not None and op.failed is None:
+            # answered, yet the call failed (an unreadable answer): the attempt failed
+            run.record_failure(attempt, error)
+        self._decide(op, "give up", f"the {op.client} client gave up after {op.requests} requests")
+        run.finish(TaskOutcome.FAILED)
+
+    def _tracing(self) -> bool:
+        if self._spans is None:
+            from .governor import _otel_configured
+
+            self._spans = _otel_configured()
+        return self._spans
+
+
+def _log_failure(what: str) -> None:
+    """Log the exception being handled (logging loads only when something went wrong)."""
+    import logging
+
+    logging.getLogger(__name__).exception(what)

@@ -1,0 +1,369 @@
+"""See every request a provider client sends: a hook on httpx's and httpx2's send path.
+
+Provider clients retry by themselves (openai and anthropic: ``max_retries=2``), inside
+one call, where no retry library sees it. This hook patches ``Client.send`` and
+``AsyncClient.send`` of ``httpx`` and ``httpx2`` (openai 3.x and anthropic 2.x send
+through httpx2) the way OpenTelemetry instrumentors patch a library: once, for the
+modules imported now or later (an import hook patches them as they load), reversibly
+(:func:`uninstall`), and a request outside any governed or observed call costs one
+context-variable read.
+
+Inside a governed attempt (:mod:`.attempt_scope`) the governor owns the retrying: a
+stainless client's call runs with ``max_retries=0`` (its ``request`` method is wrapped),
+and, for a client whose calls we cannot reach, a failed response gets ``x-should-retry: false`` (which every stainless-generated client —
+openai, anthropic and their kin — obeys; the server's own value is kept on
+``response.extensions`` for the classifier) and a timeout or connection error is raised
+at once as the client's own final error (``APITimeoutError`` / ``APIConnectionError``,
+exactly what it raises with ``max_retries=0``). So each request is one governed attempt:
+the policy's attempt budget bounds the requests, and the fleet budget and breaker see
+every one. ``RETRYLENS_PROVIDER_RETRIES=client`` leaves the retries to the client.
+
+Under :func:`retrylens.sdk.observe` (no governor) the hook reports each request to the
+observer instead, grouped into one operation per client call (the stainless
+``request`` method is wrapped for that); what the call returns or raises is untouched.
+"""
+
+from __future__ import annotations
+
+import _thread
+import functools
+import os
+import sys
+import time
+from typing import TYPE_CHECKING, Any, Protocol
+
+from . import attempt_scope
+
+if TYPE_CHECKING:
+    from . import http_attempts
+
+_HTTP_MODULES = ("httpx", "httpx2")
+_CLIENT_RETRIES_ENV = "RETRYLENS_PROVIDER_RETRIES"
+_lock = _thread.allocate_lock()
+_patched: list[tuple[type, str, Any]] = []  # (class, attribute, original) to undo
+_finder: _PostImportFinder | None = None
+_observer: Observer | None = None
+
+
+class Observer(Protocol):
+    """What the hook reports to outside governed calls (:mod:`.observing` implements it)."""
+
+    def begin(self, client: str) -> Any: ...
+    def physical(self, operation: Any, request: http_attempts.Physical) -> None: ...
+    def end(self, operation: Any, error: BaseException | None, result: Any = None) -> None: ...
+
+
+def install(observer: Observer | None = None) -> None:
+    """Patch the send paths (idempotent); ``observer`` also gets the requests of ungoverned calls."""
+    global _finder, _observer
+    with _lock:
+        if observer is not None:
+            _observer = observer
+        if _finder is not None:
+            return
+        _finder = _PostImportFinder()
+        sys.meta_path.insert(0, _finder)
+        for name in list(sys.modules):
+            module = sys.modules.get(name)
+            if module is not None and _FOR(name):
+                _patch_module(name, module)
+
+
+def uninstall() -> None:
+    """Undo every patch and the import hook; calls made from now on are the library's own."""
+    global _finder, _observer
+    with _lock:
+        if _finder is not None and _finder in sys.meta_path:
+            sys.meta_path.remove(_finder)
+        _finder = None
+        _observer = None
+        while _patched:
+            cls, attribute, original = _patched.pop()
+            setattr(cls, attribute, original)
+
+
+def installed() -> bool:
+    return _finder is not None
+
+
+def stop_observing() -> None:
+    global _observer
+    _observer = None
+
+
+def _owns_retries() -> bool:
+    return os.environ.get(_CLIENT_RETRIES_ENV, "governor").strip().lower() != "client"
+
+
+def _FOR(name: str) -> bool:  # noqa: N802 - reads as "is this module one to patch"
+    return name in _HTTP_MODULES or name.endswith("._base_client")
+
+
+def _patch_module(name: str, module: Any) -> None:
+    if name in _HTTP_MODULES:
+        for cls_name, wrap in (("Client", _wrap_send), ("AsyncClient", _wrap_asend)):
+            cls = getattr(module, cls_name, None)
+            if cls is not None:
+                _patch(cls, "send", wrap)
+        return
+    # a stainless-generated client's base: one operation per call of ``request``
+    for cls_name, wrap in (("SyncAPIClient", _wrap_request), ("AsyncAPIClient", _wrap_arequest)):
+        cls = getattr(module, cls_name, None)
+        if cls is not None and callable(cls.__dict__.get("request")):
+            _patch(cls, "request", wrap)
+
+
+def _patch(cls: type, attribute: str, wrap: Any) -> None:
+    original = cls.__dict__[attribute]
+    if getattr(original, "__retrylens_original__", None) is not None:
+        return  # patched already
+    wrapper = wrap(original)
+    wrapper.__retrylens_original__ = original
+    setattr(cls, attribute, wrapper)
+    _patched.append((cls, attribute, original))
+
+
+class _PostImportFinder:
+    """Patches a watched module right after it is executed, whenever it is first imported.
+
+    A meta path finder (the protocol needs only ``find_spec``) that finds nothing itself:
+    it asks the finders after it and wraps the found loader's ``exec_module``.
+    """
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        if not _FOR(fullname):
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        loader = spec.loader
+        exec_module = getattr(loader, "exec_module", None)
+        if exec_module is None:
+            return None
+
+        def exec_and_patch(module: Any) -> None:
+            exec_module(module)
+            with _lock:
+                if _finder is not None:
+                    _patch_module(fullname, module)
+
+        loader.exec_module = exec_and_patch  # this spec's own loader instance
+        return spec
+
+
+# -- the send path ----------------------------------------------------------------------------
+def _wrap_send(original: Any) -> Any:
+    @functools.wraps(original)
+    def send(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
+        if attempt_scope.current.get() is None and (_observer is None or _idle()):
+            return original(self, request, *args, **kwargs)
+        started = time.perf_counter()
+        try:
+            response = original(self, request, *args, **kwargs)
+        except Exception as error:
+            _after(request, None, error, started)
+            raise
+        return _after(request, response, None, started)
+
+    return send
+
+
+def _wrap_asend(original: Any) -> Any:
+    @functools.wraps(original)
+    async def send(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
+        if attempt_scope.current.get() is None and (_observer is None or _idle()):
+            return await original(self, request, *args, **kwargs)
+        started = time.perf_counter()
+        try:
+            response = await original(self, request, *args, **kwargs)
+        except Exception as error:
+            _after(request, None, error, started)
+            raise
+        return _after(request, response, None, started)
+
+    return send
+
+
+def _idle() -> bool:
+    """No provider call is being observed in this context."""
+    return _operation is None or _operation.get() is None
+
+
+def _after(request: Any, response: Any, error: BaseException | None, started: float) -> Any:
+    """Note one request; inside a governed attempt, keep the client from retrying it."""
+    latency_ms = int((time.perf_counter() - started) * 1000)
+    if attempt_scope.current.get() is not None:
+        if not _owns_retries():
+            return response
+        if error is not None:
+            final = _client_final_error(request, error)
+            if final is not None:
+                raise final from error
+            return None  # not a stainless client: the caller re-raises ``error``
+        _refuse_client_retry(response)
+        return response
+    observer = _observer
+    if observer is not None:
+        _report(observer, request, response, error, latency_ms)
+    return response
+
+
+def _refuse_client_retry(response: Any) -> None:
+    try:
+        if response.status_code < 400:
+            return
+        from . import http_attempts  # loaded with the first failed provider request
+
+        headers = response.headers
+        response.extensions[http_attempts.SHOULD_RETRY_EXTENSION] = http_attempts.should_retry(
+            headers
+        )
+        headers["x-should-retry"] = "false"
+    except Exception:  # noqa: BLE001 - a response we cannot mark is left as it came
+        return
+
+
+def _client_final_error(request: Any, error: BaseException) -> BaseException | None:
+    """The error a stainless client raises for ``error`` when it has no retries left."""
+    package = _calling_package()
+    if package is None:
+        return None
+    timeout = "TimeoutException" in {cls.__name__ for cls in type(error).__mro__}
+    kind = getattr(package, "APITimeoutError" if timeout else "APIConnectionError", None)
+    if kind is None:
+        return None
+    try:
+        return kind(request=request)  # type: ignore[no-any-return]
+    except Exception:  # noqa: BLE001 - an unexpected signature: leave the client its own way
+        return None
+
+
+def _calling_package() -> Any:
+    """The stainless client package (``openai``, ``anthropic``…) whose retry loop called send."""
+    frame = sys._getframe(3)
+    while frame is not None:
+        name = frame.f_globals.get("__name__", "")
+        if name.endswith("._base_client"):
+            return sys.modules.get(name.rpartition(".")[0].partition(".")[0] or name)
+        frame = frame.f_back  # type: ignore[assignment]
+    return None
+
+
+# -- one operation per client call (observation without a governor) -------------------------
+_operation: Any = None  # a ContextVar, made on first use
+
+
+def _op_var() -> Any:
+    global _operation
+    if _operation is None:
+        import contextvars
+
+        _operation = contextvars.ContextVar("retrylens_provider_operation", default=None)
+    return _operation
+
+
+def _report(
+    observer: Observer, request: Any, response: Any, error: BaseException | None, latency_ms: int
+) -> None:
+    try:
+        if _op_var().get() is None:
+            return
+        from . import http_attempts
+
+        physical = (
+            http_attempts.of_exception(request, error, latency_ms)
+            if error is not None
+            else http_attempts.of_response(request, response, latency_ms)
+        )
+        observer.physical(_op_var().get(), physical)  # only requests of a provider call
+    except Exception:  # noqa: BLE001 - observing never changes the call
+        return
+
+
+def _wrap_request(original: Any) -> Any:
+    @functools.wraps(original)
+    def request(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if attempt_scope.current.get() is not None:
+            return original(self, *_without_retries(args), **kwargs)
+        observer = _observer
+        if observer is None:
+            return original(self, *args, **kwargs)
+        var = _op_var()
+        if var.get() is not None:
+            return original(self, *args, **kwargs)
+        operation = _begin(observer, self)
+        token = var.set(operation)
+        try:
+            result = original(self, *args, **kwargs)
+        except BaseException as error:
+            _end(observer, operation, error, None)
+            raise
+        finally:
+            var.reset(token)
+        _end(observer, operation, None, result)
+        return result
+
+    return request
+
+
+def _wrap_arequest(original: Any) -> Any:
+    @functools.wraps(original)
+    async def request(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if attempt_scope.current.get() is not None:
+            return await original(self, *_without_retries(args), **kwargs)
+        observer = _observer
+        if observer is None:
+            return await original(self, *args, **kwargs)
+        var = _op_var()
+        if var.get() is not None:
+            return await original(self, *args, **kwargs)
+        operation = _begin(observer, self)
+        token = var.set(operation)
+        try:
+            result = await original(self, *args, **kwargs)
+        except BaseException as error:
+            _end(observer, operation, error, None)
+            raise
+        finally:
+            var.reset(token)
+        _end(observer, operation, None, result)
+        return result
+
+    return request
+
+
+def _without_retries(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``request(cast_to, options, …)``'s arguments with ``max_retries=0`` on the options.
+
+    Inside a governed attempt the client makes one request per call whatever fails
+    (anthropic retries a connection error whatever its type), as with ``max_retries=0``;
+    options of an unexpected shape pass unchanged (the send hook still refuses retries).
+    """
+    if not _owns_retries() or len(args) < 2:
+        return args
+    try:
+        options = args[1].model_copy(update={"max_retries": 0})
+    except Exception:  # noqa: BLE001 - not the options we know
+        return args
+    return (args[0], options, *args[2:])
+
+
+def _begin(observer: Observer, client: Any) -> Any:
+    try:
+        return observer.begin(type(client).__module__.partition(".")[0])
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _end(observer: Observer, operation: Any, error: BaseException | None, result: Any) -> None:
+    if operation is None:
+        return
+    try:
+        observer.end(operation, error, result)
+    except Exception:  # noqa: BLE001 - observing never changes the call
+        return
