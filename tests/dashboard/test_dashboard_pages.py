@@ -54,6 +54,15 @@ def test_first_screen_shows_the_stores_headline_rates(seeded, seeded_source):
     assert shown["Calls"] == f"{expected.calls:,}"
 
 
+def test_first_screen_opens_on_all_projects_when_there_are_several(seeded, seeded_source):
+    store, _ = seeded
+    app = run_page("overview", range="all")
+    projects = app.sidebar.selectbox(key="f_project")
+    assert projects.value == "All projects" and projects.options[0] == "All projects"
+    assert len(projects.options) > 2
+    assert _metrics(app)["Hand-offs"] == f"{metrics_summary(store).handoffs:,}"
+
+
 def test_first_screen_charts_plot_the_trend_and_failure_types(seeded, seeded_source):
     store, _ = seeded
     trend = metrics_trend(store, bucket=Filters(range_key="all").trend_bucket())
@@ -106,7 +115,7 @@ def test_first_screen_on_an_empty_store_says_so(empty_source):
 def test_unknown_filter_values_in_the_url_are_ignored(seeded, seeded_source):
     app = run_page("overview", range="all", project="shop' OR 1=1 --")
     _no_errors(app)
-    assert app.sidebar.selectbox(key="f_project").value == "(all)"
+    assert app.sidebar.selectbox(key="f_project").value == "All projects"
 
 
 # --- task view ----------------------------------------------------------------------------------
