@@ -21,6 +21,8 @@ from .source import DataSource
 from .widgets import count, ms, paginated, pct, table, task_link, usd
 
 _LINK = st.column_config.LinkColumn("open", display_text="task view ↗")
+#: The reason is the sentence an operator reads; the default column width cut it after a few words.
+_REASON = st.column_config.TextColumn("reason", width="large")
 
 
 def render(source: DataSource) -> None:
@@ -61,22 +63,23 @@ def _body(source: DataSource, chosen: filters.Filters) -> None:
 
 
 def _headline(m: Any) -> None:
-    cols = st.columns(6)
-    cols[0].metric("Retry rate", pct(m.retry_rate), help="retries / calls (attempts ≥ 2 of all attempts)")
-    cols[1].metric("Retry success rate", pct(m.retry_success_rate), help="retries that succeeded / retries")
-    cols[2].metric("Degradation rate", pct(m.degradation_rate), help="degrade decisions / failed attempts")
-    cols[3].metric("Hand-off rate", pct(m.handoff_rate), help="attempts handed to a human / failed attempts")
-    cols[4].metric("Task recovery rate", pct(m.recovery_rate), help="tasks that succeeded on a retry / tasks retried")
-    cols[5].metric("Cost of retries", usd(m.retry_cost_usd), help="USD spent on retry attempts")
-    cols = st.columns(6)
-    cols[0].metric("Calls", count(m.calls))
-    cols[1].metric("Failed attempts", count(m.failures))
-    cols[2].metric("Retries", count(m.retries))
-    cols[3].metric("Hand-offs", count(m.handoffs))
-    cols[4].metric("p95 retry duration", ms(m.p95_retry_duration_ms), help=f"mean {ms(m.mean_retry_duration_ms)}")
-    cols[5].metric("Cost of failed attempts", usd(m.failed_cost_usd),
-                   help=f"per retried task: {usd(m.retry_cost_per_retried_task_usd)}; "
-                        f"budget exhaustions: {m.budget_exhaustions}")
+    """Twelve tiles, four to a row: at 1280 px six to a row cut labels such as "Cost of failed a…"."""
+    rows = (
+        (("Retry rate", pct(m.retry_rate), "retries / calls (attempts ≥ 2 of all attempts)"),
+         ("Retry success rate", pct(m.retry_success_rate), "retries that succeeded / retries"),
+         ("Task recovery rate", pct(m.recovery_rate), "tasks that succeeded on a retry / tasks retried"),
+         ("Hand-off rate", pct(m.handoff_rate), "attempts handed to a human / failed attempts")),
+        (("Calls", count(m.calls), None), ("Retries", count(m.retries), None),
+         ("Failed attempts", count(m.failures), None), ("Hand-offs", count(m.handoffs), None)),
+        (("Degradation rate", pct(m.degradation_rate), "degrade decisions / failed attempts"),
+         ("p95 retry duration", ms(m.p95_retry_duration_ms), f"mean {ms(m.mean_retry_duration_ms)}"),
+         ("Cost of retries", usd(m.retry_cost_usd), "USD spent on retry attempts"),
+         ("Cost of failed attempts", usd(m.failed_cost_usd),
+          f"per retried task: {usd(m.retry_cost_per_retried_task_usd)}; budget exhaustions: {m.budget_exhaustions}")),
+    )
+    for row in rows:
+        for col, (label, value, help_text) in zip(st.columns(len(row)), row, strict=True):
+            col.metric(label, value, help=help_text)
 
 
 def _handoffs(source: DataSource, where: Slice) -> None:
@@ -88,7 +91,7 @@ def _handoffs(source: DataSource, where: Slice) -> None:
               "phase": r["phase"], "error_type": r["error_type"], "reason": r["reason"],
               "policy_version": r["policy_version"], "open": task_link(r["project"], r["task_id"])}
              for r in merge_handoffs(rows)]
-    picked = table(shown, key="handoff_table", column_config={"open": _LINK}, selectable=True)
+    picked = table(shown, key="handoff_table", column_config={"open": _LINK, "reason": _REASON}, selectable=True)
     if picked is not None:
         _open_task(shown[picked]["project"], shown[picked]["task_id"])
 
