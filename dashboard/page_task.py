@@ -6,8 +6,6 @@ task id, a correlation id (one attempt) or a trace id.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pandas as pd
 import streamlit as st
 
@@ -102,7 +100,7 @@ def _story(story: TaskStory) -> None:
         st.warning(f"{attempt.label}: {warning}", icon=":material/warning:")
     for number, package in enumerate(story.handoff_packages, start=1):
         _handoff(number, package)
-    st.plotly_chart(charts.task_timeline(_timeline_points(story)), key="chart_task_timeline")
+    st.plotly_chart(charts.task_waterfall(story), key="chart_task_timeline")
     table(attempt_rows(story), key="attempt_table")
     for attempt in story.attempts:
         _attempt(attempt)
@@ -127,20 +125,6 @@ def _handoff(number: int, package: HandoffPackage) -> None:
         for part, text in package.raw.items():
             st.markdown(f"**{part}** (cut to the stored size)")
             st.code(text, language=None)
-
-
-def _timeline_points(story: TaskStory) -> list[dict[str, Any]]:
-    points = []
-    for a in story.attempts:
-        if a.started:
-            points.append({"ts": a.started, "attempt": a.attempt, "kind": "attempt_started"})
-        if a.ended:
-            points.append({"ts": a.ended, "attempt": a.attempt, "kind": f"attempt_{a.status}",
-                           "error_message": a.error_message, "decision_reason": a.decision_reason})
-        for effect in a.side_effects:
-            points.append({"ts": effect["ts"], "attempt": a.attempt, "kind": "side_effect",
-                           "decision_reason": f"{effect.get('tool')} {effect.get('status')}"})
-    return points
 
 
 def _attempt(a: Attempt) -> None:
