@@ -78,6 +78,8 @@ def retry_trend(points: Sequence[TrendPoint]) -> go.Figure:
             mode="lines+markers", connectgaps=False, hovertemplate="%{y:.0%} · %{text}<extra>" + name + "</extra>",
         ))
     figure.update_yaxes(tickformat=".0%", rangemode="tozero")
+    if len(points) > 1:  # the whole range, also where merging left a single point
+        figure.update_xaxes(range=[min(p.bucket for p in points), max(p.bucket for p in points)])
     return figure
 
 
@@ -185,5 +187,6 @@ def task_waterfall(story: TaskStory) -> go.Figure:
     rows = [a.label for a in timed] + (["hand-off"] if handoffs else [])
     figure.update_yaxes(categoryorder="array", categoryarray=list(reversed(rows)))
     figure.update_xaxes(type="date")
-    figure.update_layout(barmode="overlay", height=max(220, 90 + 48 * len(rows)))
+    figure.update_layout(barmode="overlay", height=max(240, 130 + 48 * len(rows)),
+                         legend={"orientation": "h", "y": -0.35})
     return figure

@@ -119,8 +119,8 @@ def sidebar(source: DataSource, *, refresh: bool = True) -> Filters:
     side.header("Filters")
     range_keys = list(RANGES)
     _from_url("f_range", "range", range_keys)
-    range_key = side.selectbox("Time range", range_keys, index=range_keys.index(DEFAULT_RANGE),
-                               format_func=lambda k: RANGES[k][0], key="f_range")
+    st.session_state.setdefault("f_range", DEFAULT_RANGE)  # not index=: a URL value set the state already
+    range_key = side.selectbox("Time range", range_keys, format_func=lambda k: RANGES[k][0], key="f_range")
     values: dict[str, str | None] = {"project": project_picker(source, range_key=range_key)}
     choices = options(source, values["project"], range_key)
     for name in _DIMENSIONS[1:]:

@@ -21,8 +21,15 @@ from .source import DataSource
 from .widgets import count, ms, paginated, pct, table, task_link, usd
 
 _LINK = st.column_config.LinkColumn("open", display_text="task view ↗")
-#: The reason is the sentence an operator reads; the default column width cut it after a few words.
-_REASON = st.column_config.TextColumn("reason", width="large")
+#: The time to the second, without the "+00:00" that took the reason's room.
+_TS = st.column_config.DatetimeColumn("ts (UTC)", format="YYYY-MM-DD HH:mm:ss")
+
+
+def reason_column(reasons: list[str]) -> Any:
+    """The reason is the sentence an operator reads: a column as wide as the longest one (the
+    default width cut it after three words); the table scrolls sideways instead."""
+    longest = max((len(r) for r in reasons), default=0)
+    return st.column_config.TextColumn("reason", width=min(900, max(160, 8 * longest + 24)))
 
 
 def render(source: DataSource) -> None:
@@ -87,11 +94,12 @@ def _handoffs(source: DataSource, where: Slice) -> None:
                         empty="No hand-offs in this slice.")
     if not rows:
         return
-    shown = [{"ts": r["ts"], "project": r["project"], "task_id": r["task_id"], "agent": r["agent"],
-              "phase": r["phase"], "error_type": r["error_type"], "reason": r["reason"],
+    shown = [{"ts": r["ts"], "project": r["project"], "task_id": r["task_id"], "reason": r["reason"],
+              "agent": r["agent"], "phase": r["phase"], "error_type": r["error_type"],
               "policy_version": r["policy_version"], "open": task_link(r["project"], r["task_id"])}
              for r in merge_handoffs(rows)]
-    picked = table(shown, key="handoff_table", column_config={"open": _LINK, "reason": _REASON}, selectable=True)
+    config = {"open": _LINK, "ts": _TS, "reason": reason_column([r["reason"] or "" for r in shown])}
+    picked = table(shown, key="handoff_table", column_config=config, selectable=True)
     if picked is not None:
         _open_task(shown[picked]["project"], shown[picked]["task_id"])
 

@@ -95,12 +95,12 @@ def _story(story: TaskStory) -> None:
     cols[2].metric("Tokens", f"{story.tokens:,}")
     cols[3].metric("Hand-offs", len(story.handoffs))
     st.caption(f"trace {story.trace_id or '—'} · {story.events} events · {story.summary}")
+    st.plotly_chart(charts.task_waterfall(story), key="chart_task_timeline")  # the story first, details below
     warnings = [(a, w) for a in story.attempts for w in a.warnings]
     for attempt, warning in warnings:
         st.warning(f"{attempt.label}: {warning}", icon=":material/warning:")
     for number, package in enumerate(story.handoff_packages, start=1):
         _handoff(number, package)
-    st.plotly_chart(charts.task_waterfall(story), key="chart_task_timeline")
     table(attempt_rows(story), key="attempt_table")
     for attempt in story.attempts:
         _attempt(attempt)
