@@ -43,10 +43,12 @@ def _utc(value: datetime | None) -> datetime | None:
 class Slice:
     """Which events a query covers; ``None`` means "any". ``start`` inclusive, ``end`` exclusive.
 
-    ``agent`` filters ``agent_name``. Naive datetimes are taken as UTC.
+    ``agent`` filters ``agent_name``. Naive datetimes are taken as UTC. ``projects`` keeps the
+    rows of any of those projects (the fleet a key may read; empty keeps none).
     """
 
     project: str | None = None
+    projects: tuple[str, ...] | None = None
     agent: str | None = None
     phase: str | None = None
     error_type: str | None = None
@@ -55,6 +57,8 @@ class Slice:
     end: datetime | None = None
 
     def __post_init__(self) -> None:
+        if self.projects is not None:
+            object.__setattr__(self, "projects", tuple(sorted(set(self.projects))))
         object.__setattr__(self, "start", _utc(self.start))
         object.__setattr__(self, "end", _utc(self.end))
 
@@ -82,6 +86,9 @@ class Slice:
             if value is not None:
                 parts.append(f"{column} = {{{prefix}{column}:String}}")
                 params[f"{prefix}{column}"] = value
+        if self.projects is not None:
+            parts.append(f"project IN {{{prefix}projects:Array(String)}}")
+            params[f"{prefix}projects"] = list(self.projects)
         if self.start is not None:
             parts.append(f"{time_column} >= {{{prefix}start:DateTime64(3, 'UTC')}}")
             params[f"{prefix}start"] = self.start

@@ -5,8 +5,9 @@ it through :class:`~retrylens.sdk.client.RetryLensClient` with the server's loca
 This module turns the client's JSON back into the analytics layer's types, so the pages
 cannot tell this road from :class:`~retrylens.dashboard.source.StoreSource`.
 
-The API answers one project per request, so this source is not ``cross_project``: the
-sidebar makes the operator pick a project.
+With no project chosen ("All projects") the first screen's reads go to the API's fleet
+routes (``/v1/fleet/…``: every project the token may read, totals computed by the server);
+the per-project lists (alerts, pre-checks, shadow reports) are read project by project.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ class ApiSource:
     """Reads every page's data from a RetryLens API server."""
 
     label = "API"
-    cross_project = False
+    cross_project = True
 
     def __init__(self, client: RetryLensClient, *, settings: Settings | None = None) -> None:
         self.client = client
@@ -67,9 +68,8 @@ class ApiSource:
         return cls(local_client(settings), settings=settings)
 
     @staticmethod
-    def _filters(where: Slice) -> tuple[str, dict[str, Any]]:
-        if where.project is None:
-            raise ValueError("the API reads one project at a time: choose a project")
+    def _filters(where: Slice) -> tuple[str | None, dict[str, Any]]:
+        """The project (``None``: the fleet routes) and the filters of ``where``."""
         return where.project, {"agent": where.agent, "phase": where.phase, "error_type": where.error_type,
                                "policy_version": where.policy_version, "start": where.start, "end": where.end}
 
@@ -79,10 +79,9 @@ class ApiSource:
     def options(self, project: str | None = None, start: datetime | None = None) -> dict[str, list[str]]:
         projects = self._projects()
         out = {"project": projects, "agent": [], "phase": [], "policy_version": []}
-        if project is not None:
-            for name in ("agent", "phase", "policy_version"):
-                rows = self.client.metrics_by(project, name, limit=500, start=start)
-                out[name] = sorted(r["value"] for r in rows if r["value"])
+        for name in ("agent", "phase", "policy_version"):
+            rows = self.client.metrics_by(project, name, limit=500, start=start)
+            out[name] = sorted(r["value"] for r in rows if r["value"])
         return out
 
     def summary(self, where: Slice) -> Metrics:
@@ -153,25 +152,37 @@ class ApiSource:
         return ModelInfo(data["version"], list(data.get("versions") or []), data["meta"], weights)
 
     def recent_prechecks(self, project: str | None, *, limit: int) -> list[dict[str, Any]] | None:
-        if project is None:
-            return None
-        rows = self.client.prechecks(project, limit=limit)
+        rows = [r for name in self._each(project) for r in self.client.prechecks(name, limit=limit)]
+        rows = sorted(rows, key=lambda r: str(r.get("ts", "")), reverse=True)[:limit]
         return [{**r, "top_features": ", ".join(str(f.get("feature", f)) if isinstance(f, dict) else str(f)
                                                 for f in r.get("top_features") or []),
                  "recommended": str(r.get("recommended", ""))} for r in rows]
 
     def reports(self, project: str | None = None) -> list[Report]:
         reports = read_reports(self.reports_dir)
-        if project is not None:
-            shadow = self.client.shadow_reports(project)
+        for name in reversed(self._each(project)):
+            shadow = self.client.shadow_reports(name)
             if shadow.get("available") and isinstance(shadow.get("report"), dict):
-                reports.insert(0, Report(f"shadow comparison: {project} (live)", datetime.now(), shadow["report"]))
+                reports.insert(0, Report(f"shadow comparison: {name} (live)", datetime.now(), shadow["report"]))
         return reports
 
-    def _alerts(self, project: str | None) -> dict[str, Any]:
-        if project is None:
-            return {"rules": [], "states": [], "history": []}
-        return self.client.alerts(project)
+    def _each(self, project: str | None) -> list[str]:
+        """``[project]``, or every project the token reads when none is chosen."""
+        return [project] if project is not None else self._projects()
+
+    def _alerts(self, project: str | None, *, history_limit: int = 100) -> dict[str, Any]:
+        merged: dict[str, list[Any]] = {"rules": [], "states": [], "history": []}
+        seen: set[str] = set()
+        for name in self._each(project):
+            answer = self.client.alerts(name, history_limit=history_limit)
+            rules = [r for r in answer["rules"] if r.get("rule_id") not in seen]  # fleet-wide rules repeat
+            wanted = {r.get("rule_id") for r in rules}
+            seen |= wanted
+            merged["rules"] += rules
+            merged["states"] += [x for x in answer["states"] if x.get("rule_id") in wanted]
+            merged["history"] += [h for h in answer["history"] if h.get("rule_id") in wanted]
+        merged["history"].sort(key=lambda h: str(h.get("ts", "")), reverse=True)
+        return merged
 
     def alert_rules(self, project: str | None = None) -> list[alerting.AlertRule]:
         rules = []
@@ -184,4 +195,4 @@ class ApiSource:
         return self._alerts(project)["states"]
 
     def alert_history(self, project: str | None = None, *, limit: int = 200) -> list[dict[str, Any]]:
-        return self.client.alerts(project, history_limit=limit)["history"] if project else []
+        return self._alerts(project, history_limit=limit)["history"][:limit]

@@ -10,6 +10,8 @@ import plotly.graph_objects as go
 
 from retrylens.analytics.metrics import ErrorTypeShare, TrendPoint
 
+from .story import TaskStory
+
 _LAYOUT = {"margin": {"l": 10, "r": 10, "t": 40, "b": 10}, "height": 320,
            "legend": {"orientation": "h", "y": -0.2}}
 
@@ -20,15 +22,64 @@ def _figure(title: str) -> go.Figure:
     return figure
 
 
+#: A trend's rate rests on at least this many cases: a bucket with fewer (one task at night)
+#: is merged with the buckets after it, instead of plotting a jump to 0 % or 100 %.
+MIN_CASES = 5
+#: rate name → (line name, numerator count, denominator count, what the denominator counts)
+_TREND_RATES = (
+    ("retry rate", "retries", "calls", "calls"),
+    ("retry success rate", "retry_successes", "retries", "retries"),
+    ("hand-off rate", "handoffs", "failures", "failed attempts"),
+)
+
+
+def pooled_rate(points: Sequence[TrendPoint], numerator: str, denominator: str, noun: str,
+                min_cases: int = MIN_CASES) -> list[tuple[Any, float, str]]:
+    """``(bucket, rate, "n of d <noun>")`` per plotted point, oldest first.
+
+    Consecutive buckets are added up until their denominator reaches ``min_cases``; the
+    point sits at the last bucket of its group. A short tail joins the point before it (or
+    stands alone, with its count, when there is none). Buckets with nothing to divide by
+    add nothing.
+    """
+    groups: list[list[TrendPoint]] = []
+    current: list[TrendPoint] = []
+    for point in points:
+        current.append(point)
+        if sum(getattr(p.metrics, denominator) for p in current) >= min_cases:
+            groups.append(current)
+            current = []
+    if current:
+        if groups:
+            groups[-1] += current
+        else:
+            groups.append(current)
+    out = []
+    for group in groups:
+        num = sum(getattr(p.metrics, numerator) for p in group)
+        den = sum(getattr(p.metrics, denominator) for p in group)
+        if den == 0:
+            continue
+        used = sum(1 for p in group if getattr(p.metrics, denominator))
+        merged = f" · {used} buckets merged" if used > 1 else ""
+        last = max(p.bucket for p in group if getattr(p.metrics, denominator))
+        out.append((last, num / den, f"{num:,} of {den:,} {noun}{merged}"))
+    return out
+
+
 def retry_trend(points: Sequence[TrendPoint]) -> go.Figure:
-    """Retry rate, retry success rate and hand-off rate per time bucket."""
+    """Retry rate, retry success rate and hand-off rate per time bucket (tiny buckets merged,
+    every point's counts in its hover text)."""
     figure = _figure("Retry rate and retry success over time")
-    x = [p.bucket for p in points]
-    for name, attr in (("retry rate", "retry_rate"), ("retry success rate", "retry_success_rate"),
-                       ("hand-off rate", "handoff_rate")):
-        figure.add_trace(go.Scatter(x=x, y=[getattr(p.metrics, attr) for p in points], name=name,
-                                    mode="lines+markers", connectgaps=False))
+    for name, numerator, denominator, noun in _TREND_RATES:
+        rates = pooled_rate(points, numerator, denominator, noun)
+        figure.add_trace(go.Scatter(
+            x=[r[0] for r in rates], y=[r[1] for r in rates], text=[r[2] for r in rates], name=name,
+            mode="lines+markers", connectgaps=False, hovertemplate="%{y:.0%} · %{text}<extra>" + name + "</extra>",
+        ))
     figure.update_yaxes(tickformat=".0%", rangemode="tozero")
+    if len(points) > 1:  # the whole range, also where merging left a single point
+        figure.update_xaxes(range=[min(p.bucket for p in points), max(p.bucket for p in points)])
     return figure
 
 
@@ -88,17 +139,54 @@ def feature_weights(weights: Sequence[tuple[str, float]]) -> go.Figure:
     return figure
 
 
-def task_timeline(events: Sequence[dict[str, Any]]) -> go.Figure:
-    """A task's events over time, one row per attempt, coloured by kind."""
+_STATUS_COLOURS = {"succeeded": "#2ca02c", "failed": "#d62728", "running": "#7f7f7f"}
+
+
+def _duration(value_ms: float) -> str:
+    return f"{value_ms / 1000:.1f} s" if value_ms >= 1000 else f"{value_ms:.0f} ms"
+
+
+def task_waterfall(story: TaskStory) -> go.Figure:
+    """A task as a waterfall: one bar per attempt from its start to its end (its duration on
+    the bar), the backoff gap before the next attempt as a pale bar, side effects as
+    diamonds on their attempt's row and the hand-off as a star on a row of its own."""
     figure = _figure("Timeline")
-    kinds: dict[str, list[dict[str, Any]]] = {}
-    for event in events:
-        kinds.setdefault(event["kind"], []).append(event)
-    for kind, rows in kinds.items():
-        figure.add_trace(go.Scatter(
-            x=[r["ts"] for r in rows], y=[f"attempt {r['attempt']}" for r in rows], mode="markers", name=kind,
-            marker={"size": 12, "symbol": "x" if kind == "attempt_failed" else "circle"},
-            text=[(r.get("decision_reason") or r.get("error_message") or "")[:120] for r in rows],
-        ))
-    figure.update_yaxes(categoryorder="category descending")
+    timed = [a for a in story.attempts if a.started or a.ended]
+    bars = [(a, a.started or a.ended, a.ended or a.started) for a in timed]
+    figure.add_trace(go.Bar(
+        name="attempts", orientation="h", y=[a.label for a, _, _ in bars], base=[s for _, s, _ in bars],
+        x=[max((e - s).total_seconds() * 1000, 1) for _, s, e in bars],
+        text=[f"{_duration((e - s).total_seconds() * 1000)} · {a.status}"
+              + (f" ({a.error_type})" if a.error_type else "") for a, s, e in bars],
+        marker={"color": [_STATUS_COLOURS.get(a.status, "#7f7f7f") for a, _, _ in bars]},
+        textposition="auto", hovertemplate="%{y}: %{text}<extra></extra>",
+    ))
+    gaps = [(nxt.label, a.ended, nxt.started) for (a, _, _), (nxt, _, _) in zip(bars, bars[1:], strict=False)
+            if a.ended and nxt.started and nxt.started > a.ended]
+    figure.add_trace(go.Bar(
+        name="backoff", orientation="h", y=[label for label, _, _ in gaps], base=[s for _, s, _ in gaps],
+        x=[(e - s).total_seconds() * 1000 for _, s, e in gaps],
+        text=[f"backoff {_duration((e - s).total_seconds() * 1000)}" for _, s, e in gaps],
+        marker={"color": "rgba(127,127,127,0.25)", "line": {"color": "#7f7f7f", "width": 1}},
+        textposition="inside", hovertemplate="%{text}<extra></extra>",
+    ))
+    effects = [(a.label, e) for a in timed for e in a.side_effects]
+    figure.add_trace(go.Scatter(
+        name="side effects", mode="markers", y=[label for label, _ in effects], x=[e["ts"] for _, e in effects],
+        marker={"symbol": "diamond", "size": 12, "color": "#9467bd", "line": {"color": "white", "width": 1}},
+        text=[f"{e.get('tool')} {e.get('status')} · key {e.get('idempotency_key') or '—'}" for _, e in effects],
+        hovertemplate="%{text}<extra>side effect</extra>",
+    ))
+    handoffs = [h for h in story.handoffs if h.get("ts")]
+    figure.add_trace(go.Scatter(
+        name="hand-off", mode="markers", y=["hand-off"] * len(handoffs), x=[h["ts"] for h in handoffs],
+        marker={"symbol": "star", "size": 16, "color": "#ff7f0e"},
+        text=[h.get("decision_reason") or "handed to a human" for h in handoffs],
+        hovertemplate="%{text}<extra>hand-off</extra>",
+    ))
+    rows = [a.label for a in timed] + (["hand-off"] if handoffs else [])
+    figure.update_yaxes(categoryorder="array", categoryarray=list(reversed(rows)))
+    figure.update_xaxes(type="date")
+    figure.update_layout(barmode="overlay", height=max(240, 130 + 48 * len(rows)),
+                         legend={"orientation": "h", "y": -0.35})
     return figure

@@ -30,6 +30,8 @@ BUCKETS = ("auto", *(b.value for b in Bucket))
 REFRESH = {"off": None, "10 s": 10, "30 s": 30, "60 s": 60}
 DEFAULT_REFRESH = "30 s"
 ANY = "(all)"
+#: The project choice that reads every project (the default where there are several).
+ALL_PROJECTS = "All projects"
 _DIMENSIONS = ("project", "agent", "phase", "policy_version")
 
 
@@ -60,7 +62,7 @@ class Filters:
         return Bucket.DAY if window is None or window <= timedelta(days=60) else Bucket.WEEK
 
     def describe(self) -> str:
-        parts = [RANGES[self.range_key][0].lower()]
+        parts = [RANGES[self.range_key][0].lower()] + ([] if self.project else [ALL_PROJECTS.lower()])
         parts += [f"{name}={getattr(self, name)}" for name in _DIMENSIONS if getattr(self, name)]
         return ", ".join(parts)
 
@@ -90,8 +92,9 @@ def options(source: DataSource, project: str | None = None, range_key: str = "al
 
 
 def project_choices(source: DataSource, projects: list[str]) -> list[str]:
-    """Projects a selectbox offers; ``(all)`` only where the source can read across projects."""
-    return [ANY, *projects] if source.cross_project else projects
+    """Projects a selectbox offers: "All projects" first (so the default) where there are
+    several and the source can read across them."""
+    return [ALL_PROJECTS, *projects] if source.cross_project and len(projects) != 1 else projects
 
 
 def project_picker(source: DataSource, *, key: str = "f_project", where=st.sidebar,
@@ -107,7 +110,7 @@ def project_picker(source: DataSource, *, key: str = "f_project", where=st.sideb
     if st.session_state.get(key) not in allowed:
         st.session_state.pop(key, None)
     chosen = where.selectbox("Project", allowed, key=key)
-    return None if chosen in (None, ANY) else chosen
+    return None if chosen in (None, ALL_PROJECTS) else chosen
 
 
 def sidebar(source: DataSource, *, refresh: bool = True) -> Filters:
@@ -116,8 +119,8 @@ def sidebar(source: DataSource, *, refresh: bool = True) -> Filters:
     side.header("Filters")
     range_keys = list(RANGES)
     _from_url("f_range", "range", range_keys)
-    range_key = side.selectbox("Time range", range_keys, index=range_keys.index(DEFAULT_RANGE),
-                               format_func=lambda k: RANGES[k][0], key="f_range")
+    st.session_state.setdefault("f_range", DEFAULT_RANGE)  # not index=: a URL value set the state already
+    range_key = side.selectbox("Time range", range_keys, format_func=lambda k: RANGES[k][0], key="f_range")
     values: dict[str, str | None] = {"project": project_picker(source, range_key=range_key)}
     choices = options(source, values["project"], range_key)
     for name in _DIMENSIONS[1:]:

@@ -2,8 +2,10 @@
 
 Pages are functions registered with ``st.navigation`` under stable URL paths (``/task``,
 ``/groups`` …, named in :mod:`.routes`), so a page can be linked to with query parameters,
-e.g. ``/task?project=shop&task_id=t-42``. ``?view=<page>`` on the root URL opens that page
-first (deep links and tests).
+e.g. ``/task?project=shop&task_id=t-42``. Streamlit serves its default page at ``/`` only
+(its own path would answer "Page not found"), so every named page is an ordinary page and
+the default is a hidden one at ``/`` that shows the first screen, or the page ``?view=<page>``
+names (deep links and tests).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from .routes import (
     PAGE_REPORTS,
     PAGE_TASK,
     TITLES,
+    home,
     page,
     register,
 )
@@ -35,6 +38,6 @@ def main() -> None:
     st.set_page_config(page_title="RetryLens", page_icon=":material/replay:", layout="wide")
     wanted = st.query_params.get("view", PAGE_OVERVIEW)
     wanted = wanted if wanted in TITLES else PAGE_OVERVIEW
-    navigation = st.navigation([page(name, default=name == wanted) for name in TITLES])
+    navigation = st.navigation([home(wanted), *(page(name) for name in TITLES)])
     st.sidebar.caption("RetryLens · read-only operator dashboard")
     navigation.run()

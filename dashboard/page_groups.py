@@ -23,7 +23,7 @@ def render(source: DataSource) -> None:
     if not projects:
         st.info("No projects have stored events yet, so there are no failure groups.")
         return
-    cols = st.columns([2, 2, 1])
+    cols = st.columns([2, 2, 2])  # the checkbox label was cut to "Include rate-limit / …" at 1280 px
     project = cols[0].selectbox("Project", projects, key="groups_project")
     error_type = cols[1].text_input("Error type (optional)", key="groups_error_type").strip() or None
     include_noise = cols[2].checkbox("Include rate-limit / quota noise", key="groups_noise")

@@ -34,12 +34,13 @@ def _model(version: str, versions: list[str], meta: dict[str, Any], weights: lis
     window = meta.get("training_window") or {}
     cols = st.columns(4)
     cols[0].metric("Version", version)
-    # "2026-12-01 18:40 UTC" fits the column; the full ISO stamp was cut to "2026-12-01T1…".
+    # The day fits a quarter of 1280 px; with the time ("2026-12-01 18:40 UTC") it was cut.
     trained = str(meta.get("trained_at") or "")
-    cols[1].metric("Trained", f"{trained[:10]} {trained[11:16]} UTC" if trained else "—")
+    cols[1].metric("Trained", trained[:10] or "—", help=f"{trained[:10]} {trained[11:16]} UTC" if trained else None)
     cols[2].metric("Train / test tasks", f"{meta.get('n_train', '—')} / {meta.get('n_test', '—')}")
     cols[3].metric("Versions", len(versions))
-    st.caption(f"source {meta.get('source', '—')} · estimator {meta.get('estimator', '—')} · window "
+    stamp = f"trained {trained[:10]} {trained[11:16]} UTC · " if trained else ""
+    st.caption(f"{stamp}source {meta.get('source', '—')} · estimator {meta.get('estimator', '—')} · window "
                f"{window.get('start') or '—'} → {window.get('end') or '—'} · feature set {meta.get('feature_set', '—')}")
     evaluations = {"model": meta.get("metrics") or {}, **(meta.get("baselines") or {})}
     rows = [{"model": name, **{m: _num(ev.get(m)) for m in _METRICS}, "n": ev.get("n")}

@@ -22,6 +22,15 @@ from .source import DataSource
 from .widgets import count, ms, paginated, pct, table, task_link, usd
 
 _LINK = st.column_config.LinkColumn("open", display_text="task view ↗")
+#: The time to the second, without the "+00:00" that took the reason's room.
+_TS = st.column_config.DatetimeColumn("ts (UTC)", format="YYYY-MM-DD HH:mm:ss")
+
+
+def reason_column(reasons: list[str]) -> Any:
+    """The reason is the sentence an operator reads: a column as wide as the longest one (the
+    default width cut it after three words); the table scrolls sideways instead."""
+    longest = max((len(r) for r in reasons), default=0)
+    return st.column_config.TextColumn("reason", width=min(900, max(160, 8 * longest + 24)))
 
 
 def render(source: DataSource) -> None:
@@ -62,22 +71,23 @@ def _body(source: DataSource, chosen: filters.Filters) -> None:
 
 
 def _headline(m: Any) -> None:
-    cols = st.columns(6)
-    cols[0].metric("Retry rate", pct(m.retry_rate), help="retries / calls (attempts ≥ 2 of all attempts)")
-    cols[1].metric("Retry success rate", pct(m.retry_success_rate), help="retries that succeeded / retries")
-    cols[2].metric("Degradation rate", pct(m.degradation_rate), help="degrade decisions / failed attempts")
-    cols[3].metric("Hand-off rate", pct(m.handoff_rate), help="attempts handed to a human / failed attempts")
-    cols[4].metric("Task recovery rate", pct(m.recovery_rate), help="tasks that succeeded on a retry / tasks retried")
-    cols[5].metric("Cost of retries", usd(m.retry_cost_usd), help="USD spent on retry attempts")
-    cols = st.columns(6)
-    cols[0].metric("Calls", count(m.calls))
-    cols[1].metric("Failed attempts", count(m.failures))
-    cols[2].metric("Retries", count(m.retries))
-    cols[3].metric("Hand-offs", count(m.handoffs))
-    cols[4].metric("p95 retry duration", ms(m.p95_retry_duration_ms), help=f"mean {ms(m.mean_retry_duration_ms)}")
-    cols[5].metric("Cost of failed attempts", usd(m.failed_cost_usd),
-                   help=f"per retried task: {usd(m.retry_cost_per_retried_task_usd)}; "
-                        f"budget exhaustions: {m.budget_exhaustions}")
+    """Twelve tiles, four to a row: at 1280 px six to a row cut labels such as "Cost of failed a…"."""
+    rows = (
+        (("Retry rate", pct(m.retry_rate), "retries / calls (attempts ≥ 2 of all attempts)"),
+         ("Retry success rate", pct(m.retry_success_rate), "retries that succeeded / retries"),
+         ("Task recovery rate", pct(m.recovery_rate), "tasks that succeeded on a retry / tasks retried"),
+         ("Hand-off rate", pct(m.handoff_rate), "attempts handed to a human / failed attempts")),
+        (("Calls", count(m.calls), None), ("Retries", count(m.retries), None),
+         ("Failed attempts", count(m.failures), None), ("Hand-offs", count(m.handoffs), None)),
+        (("Degradation rate", pct(m.degradation_rate), "degrade decisions / failed attempts"),
+         ("p95 retry duration", ms(m.p95_retry_duration_ms), f"mean {ms(m.mean_retry_duration_ms)}"),
+         ("Cost of retries", usd(m.retry_cost_usd), "USD spent on retry attempts"),
+         ("Cost of failed attempts", usd(m.failed_cost_usd),
+          f"per retried task: {usd(m.retry_cost_per_retried_task_usd)}; budget exhaustions: {m.budget_exhaustions}")),
+    )
+    for row in rows:
+        for col, (label, value, help_text) in zip(st.columns(len(row)), row, strict=True):
+            col.metric(label, value, help=help_text)
 
 
 def _handoffs(source: DataSource, where: Slice) -> None:
@@ -86,16 +96,17 @@ def _handoffs(source: DataSource, where: Slice) -> None:
     if not rows:
         return
     shown = handoff_rows(merge_handoffs(rows))
-    picked = table(shown, key="handoff_table", column_config={"open": _LINK}, selectable=True)
+    config = {"open": _LINK, "ts": _TS, "reason": reason_column([r["reason"] or "" for r in shown])}
+    picked = table(shown, key="handoff_table", column_config=config, selectable=True)
     if picked is not None:
         _open_task(shown[picked]["project"], shown[picked]["task_id"])
 
 
 def handoff_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The hand-off list's rows; ``stopped_by`` names the budget the reason says ran out."""
-    return [{"ts": r["ts"], "project": r["project"], "task_id": r["task_id"], "agent": r["agent"],
-             "phase": r["phase"], "error_type": r["error_type"], "reason": r["reason"],
-             "stopped_by": stopping_budget(r["reason"] or "") or "",
+    return [{"ts": r["ts"], "project": r["project"], "task_id": r["task_id"], "reason": r["reason"],
+             "stopped_by": stopping_budget(r["reason"] or "") or "", "agent": r["agent"],
+             "phase": r["phase"], "error_type": r["error_type"],
              "policy_version": r["policy_version"], "open": task_link(r["project"], r["task_id"])}
             for r in rows]
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 import streamlit as st
-import streamlit.components.v1 as components
 
 from .filters import project_picker
 from .source import DataSource, Report
@@ -48,7 +47,7 @@ def _report(report: Report) -> None:
             html = report.html_path.read_text(errors="replace")
             st.download_button("Download HTML", html, file_name=report.html_path.name, mime="text/html",
                                key="report_download")
-            components.html(html, height=800, scrolling=True)
+            st.iframe(report.html_path, height=800)
 
 
 def _section(key: str, value: Any) -> None:

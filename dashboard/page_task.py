@@ -6,8 +6,6 @@ task id, a correlation id (one attempt) or a trace id.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pandas as pd
 import streamlit as st
 
@@ -82,25 +80,27 @@ def _target(source: DataSource) -> tuple[str, str] | None:
 
 #: A recovered task is shown apart from a clean success (the resilience4j outcome kinds).
 OUTCOME_LABELS = {"successful_without_retry": "succeeded first try", "successful_with_retry": "recovered after retries"}
+_OUTCOME_COLOURS = {"succeeded": "green", "failed": "red", "handed_off": "orange", "cancelled": "gray"}
 
 
 def _story(story: TaskStory) -> None:
     st.subheader(f"{story.project} / {story.task_id}")
-    cols = st.columns(6)
-    cols[0].metric("Agent", story.agent or "—")
-    cols[1].metric("Outcome", OUTCOME_LABELS.get(story.outcome_kind, story.outcome or "running"),
-                   help=story.outcome_kind or None)
-    cols[2].metric("Attempts", len(story.attempts))
-    cols[3].metric("Cost", usd(story.cost_usd))
-    cols[4].metric("Tokens", f"{story.tokens:,}")
-    cols[5].metric("Hand-offs", len(story.handoffs))
+    # Names and outcomes are words, not figures: as metric tiles they were cut ("hande…").
+    outcome = OUTCOME_LABELS.get(story.outcome_kind, story.outcome or "running")
+    st.markdown(f"**Agent** `{story.agent or '—'}` · **Outcome** :{_OUTCOME_COLOURS.get(story.outcome, 'gray')}"
+                f"-badge[{outcome}]" + (f" ({story.outcome_kind})" if story.outcome_kind else ""))
+    cols = st.columns(4)
+    cols[0].metric("Attempts", len(story.attempts))
+    cols[1].metric("Cost", usd(story.cost_usd))
+    cols[2].metric("Tokens", f"{story.tokens:,}")
+    cols[3].metric("Hand-offs", len(story.handoffs))
     st.caption(f"trace {story.trace_id or '—'} · {story.events} events · {story.summary}")
+    st.plotly_chart(charts.task_waterfall(story), key="chart_task_timeline")  # the story first, details below
     warnings = [(a, w) for a in story.attempts for w in a.warnings]
     for attempt, warning in warnings:
         st.warning(f"{attempt.label}: {warning}", icon=":material/warning:")
     for number, package in enumerate(story.handoff_packages, start=1):
         _handoff(number, package)
-    st.plotly_chart(charts.task_timeline(_timeline_points(story)), key="chart_task_timeline")
     table(attempt_rows(story), key="attempt_table")
     for attempt in story.attempts:
         _attempt(attempt)
@@ -127,29 +127,16 @@ def _handoff(number: int, package: HandoffPackage) -> None:
             st.code(text, language=None)
 
 
-def _timeline_points(story: TaskStory) -> list[dict[str, Any]]:
-    points = []
-    for a in story.attempts:
-        if a.started:
-            points.append({"ts": a.started, "attempt": a.attempt, "kind": "attempt_started"})
-        if a.ended:
-            points.append({"ts": a.ended, "attempt": a.attempt, "kind": f"attempt_{a.status}",
-                           "error_message": a.error_message, "decision_reason": a.decision_reason})
-        for effect in a.side_effects:
-            points.append({"ts": effect["ts"], "attempt": a.attempt, "kind": "side_effect",
-                           "decision_reason": f"{effect.get('tool')} {effect.get('status')}"})
-    return points
-
-
 def _attempt(a: Attempt) -> None:
     marks = " ⚠" if a.warnings else ""
     title = f"{a.label} · {a.phase} · {a.status}{' · ' + a.error_type if a.error_type else ''}{marks}"
     with st.expander(title, expanded=bool(a.warnings)):
-        cols = st.columns(4)
+        cols = st.columns(5)
         cols[0].metric("Latency", ms(a.latency_ms) if a.ended else "—")
         cols[1].metric("Backoff", ms(a.backoff_ms) if a.backoff_ms else "—")
-        cols[2].metric("Context", f"{a.message_count} msgs · {a.token_count:,} tok")
-        cols[3].metric("Pollution score", f"{a.pollution_score:.2f}")
+        cols[2].metric("Context msgs", a.message_count)
+        cols[3].metric("Context tokens", f"{a.token_count:,}")
+        cols[4].metric("Pollution score", f"{a.pollution_score:.2f}")
         loops = st.columns(3)
         loops[0].metric("Trailing errors", a.trailing_errors)
         loops[1].metric("Error share, last msgs", f"{a.recent_error_share:.0%}")

@@ -48,7 +48,14 @@ def _runner(name: str) -> Callable[[], None]:
     return run
 
 
-def page(name: str, *, default: bool = False) -> st.Page:
-    """The ``st.Page`` of a registered page: for ``st.navigation`` and ``st.switch_page``."""
+def page(name: str) -> st.Page:
+    """The ``st.Page`` of a registered page at ``/<name>``: for ``st.navigation`` and ``st.switch_page``."""
     title, icon = TITLES[name]
-    return st.Page(_runner(name), title=title, icon=icon, url_path=name, default=default)
+    return st.Page(_runner(name), title=title, icon=icon, url_path=name)
+
+
+def home(name: str) -> st.Page:
+    """The root URL's page: page ``name`` shown at ``/``, hidden from the sidebar (where the
+    page is listed under its own path)."""
+    title, icon = TITLES[name]
+    return st.Page(_runner(name), title=title, icon=icon, url_path="home", default=True, visibility="hidden")

@@ -124,8 +124,9 @@ class RetryLensClient:
         return self._request("GET", path, project=project, params=params).json()
 
     @staticmethod
-    def _p(project: str) -> str:
-        return f"/v1/projects/{_quote(project)}"
+    def _p(project: str | None) -> str:
+        """A project's routes; ``None``: the fleet routes (every project the key may read)."""
+        return "/v1/fleet" if project is None else f"/v1/projects/{_quote(project)}"
 
     @staticmethod
     def _filters(filters: Mapping[str, Any]) -> dict[str, Any]:
@@ -145,35 +146,35 @@ class RetryLensClient:
             return sorted(self._keys)
         return self._get("/v1/projects")["projects"]
 
-    # -- metrics -------------------------------------------------------------------------
-    def metrics(self, project: str, *, source: str = "rollup", **filters: Any) -> dict[str, Any]:
+    # -- metrics (``project=None``: over every project the key may read, ``/v1/fleet``) ---
+    def metrics(self, project: str | None, *, source: str = "rollup", **filters: Any) -> dict[str, Any]:
         """The metrics dict of the slice (``source="raw"`` computes from raw events, exact)."""
         return self._get(f"{self._p(project)}/metrics", project, source=source, **self._filters(filters))["metrics"]
 
-    def metrics_by(self, project: str, dimension: str, *, source: str = "rollup", limit: int = 100,
+    def metrics_by(self, project: str | None, dimension: str, *, source: str = "rollup", limit: int = 100,
                    **filters: Any) -> list[dict[str, Any]]:
         """``[{"value": str, "metrics": metrics dict}]`` per value of ``dimension`` (agent, phase,
         error_type, policy_version, project), busiest first."""
         return self._get(f"{self._p(project)}/metrics/by/{dimension}", project, source=source, limit=limit,
                          **self._filters(filters))
 
-    def trend(self, project: str, *, bucket: str = "1h", source: str = "rollup", **filters: Any) -> list[dict[str, Any]]:
+    def trend(self, project: str | None, *, bucket: str = "1h", source: str = "rollup", **filters: Any) -> list[dict[str, Any]]:
         """``[{"bucket": iso time, "metrics": metrics dict}]`` oldest first; ``bucket`` is 5m, 1h, 1d or 1w.
         Buckets without events are absent."""
         return self._get(f"{self._p(project)}/metrics/trend", project, bucket=bucket, source=source,
                          **self._filters(filters))
 
-    def failure_types(self, project: str, *, source: str = "rollup", **filters: Any) -> list[dict[str, Any]]:
+    def failure_types(self, project: str | None, *, source: str = "rollup", **filters: Any) -> list[dict[str, Any]]:
         """``[{"error_type": str, "failures": int, "share": float}]`` most frequent first (shares sum to 1)."""
         return self._get(f"{self._p(project)}/failure-types", project, source=source, **self._filters(filters))
 
-    def handoffs(self, project: str, *, limit: int = 50, offset: int = 0, **filters: Any) -> list[dict[str, Any]]:
+    def handoffs(self, project: str | None, *, limit: int = 50, offset: int = 0, **filters: Any) -> list[dict[str, Any]]:
         """Hand-offs newest first: ``[{"project", "task_id", "correlation_id", "ts", "agent", "phase",
         "error_type", "reason", "policy_version", "trace_id"}]``."""
         return self._get(f"{self._p(project)}/handoffs", project, limit=limit, offset=offset, **self._filters(filters))
 
     # -- tasks ---------------------------------------------------------------------------
-    def tasks(self, project: str, *, only_retried: bool = False, limit: int = 100, offset: int = 0,
+    def tasks(self, project: str | None, *, only_retried: bool = False, limit: int = 100, offset: int = 0,
               **filters: Any) -> list[dict[str, Any]]:
         """Tasks, most expensive retries first: ``[{"project", "task_id", "attempts", "failures", "cost_usd",
         "tokens", "failed_cost_usd", "retry_cost_usd", "failed_tokens", "retry_tokens", "outcome"}]``."""

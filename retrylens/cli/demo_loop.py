@@ -7,7 +7,7 @@ What ``retrylens demo`` runs, step by step (each step is real product code, noth
 2. the failure classifier is trained on the stored tasks (``retrylens train``'s code) and
    saved as the current model version;
 3. the rest of the fleet is pre-checked before each task through the API's own code path
-   (the FastAPI app in process, ``POST /v1/precheck``, the SDK's :class:`Preflight`) and
+   (the FastAPI app served on a loopback port, ``POST /v1/precheck``, the SDK's :class:`Preflight`) and
    governed with that advice; the same tasks are also run once more *without* pre-checks,
    recording nothing, which is what the pre-checks changed;
 4. a policy report (live policy vs two candidates, from the stored history) is written
@@ -98,12 +98,13 @@ def train(settings: Settings, store: EventStore) -> dict[str, Any]:
 
 @contextmanager
 def api_preflights(settings: Settings, store: EventStore, log: PrecheckLog) -> Iterator[Callable[[str], Any]]:
-    """Per-project :class:`Preflight` clients that reach the real API app in process."""
-    import warnings
+    """Per-project :class:`Preflight` clients that reach the real API app over HTTP.
 
-    with warnings.catch_warnings():  # starlette's advice to its own users, not to ours
-        warnings.simplefilter("ignore", DeprecationWarning)
-        from fastapi.testclient import TestClient
+    The app is served by uvicorn on a loopback port this process picked, in a thread: the
+    same server and client code a deployment runs (Starlette's test client is a test tool,
+    deprecated with plain ``httpx``, and no part of a product run).
+    """
+    import httpx
 
     from retrylens.api.app import create_app
     from retrylens.api.auth import local_token
@@ -116,9 +117,35 @@ def api_preflights(settings: Settings, store: EventStore, log: PrecheckLog) -> I
                 log.record(answer)
             return answer
 
-    with TestClient(create_app(settings, store)) as http:
-        token = local_token(settings)
-        yield lambda _project: LoggedPreflight("http://testserver", api_key=token, client=http)
+    token = local_token(settings)
+    with serve_in_thread(create_app(settings, store)) as url, httpx.Client(timeout=60.0) as http:
+        yield lambda _project: LoggedPreflight(url, api_key=token, client=http)
+
+
+@contextmanager
+def serve_in_thread(app: Any) -> Iterator[str]:
+    """Serve ``app`` on ``127.0.0.1:<free port>`` until the block ends; yields its base URL."""
+    import socket
+    import threading
+
+    import uvicorn
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="retrylens-demo-api",
+                              daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            if not thread.is_alive():
+                raise RuntimeError("the demo's API server did not start (see the log above)")
+            threading.Event().wait(0.02)
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+        sock.close()
 
 
 def run_part(scenario: Scenario, *, tasks: int, seed: int, part: range, start: datetime, emit: Any = None,

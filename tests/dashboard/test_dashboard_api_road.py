@@ -43,14 +43,19 @@ def test_first_screen_over_the_api_matches_the_store(seeded, api_source):
     assert len(app.get("plotly_chart")) == 3
 
 
-def test_first_screen_over_the_api_reads_one_project_the_first_by_default(seeded, api_source):
+def test_first_screen_over_the_api_opens_on_all_projects_with_the_fleet_totals(seeded, api_source):
     store, _ = seeded
     app = run_page("overview", range="all")
     assert not app.exception and not app.error
     projects = app.sidebar.selectbox(key="f_project")
-    assert "(all)" not in projects.options and projects.value == projects.options[0]
-    expected = metrics_summary(store, Slice(project=projects.value))
-    assert {m.label: m.value for m in app.metric}["Calls"] == f"{expected.calls:,}"
+    assert projects.value == "All projects" and len(projects.options) > 2
+    expected = metrics_summary(store, Slice())
+    shown = {m.label: m.value for m in app.metric}
+    assert shown["Calls"] == f"{expected.calls:,}"
+    assert shown["Hand-offs"] == f"{expected.handoffs:,}"
+    assert shown["Retry success rate"] == pct(expected.retry_success_rate)
+    frame = app.dataframe(key="handoff_table").value
+    assert len(set(frame["project"])) > 1  # the hand-off list of every project
 
 
 def test_task_view_over_the_api(seeded, api_source):

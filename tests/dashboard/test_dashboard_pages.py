@@ -13,6 +13,7 @@ from conftest import run_page
 
 from retrylens.analytics.filters import Slice
 from retrylens.analytics.metrics import metrics_summary, metrics_trend, recent_handoffs
+from retrylens.dashboard import charts as charts_module
 from retrylens.dashboard.filters import Filters
 from retrylens.dashboard.page_overview import merge_handoffs
 from retrylens.dashboard.widgets import pct, usd
@@ -54,6 +55,15 @@ def test_first_screen_shows_the_stores_headline_rates(seeded, seeded_source):
     assert shown["Calls"] == f"{expected.calls:,}"
 
 
+def test_first_screen_opens_on_all_projects_when_there_are_several(seeded, seeded_source):
+    store, _ = seeded
+    app = run_page("overview", range="all")
+    projects = app.sidebar.selectbox(key="f_project")
+    assert projects.value == "All projects" and projects.options[0] == "All projects"
+    assert len(projects.options) > 2
+    assert _metrics(app)["Hand-offs"] == f"{metrics_summary(store).handoffs:,}"
+
+
 def test_first_screen_charts_plot_the_trend_and_failure_types(seeded, seeded_source):
     store, _ = seeded
     trend = metrics_trend(store, bucket=Filters(range_key="all").trend_bucket())
@@ -61,7 +71,10 @@ def test_first_screen_charts_plot_the_trend_and_failure_types(seeded, seeded_sou
     assert len(charts) == 3
     trend_chart, types_chart, _cost = charts
     retry_rate = next(t for t in trend_chart["data"] if t["name"] == "retry rate")
-    assert len(retry_rate["x"]) == len(trend)
+    plotted = charts_module.pooled_rate(trend, "retries", "calls", "calls")
+    assert len(retry_rate["x"]) == len(plotted) > 0  # tiny buckets merged (MIN_CASES calls a point)
+    assert sum(int(t.split(" of ")[1].split()[0].replace(",", "")) for t in retry_rate["text"]) == \
+        sum(p.metrics.calls for p in trend)  # every call of the range is behind some point
     assert "validation" in types_chart["data"][0]["y"]
 
 
@@ -106,7 +119,7 @@ def test_first_screen_on_an_empty_store_says_so(empty_source):
 def test_unknown_filter_values_in_the_url_are_ignored(seeded, seeded_source):
     app = run_page("overview", range="all", project="shop' OR 1=1 --")
     _no_errors(app)
-    assert app.sidebar.selectbox(key="f_project").value == "(all)"
+    assert app.sidebar.selectbox(key="f_project").value == "All projects"
 
 
 # --- task view ----------------------------------------------------------------------------------
@@ -219,7 +232,8 @@ def test_model_page_shows_version_metrics_baselines_and_calibration(seeded, seed
     _no_errors(app)
     assert _metrics(app)["Version"] == version
     trained_at = ModelStore(models_dir(settings)).meta(version)["trained_at"]
-    assert _metrics(app)["Trained"] == f"{trained_at[:10]} {trained_at[11:16]} UTC"  # readable, not cut
+    assert _metrics(app)["Trained"] == trained_at[:10]  # the day fits the tile; the time is in the caption
+    assert any(f"trained {trained_at[:10]} {trained_at[11:16]} UTC" in c.value for c in app.caption)
     table = _frame(app, "roc_auc")
     assert list(table["model"]) == ["model", "base_rate", "input_length"]
     charts = _charts(app)
@@ -280,3 +294,20 @@ def test_task_view_shows_the_stored_handoff_package(seeded, seeded_source):
     errors = next(f.value for f in expander.dataframe if "error_type" in f.value.columns)
     assert list(errors["attempt"]) == [1]
     assert "inconsistent balance" in expander.json[0].value
+
+
+def test_task_view_draws_the_task_as_a_waterfall(seeded, seeded_source):
+    from retrylens.dashboard.story import build_story
+
+    store, _ = seeded
+    stories = (build_story(h["project"], h["task_id"], store.task_events(h["project"], h["task_id"]))
+               for h in recent_handoffs(store, limit=50))
+    story = next(s for s in stories if len(s.attempts) >= 2)
+    app = run_page("task", project=story.project, task_id=story.task_id)
+    _no_errors(app)
+    traces = {t["name"]: t for t in _charts(app)[0]["data"]}
+    assert traces["attempts"]["type"] == "bar" and traces["attempts"]["y"] == [a.label for a in story.attempts]
+    durations = [(a.ended - a.started).total_seconds() * 1000 for a in story.attempts]
+    assert traces["attempts"]["x"] == pytest.approx([max(d, 1) for d in durations])  # each attempt's duration
+    assert len(traces["hand-off"]["x"]) == 1
+    assert "backoff" in traces and "side effects" in traces
