@@ -6,7 +6,7 @@ store and runs the ingest threads beside it; tests pass the fixture store in. Ro
 - ``/healthz`` (no auth), ``/metrics`` (Prometheus, no auth), ``/openapi.json``, ``/docs``;
 - ``/v1/precheck`` (:mod:`.precheck`), ``/v1/events`` (:mod:`.events`), ``/v1/traces`` (OTLP, :mod:`.otlp`);
 - ``/v1/policies/…`` and ``/v1/kill-switch/…`` (:mod:`.policies`);
-- ``/v1/projects/{project}/…`` and ``/v1/model`` read endpoints (:mod:`.reads`);
+- ``/v1/projects/{project}/…`` and ``/v1/model`` read endpoints (:mod:`.reads`), alert rules (:mod:`.alert_rules`);
 - ``/v1/ops/{name}``, the CLI's store operations for the local token (:mod:`.operations`).
 """
 
@@ -28,7 +28,7 @@ from retrylens import __version__
 from retrylens.config import Settings
 from retrylens.store import EventStore, open_store
 
-from . import events, iso_patterns, operations, otlp, policies, precheck, reads
+from . import alert_rules, events, iso_patterns, operations, otlp, policies, precheck, reads
 from .auth import KeyRing, local_token
 from .contract import answer_405_with_every_method, declare_errors
 from .middleware import (
@@ -97,12 +97,13 @@ def create_app(
     async def prometheus_metrics() -> Response:
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
-    declare_errors(precheck.router, events.router, otlp.router, policies.router, reads.router)
+    declare_errors(precheck.router, events.router, otlp.router, policies.router, reads.router, alert_rules.router)
     app.include_router(precheck.router)
     app.include_router(events.router)
     app.include_router(otlp.router)
     app.include_router(policies.router)
     app.include_router(reads.router)
+    app.include_router(alert_rules.router)
     app.include_router(operations.router)
     return app
 

@@ -127,7 +127,7 @@ def test_every_store_command_prints_the_same_through_the_running_server(
         assert _comparable(argv, out_api) == _comparable(argv, out_store), argv
         assert (code_store == 0) == (argv not in (["metrics", "--by", "nonsense"], COMMANDS[15], COMMANDS[17]))
     listed = json.loads(api_road[13][1])
-    assert [(r["name"], r["threshold"], r["per"]) for r in listed["rules"]] == [("retries", 0.02, "agent")]
+    assert [(r["name"], r["threshold"], r["per"]) for r in listed["rules"]] == [("retries", 0.02, "agent_name")]
     assert json.loads(api_road[14][1]), "the rule over the whole fleet fires"
     assert "unknown metric 'no_such_metric'" in api_road[15][2]
 
