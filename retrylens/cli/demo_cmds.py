@@ -21,7 +21,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import Progress
 from rich.table import Table
 
 from retrylens.config import Settings
@@ -31,7 +31,7 @@ from retrylens.simulation import load_scenario, run_fleet
 from retrylens.simulation.fleet import fleet_policy
 
 from . import demo_loop
-from .common import ConfigOption, handle_errors, settings_from
+from .common import ConfigOption, handle_errors, progress_bars, settings_from
 from .road import open_road
 
 out = Console(soft_wrap=True)
@@ -126,8 +126,7 @@ def demo(
 def _progress(quiet: bool) -> Iterator[Progress]:
     """Progress bars on stderr (nothing with --json: its stdout is one JSON object)."""
     console = Console(stderr=True, quiet=quiet)
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, transient=False) as progress:
+    with progress_bars(console) as progress:
         yield progress
 
 

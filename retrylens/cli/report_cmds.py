@@ -11,13 +11,12 @@ import json
 from pathlib import Path
 
 import typer
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from retrylens.errors import ConfigError, PolicyError
 from retrylens.evaluation.candidates import CandidateError, load_candidates, read_mapping
 from retrylens.sdk.policy import RetryPolicy, parse_policy, policy_from_env
 
-from .common import ConfigOption, console, handle_errors, settings_from
+from .common import ConfigOption, console, handle_errors, progress_bars, settings_from
 from .road import open_road
 
 report_app = typer.Typer(help="Reports: retry policies.", no_args_is_help=True)
@@ -67,8 +66,7 @@ def policies(
     except CandidateError as exc:
         console.print(f"[red]bad candidate policy:[/red] {exc}")
         raise typer.Exit(2) from exc
-    with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=console,
-                  transient=False) as bar:
+    with progress_bars(console, counts=False) as bar:
         total = 6 + 2 * len(chosen)
         task = bar.add_task("opening the store", total=total)
 
