@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 from serve_support import running_server
 
-pytestmark = [pytest.mark.clickhouse, pytest.mark.slow]
+# Each test starts real processes (a store-road run, a server) that a loaded machine starts slowly.
+pytestmark = [pytest.mark.clickhouse, pytest.mark.slow, pytest.mark.timeout(900)]
 REPO = Path(__file__).resolve().parents[2]
 
 #: Runs CLI commands in ONE process (one store opening for the store road) and prints
@@ -97,7 +98,7 @@ def _comparable(argv: list[str], stdout: str) -> str:
 def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A data directory whose store holds a small recorded fleet (written with no server running)."""
     folder = tmp_path_factory.mktemp("cli-beside-server")
-    seeded = _cli(folder, "demo", "--tasks", "150", "--seed", "5", "--learn-share", "0", "--json")
+    seeded = _cli(folder, "demo", "--tasks", "100", "--seed", "5", "--learn-share", "0", "--json")
     assert seeded.returncode == 0, seeded.stderr[-3000:]
     assert json.loads(seeded.stdout)["events_stored"] > 0
     return folder
@@ -133,7 +134,7 @@ def test_every_store_command_prints_the_same_through_the_running_server(
 
 
 def test_train_and_the_policy_report_run_on_the_server(data_dir: Path, server: str) -> None:
-    trained = _cli(data_dir, "train", "--json")
+    trained = _cli(data_dir, "train")
     assert trained.returncode == 0, trained.stderr[-2000:]
     assert json.loads(trained.stdout)["version"].startswith("v")
     report = _cli(data_dir, "report", "policies", "--candidates", str(REPO / "examples/policies/aggressive.yaml"),
