@@ -133,7 +133,7 @@ def test_every_store_command_prints_the_same_through_the_running_server(
     assert "unknown metric 'no_such_metric'" in api_road[15][2]
 
 
-def test_train_and_the_policy_report_run_on_the_server(data_dir: Path, server: str) -> None:
+def test_train_the_policy_report_and_spool_ingest_beside_the_server(data_dir: Path, server: str) -> None:
     trained = _cli(data_dir, "train")
     assert trained.returncode == 0, trained.stderr[-2000:]
     assert json.loads(trained.stdout)["version"].startswith("v")
@@ -142,6 +142,9 @@ def test_train_and_the_policy_report_run_on_the_server(data_dir: Path, server: s
     assert report.returncode == 0, report.stderr[-2000:]
     assert Path(json.loads(report.stdout)["html"]).is_file()
     assert "DB::Exception" not in trained.stderr + report.stderr
+    spool = _cli(data_dir, "ingest-spool")  # the server drains the spools itself
+    assert spool.returncode == 0 and json.loads(spool.stdout)["ingested_by"] == server
+    assert "ingests the spool itself" in spool.stderr
 
 
 def test_demo_records_through_the_running_server(data_dir: Path, server: str) -> None:
