@@ -17,7 +17,7 @@ from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Request
-from pydantic import BaseModel, ConfigDict, Field, Strict, StrictBool, StrictInt, StrictStr
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictStr
 from starlette.concurrency import run_in_threadpool
 
 from retrylens.analytics import alerts as alerting
@@ -35,6 +35,27 @@ RuleId = Annotated[str, Path(pattern=r"^[0-9a-f]{12}$", description="The rule's 
 ProjectDep = Annotated[str, Depends(project_access)]
 
 
+def _json_number(value: Any) -> Any:
+    """A JSON number and nothing else: no numeric text, no booleans (pydantic's lax mode takes both)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError("must be a JSON number")
+    return value
+
+
+def _json_integer(value: Any) -> Any:
+    """A JSON integer: ``5`` or ``5.0`` (JSON Schema's ``integer`` admits both), never ``5.5`` or ``"5"``."""
+    _json_number(value)
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise ValueError("must be an integer")
+        return int(value)
+    return value
+
+
+JsonNumber = Annotated[float, BeforeValidator(_json_number)]
+JsonInteger = Annotated[int, BeforeValidator(_json_integer)]
+
+
 class AlertRuleBody(BaseModel):
     """An alert rule's settings: ``metric op threshold`` over the last ``window_minutes``."""
 
@@ -43,11 +64,11 @@ class AlertRuleBody(BaseModel):
     name: StrictStr = Field(min_length=1, max_length=200)
     metric: MetricName = Field(description="A metric or loop/pollution signal.")  # type: ignore[valid-type]
     op: Literal[">", ">=", "<", "<="] = ">"
-    threshold: Annotated[float, Strict()] | StrictInt = Field(allow_inf_nan=False, ge=-1e15, le=1e15)
-    window_minutes: StrictInt = Field(default=15, ge=1, le=525_600)
+    threshold: JsonNumber = Field(allow_inf_nan=False, ge=-1e15, le=1e15)
+    window_minutes: JsonInteger = Field(default=15, ge=1, le=525_600)
     per: Literal["", "agent", "phase", "error_type", "policy_version"] = Field(
         default="", description="Evaluate per value of this dimension (empty: the slice as a whole).")
-    min_calls: StrictInt = Field(default=0, ge=0, le=1_000_000_000, description="Fewer calls in the window never fire.")
+    min_calls: JsonInteger = Field(default=0, ge=0, le=1_000_000_000, description="Fewer calls in the window never fire.")
     webhook_url: StrictStr = Field(default="", max_length=2048, pattern=r"^(https?://[^\s]+)?$",
                              description="Where firings and resolutions are posted (empty: the server's default).")
     enabled: StrictBool = True
