@@ -141,6 +141,11 @@ def list_rules(store: EventStore, *, include_disabled: bool = True) -> list[Aler
     return [r for r in rules if include_disabled or r.enabled]
 
 
+def get_rule(store: EventStore, rule_id: str) -> AlertRule | None:
+    """The rule with this id, or ``None`` (also for a deleted one)."""
+    return next((r for r in list_rules(store) if r.rule_id == rule_id), None)
+
+
 # --- evaluation -------------------------------------------------------------------------
 
 def alert_states(store: EventStore, rule_id: str | None = None) -> list[dict[str, Any]]:

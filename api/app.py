@@ -6,8 +6,9 @@ store and runs the ingest threads beside it; tests pass the fixture store in. Ro
 - ``/healthz`` (no auth), ``/metrics`` (Prometheus, no auth), ``/openapi.json``, ``/docs``;
 - ``/v1/precheck`` (:mod:`.precheck`), ``/v1/events`` (:mod:`.events`), ``/v1/traces`` (OTLP, :mod:`.otlp`);
 - ``/v1/policies/…`` and ``/v1/kill-switch/…`` (:mod:`.policies`);
-- ``/v1/projects/{project}/…`` and ``/v1/model`` read endpoints (:mod:`.reads`); ``/v1/fleet/…``
-  the same first-screen reads over every project the key may read (:mod:`.fleet`).
+- ``/v1/projects/{project}/…`` and ``/v1/model`` read endpoints (:mod:`.reads`), alert rules (:mod:`.alert_rules`);
+  ``/v1/fleet/…`` the same first-screen reads over every project the key may read (:mod:`.fleet`);
+- ``/v1/ops/{name}``, the CLI's store operations for the local token (:mod:`.operations`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -28,10 +29,16 @@ from retrylens import __version__
 from retrylens.config import Settings
 from retrylens.store import EventStore, open_store
 
-from . import events, fleet, iso_patterns, otlp, policies, precheck, reads
+from . import alert_rules, events, fleet, iso_patterns, operations, otlp, policies, precheck, reads
 from .auth import KeyRing, local_token
 from .contract import answer_405_with_every_method, declare_errors
-from .middleware import BodySizeLimit, RequestMetrics
+from .middleware import (
+    BodySizeLimit,
+    BodyTooLarge,
+    RequestMetrics,
+    require_json_body,
+    too_large_handler,
+)
 from .shadow import ShadowReportProvider
 
 log = logging.getLogger("retrylens.api")
@@ -60,6 +67,7 @@ def create_app(
         version=__version__,
         description="Pre-flight risk, retry analytics, event ingestion and the retry-policy configuration centre.",
         lifespan=lifespan,
+        dependencies=[Depends(require_json_body)],
     )
     app.state.settings = settings
     app.state.store = store
@@ -74,6 +82,7 @@ def create_app(
 
     app.add_middleware(BodySizeLimit, max_bytes=settings.api_max_body_bytes)
     app.add_middleware(RequestMetrics)
+    app.add_exception_handler(BodyTooLarge, too_large_handler)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(Exception, _unexpected_error)
     answer_405_with_every_method(app)
@@ -89,13 +98,16 @@ def create_app(
     async def prometheus_metrics() -> Response:
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
-    declare_errors(precheck.router, events.router, otlp.router, policies.router, reads.router, fleet.router)
+    declare_errors(precheck.router, events.router, otlp.router, policies.router, reads.router, fleet.router,
+                   alert_rules.router)
     app.include_router(precheck.router)
     app.include_router(events.router)
     app.include_router(otlp.router)
     app.include_router(policies.router)
     app.include_router(reads.router)
     app.include_router(fleet.router)
+    app.include_router(alert_rules.router)
+    app.include_router(operations.router)
     return app
 
 

@@ -10,7 +10,8 @@ route would forget one:
 - a route scoped to a ``{project}`` (:func:`.auth.project_access`) or another path
   resource answers **404** (an unknown project or one the key may not read look alike);
 - a route that takes a body answers **413** past ``api_max_body_bytes`` and **400** for an
-  unreadable ``Content-Length`` (:class:`.middleware.BodySizeLimit`);
+  unreadable ``Content-Length`` (:class:`.middleware.BodySizeLimit`), and a route with a JSON
+  body model **415** for another content type (:func:`.middleware.require_json_body`);
 - a route with parameters or a body answers **422** with the body
   :func:`.app._validation_error` sends (``detail`` plus ``message``), declared instead of
   FastAPI's default one.
@@ -56,7 +57,14 @@ def _error(description: str, schema: dict[str, Any] = ERROR_BODY, **extra: Any) 
 UNAUTHORIZED = _error("No API key, or an unknown one (send X-API-Key or Authorization: Bearer).",
                       headers={"WWW-Authenticate": {"schema": {"type": "string"}}})
 NOT_FOUND = _error("Not found: an unknown project and one this key may not read answer alike.")
-TOO_LARGE = _error("The request body exceeds api_max_body_bytes.")
+TOO_LARGE = _error("The request body exceeds api_max_body_bytes; for a batch of events the answer also says how "
+                   "many of its events fit in one request.", {
+    **ERROR_BODY, "title": "TooLargeBody",
+    "properties": {**ERROR_BODY["properties"],
+                   "limit_bytes": {"type": "integer", "description": "api_max_body_bytes"},
+                   "body_bytes": {"type": "integer", "description": "The size of the refused body."},
+                   "events_fit": {"type": "integer", "description": "About how many of the batch's events fit."}}})
+NOT_JSON = _error("The body was not sent as JSON (Content-Type: application/json).")
 BAD_LENGTH = _error("The Content-Length header is not a number.")
 INVALID = _error("The request failed validation.", VALIDATION_BODY)
 
@@ -82,6 +90,8 @@ def errors_of(route: APIRoute) -> dict[int | str, dict[str, Any]]:
     if route.body_field is not None or route.methods & {"POST", "PUT", "PATCH"}:
         found[413] = TOO_LARGE
         found[400] = BAD_LENGTH
+    if route.body_field is not None:
+        found[415] = NOT_JSON
     if get_flat_params(route.dependant) or route.body_field is not None:
         found[422] = INVALID
     return found

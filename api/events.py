@@ -7,8 +7,9 @@ Valid events travel the configured road: with Kafka they are produced to the eve
 keyed by ``task_id`` (per-task order) and acknowledged by the broker before the answer;
 embedded, they are appended (fsync'd) to this server's own spool folder
 ``<spool_dir>/http``, which the server's spool ingestor drains into the store. Either
-way the answer says which items were accepted and why the others were rejected; a
-re-sent event is stored once (its ``event_id`` deduplicates).
+way the answer says which items were accepted and why the others were rejected (422 when
+none was accepted, so a client that reads only the status sees the failure); a re-sent
+event is stored once (its ``event_id`` deduplicates).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 
 import orjson
 from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from retrylens.config import Settings
@@ -27,6 +29,7 @@ from retrylens.sdk.transport.build import open_spool
 from retrylens.sdk.transport.spool import Spool
 
 from .auth import Principal, principal
+from .contract import VALIDATION_BODY
 
 log = logging.getLogger("retrylens.api.events")
 router = APIRouter(prefix="/v1", tags=["ingest"])
@@ -138,13 +141,34 @@ def judge(items: list[Any], who: Principal) -> tuple[list[tuple[bytes, bytes]], 
     return accepted, rejected
 
 
+_REJECTED_ITEM = {"type": "object", "required": ["index", "reason", "detail"],
+                  "properties": {"index": {"type": "integer"}, "reason": {"type": "string"},
+                                 "detail": {"type": "string"}}}
+ALL_REJECTED: dict[str, Any] = {
+    "title": "AllRejected", "type": "object", "required": ["detail", "accepted", "rejected", "road"],
+    "properties": {"detail": {"type": "string"}, "accepted": {"type": "integer"},
+                   "rejected": {"type": "array", "items": _REJECTED_ITEM}, "road": {"type": "string"}},
+}
+_RESPONSES: dict[int | str, dict[str, Any]] = {
+    503: {"description": "The broker or spool could not take the batch; retry it."},
+    422: {"description": "Every event of the batch was rejected (each with its reason), or the body failed "
+                         "validation.",
+          "content": {"application/json": {"schema": {"anyOf": [ALL_REJECTED, VALIDATION_BODY]}}}},
+}
+
+
 @router.post("/events", response_model=IngestResult, summary="Ingest a batch of retry events",
-             responses={503: {"description": "The broker or spool could not take the batch; retry it."}})
-def ingest_events(batch: EventBatch, request: Request, who: Principal = Depends(principal)) -> IngestResult:
+             responses=_RESPONSES)
+def ingest_events(batch: EventBatch, request: Request, who: Principal = Depends(principal)) -> Any:
+    """200 with what was accepted and why the rest was rejected; 422 when nothing was accepted."""
     accepted, rejected = judge(batch.events, who)
     intake: EventIntake = request.app.state.intake
     try:
         intake.deliver(accepted)
     except IntakeUnavailable as exc:
         raise HTTPException(503, str(exc)) from exc
-    return IngestResult(accepted=len(accepted), rejected=rejected, road=intake.road)
+    result = IngestResult(accepted=len(accepted), rejected=rejected, road=intake.road)
+    if rejected and not accepted:
+        detail = f"every event of the batch was rejected ({len(rejected)}); see 'rejected' for each reason"
+        return JSONResponse(status_code=422, content={"detail": detail, **result.model_dump()})
+    return result

@@ -11,6 +11,8 @@ only; consumers are separate processes.
 SIGTERM or SIGINT stops uvicorn (in-flight requests finish), then the ingest threads:
 the consumer commits its last batch and the spool ingestor drains what is left. Opening
 a store another process owns fails at once with :class:`~retrylens.errors.StoreLockedError`.
+While it runs, the owner of an embedded store announces its URL in ``<data_dir>/server.json``
+(:mod:`.advert`) so that the CLI of the same data directory goes through its API.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from retrylens.ingest.consumer import IngestConsumer
 from retrylens.ingest.spool_ingestor import SpoolIngestor
 from retrylens.store import EventStore, open_store
 
+from .advert import reachable_url, remove_advert, write_advert
 from .app import create_app
 
 log = logging.getLogger("retrylens.serve")
@@ -118,9 +121,12 @@ def serve(settings: Settings, *, host: str | None = None, port: int | None = Non
         signal.signal(signum, lambda *_: log.info("shutdown already in progress"))
     ingest.start()
     stop_maintenance = start_maintenance(store, settings)
+    if settings.is_embedded_store:
+        write_advert(settings, reachable_url(settings, config.host, config.port))
     try:
         server.run()
     finally:
+        remove_advert(settings)
         stop_maintenance()
         ingest.stop()
     if not server.started:

@@ -196,3 +196,27 @@ class ApiSource:
 
     def alert_history(self, project: str | None = None, *, limit: int = 200) -> list[dict[str, Any]]:
         return self._alerts(project, history_limit=limit)["history"][:limit]
+
+    def add_alert_rule(self, rule: alerting.AlertRule) -> None:
+        self.client.add_alert_rule(_rule_project(rule), _rule_body(rule))
+
+    def update_alert_rule(self, rule: alerting.AlertRule) -> None:
+        self.client.update_alert_rule(_rule_project(rule), rule.rule_id, _rule_body(rule))
+
+    def delete_alert_rule(self, rule: alerting.AlertRule) -> None:
+        self.client.delete_alert_rule(_rule_project(rule), rule.rule_id)
+
+
+def _rule_project(rule: alerting.AlertRule) -> str:
+    if not rule.where.project:
+        raise ValueError("through the API an alert rule belongs to one project: pick one")
+    return rule.where.project
+
+
+def _rule_body(rule: alerting.AlertRule) -> dict[str, Any]:
+    """The API's rule body (``POST``/``PUT /v1/projects/{project}/alerts/rules``) of ``rule``."""
+    where = {k: getattr(rule.where, k) for k in ("agent", "phase", "error_type", "policy_version")
+             if getattr(rule.where, k)}
+    return {"name": rule.name, "metric": rule.metric, "op": rule.op, "threshold": float(rule.threshold),
+            "window_minutes": rule.window_minutes, "per": "agent" if rule.per == "agent_name" else rule.per,
+            "min_calls": rule.min_calls, "webhook_url": rule.webhook_url, "enabled": rule.enabled, **where}

@@ -94,6 +94,9 @@ class DataSource(Protocol):
     def alert_rules(self, project: str | None = None) -> list[alerting.AlertRule]: ...
     def alert_states(self, project: str | None = None) -> list[dict[str, Any]]: ...
     def alert_history(self, project: str | None = None, *, limit: int = 200) -> list[dict[str, Any]]: ...
+    def add_alert_rule(self, rule: alerting.AlertRule) -> None: ...
+    def update_alert_rule(self, rule: alerting.AlertRule) -> None: ...
+    def delete_alert_rule(self, rule: alerting.AlertRule) -> None: ...
 
 
 _FIND_TASKS = (
@@ -191,6 +194,15 @@ class StoreSource:
     def alert_history(self, project: str | None = None, *, limit: int = 200) -> list[dict[str, Any]]:
         wanted = {r.rule_id for r in self.alert_rules(project)} if project is not None else None
         return [h for h in alerting.alert_history(self.store, limit=limit) if wanted is None or h["rule_id"] in wanted]
+
+    def add_alert_rule(self, rule: alerting.AlertRule) -> None:
+        alerting.save_rule(self.store, rule)
+
+    def update_alert_rule(self, rule: alerting.AlertRule) -> None:
+        alerting.save_rule(self.store, rule)
+
+    def delete_alert_rule(self, rule: alerting.AlertRule) -> None:
+        alerting.delete_rule(self.store, rule)
 
 
 # --- choosing the source of this process -----------------------------------------------------

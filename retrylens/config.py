@@ -8,6 +8,9 @@ ClickHouse server by environment alone. The README's configuration table is gene
 
 from __future__ import annotations
 
+import difflib
+import json
+import logging
 import os
 import tomllib
 from pathlib import Path
@@ -20,6 +23,16 @@ from .errors import ConfigError
 from .sdk.transport.settings import KAFKA_SECURITY_FIELDS, check_kafka_security, default_data_dir
 
 CONFIG_FILE_ENV = "RETRYLENS_CONFIG"
+log = logging.getLogger("retrylens.config")
+#: ``RETRYLENS_*`` variables read elsewhere than :class:`Settings` (the dashboard's road and
+#: reports folder, the agent's key and policy); a test holds this list to the code's own.
+OTHER_ENV_NAMES = frozenset({
+    CONFIG_FILE_ENV, "RETRYLENS_DASHBOARD_SOURCE", "RETRYLENS_DASHBOARD_REPORTS_DIR", "RETRYLENS_AGENT_API_KEY",
+    "RETRYLENS_POLICY", "RETRYLENS_POLICY_FILE",
+})
+#: Variables of the project's own test and build harness, never read by the product.
+HARNESS_ENV_PREFIXES = ("RETRYLENS_TEST_", "RETRYLENS_TOOLS_")
+_warned: set[str] = set()
 
 
 class Settings(BaseSettings):
@@ -144,6 +157,15 @@ class Settings(BaseSettings):
         default="", description="Where other processes reach the server; default http://api_host:api_port."
     )
 
+    @field_validator("api_keys")
+    @classmethod
+    def _no_empty_key(cls, value: dict[str, str]) -> dict[str, str]:
+        empty = sorted(project for project, key in value.items() if not key.strip())
+        if empty:
+            raise ValueError(f"the key of project(s) {', '.join(map(repr, empty))} is empty; an empty key could "
+                             "never authenticate: give each project a secret")
+        return value
+
     @field_validator("clickhouse_dsn")
     @classmethod
     def _known_scheme(cls, value: str) -> str:
@@ -203,6 +225,8 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
         file_values = file_values.get("retrylens", file_values)
+    _check_api_keys_json(os.environ.get("RETRYLENS_API_KEYS"))
+    warn_unknown_env()
     try:
         return Settings(**{**file_values, **overrides})
     except ValidationError as exc:
@@ -213,8 +237,67 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
 
 
 def _describe(exc: ValidationError, *, source: str) -> str:
-    problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg']}" for e in exc.errors())
+    problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'settings'}: {_hint(e)}" for e in exc.errors())
     return f"invalid RetryLens settings ({source}): {problems}"
+
+
+def _hint(error: Any) -> str:
+    """The error's message; an unknown key also names the closest setting."""
+    if error.get("type") == "extra_forbidden" and error.get("loc"):
+        close = difflib.get_close_matches(str(error["loc"][0]), list(Settings.model_fields), n=1, cutoff=0.6)
+        return f"unknown setting{f'; did you mean {close[0]}?' if close else ''}"
+    return str(error["msg"])
+
+
+def known_env_names() -> frozenset[str]:
+    """Every ``RETRYLENS_*`` environment variable the product reads."""
+    names = {f"RETRYLENS_{name.upper()}" for name in Settings.model_fields}
+    for field in Settings.model_fields.values():
+        if isinstance(field.validation_alias, AliasChoices):
+            names.update(str(choice) for choice in field.validation_alias.choices)
+    return frozenset(names | OTHER_ENV_NAMES)
+
+
+def unknown_env(environ: dict[str, str] | None = None) -> list[tuple[str, str | None]]:
+    """``RETRYLENS_*`` variables set but read by nothing, each with the closest known name."""
+    env = os.environ if environ is None else environ
+    known = known_env_names()
+    found = []
+    for name in sorted(env):
+        if name.startswith("RETRYLENS_") and name not in known and not name.startswith(HARNESS_ENV_PREFIXES):
+            # Compared without the shared prefix, which would make every name look close.
+            tails = {known_name.removeprefix("RETRYLENS_"): known_name for known_name in known}
+            close = difflib.get_close_matches(name.removeprefix("RETRYLENS_"), sorted(tails), n=1, cutoff=0.6)
+            found.append((name, tails[close[0]] if close else None))
+    return found
+
+
+def warn_unknown_env() -> None:
+    """Log each unknown ``RETRYLENS_*`` variable once per process: a typo is otherwise ignored silently."""
+    for name, close in unknown_env():
+        if name not in _warned:
+            _warned.add(name)
+            hint = f"; did you mean {close}?" if close else ""
+            log.warning("unknown environment variable %s (ignored)%s", name, hint)
+
+
+def _check_api_keys_json(text: str | None) -> None:
+    """A project named twice in ``RETRYLENS_API_KEYS`` would silently keep only its last key."""
+    if not text:
+        return
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        seen = [name for name, _ in items]
+        twice = sorted({name for name in seen if seen.count(name) > 1})
+        if twice:
+            raise ConfigError(f"invalid RetryLens settings (environment): api_keys: project(s) "
+                              f"{', '.join(map(repr, twice))} listed more than once in RETRYLENS_API_KEYS")
+        return dict(items)
+
+    try:
+        json.loads(text, object_pairs_hook=pairs)
+    except ValueError:
+        return  # not JSON: the settings' own parsing names it
 
 
 _COMPUTED_DEFAULTS = {

@@ -253,6 +253,21 @@ class RetryLensClient:
         "delivered"}]}`` — rules whose slice is this project."""
         return self._get(f"{self._p(project)}/alerts", project, history_limit=history_limit)
 
+    def add_alert_rule(self, project: str, rule: Mapping[str, Any]) -> dict[str, Any]:
+        """Create a rule watching ``project``: ``rule`` has ``name``, ``metric``, ``threshold`` and optionally
+        ``op``, ``window_minutes``, ``per``, ``min_calls``, ``webhook_url``, ``enabled``, ``agent``, ``phase``,
+        ``error_type``, ``policy_version``. Returns the stored rule with its ``rule_id``."""
+        return self._request("POST", f"{self._p(project)}/alerts/rules", project=project, json=dict(rule)).json()
+
+    def update_alert_rule(self, project: str, rule_id: str, rule: Mapping[str, Any]) -> dict[str, Any]:
+        """Replace a rule's settings (the same fields as :meth:`add_alert_rule`)."""
+        return self._request("PUT", f"{self._p(project)}/alerts/rules/{_quote(rule_id)}", project=project,
+                             json=dict(rule)).json()
+
+    def delete_alert_rule(self, project: str, rule_id: str) -> dict[str, Any]:
+        """Delete a rule: ``{"deleted": rule_id}``."""
+        return self._request("DELETE", f"{self._p(project)}/alerts/rules/{_quote(rule_id)}", project=project).json()
+
     def prechecks(self, project: str, *, limit: int = 100) -> list[dict[str, Any]]:
         """Recent pre-flight scores served by the server process (in memory, newest first): ``[{"ts",
         "project", "agent", "risk", "model_version", "known_bad_fingerprint", "fingerprint",

@@ -8,7 +8,12 @@ engine's generic messages.
 
 from __future__ import annotations
 
+import os
+import sys
+import tempfile
 import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import clickhouse_connect
@@ -36,7 +41,8 @@ def connect(settings: Settings) -> Client:
         path = dsn.removeprefix("chdb://")
         Path(path).mkdir(parents=True, exist_ok=True)
         try:
-            client = clickhouse_connect.get_client(dsn=dsn)
+            with _engine_stderr() as engine_said:
+                client = clickhouse_connect.get_client(dsn=dsn)
         except ClickHouseError as exc:
             text = str(exc)
             if "Cannot lock file" in text or "Another server instance" in text or (
@@ -48,6 +54,41 @@ def connect(settings: Settings) -> Client:
                     f"this process already opened another embedded store; chDB allows one data "
                     f"directory per process, so {path} cannot be opened here"
                 ) from exc
-            raise StoreError(f"cannot open the embedded store at {path}: {text}") from exc
+            raise StoreError(f"cannot open the embedded store at {path}: {text} {engine_said()}".strip()) from exc
         _clients[dsn] = client
         return client
+
+
+@contextmanager
+def _engine_stderr() -> Iterator[Callable[[], str]]:
+    """Hold back what the engine writes to the process's stderr while the store opens.
+
+    On a locked store chDB prints its raw ``Code: 76. DB::Exception: Cannot lock file …``
+    line straight to file descriptor 2 before raising; the caller turns the exception into
+    a clear :class:`StoreLockedError`, so that line must not reach the user. Anything the
+    engine printed on a successful open is passed on unchanged; on another failure the
+    caller may add it to its message.
+    """
+    captured = ""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no real stderr (embedded interpreter, closed fd): nothing to hold back
+        yield lambda: ""
+        return
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield lambda: captured
+        except BaseException:
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            captured = sink.read().decode(errors="replace").strip()
+            raise
+        os.dup2(saved, 2)
+        os.close(saved)
+        sink.seek(0)
+        passed_on = sink.read()
+        if passed_on:
+            os.write(2, passed_on)

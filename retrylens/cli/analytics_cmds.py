@@ -1,4 +1,8 @@
-"""Commands of failure intelligence: metrics, groups, patterns, alerts, train, evaluate."""
+"""Commands of failure intelligence: metrics, groups, patterns, alerts, train, evaluate.
+
+Whatever reads or writes the store runs as a named operation (:mod:`.road`): on the store
+itself, or on the ``retrylens serve`` that owns it, with the same output.
+"""
 
 from __future__ import annotations
 
@@ -6,26 +10,19 @@ import json
 import logging
 import signal
 import threading
-from dataclasses import asdict
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import typer
 
-from retrylens.analytics.failure_groups import failure_groups
-from retrylens.analytics.filters import Slice
-from retrylens.analytics.metrics import metrics_by, metrics_summary
-from retrylens.analytics.patterns import failure_patterns
-from retrylens.analytics.rollups import backfill_rollups
-from retrylens.analytics.sealing import DEFAULT_GRACE, seal_rollups
+from retrylens.analytics.sealing import DEFAULT_GRACE
 from retrylens.analytics.traces import read_traces
-from retrylens.errors import ConfigError
-from retrylens.store import open_store
+from retrylens.errors import RetryLensError
 
 from .common import ConfigOption, console, handle_errors, settings_from
+from .road import store_operation
 
-alerts_app = typer.Typer(help="Alert rules: add, list, evaluate, watch.", no_args_is_help=True)
+alerts_app = typer.Typer(help="Alert rules: add, update, delete, list, evaluate, watch.", no_args_is_help=True)
 rollups_app = typer.Typer(help="Rollup maintenance: seal closed buckets.", no_args_is_help=True)
 
 ProjectOption = typer.Option(None, "--project", help="Only this project.")
@@ -49,21 +46,6 @@ def register(app: typer.Typer) -> None:
     app.add_typer(rollups_app, name="rollups")
 
 
-def _slice(project: str | None, agent: str | None, phase: str | None, error_type: str | None,
-           policy_version: str | None, hours: float | None) -> Slice:
-    start = datetime.now(UTC) - timedelta(hours=hours) if hours else None
-    return Slice(project=project, agent=agent, phase=phase, error_type=error_type,
-                 policy_version=policy_version, start=start)
-
-
-def _alerting() -> Any:
-    """The alerts module, imported when an alerts command runs: like the model's modules
-    (scikit-learn), it is too heavy to load for every command, ``--help`` included."""
-    from retrylens.analytics import alerts
-
-    return alerts
-
-
 def _echo_json(data: Any) -> None:
     typer.echo(json.dumps(data, default=str))
 
@@ -78,16 +60,8 @@ def metrics(
     as_json: bool = JsonOption,
 ) -> None:
     """Retry metrics (retry rate, retry success, degradation, hand-offs, recovery, cost)."""
-    where = _slice(project, agent, phase, error_type, policy_version, hours)
-    store = open_store(settings_from(config))
-    source = "raw" if raw else "rollup"
-    try:
-        data: Any = (
-            {s.value: s.metrics.as_dict() for s in metrics_by(store, by, where, source=source)} if by
-            else metrics_summary(store, where, source=source).as_dict()
-        )
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
+    data: Any = store_operation(settings_from(config), "metrics", by=by, raw=raw, project=project, agent=agent,
+                                phase=phase, error_type=error_type, policy_version=policy_version, hours=hours)
     if as_json:
         _echo_json(data)
         return
@@ -107,12 +81,12 @@ def groups(
     limit: int = typer.Option(20, min=1, max=1000), as_json: bool = JsonOption,
 ) -> None:
     """Failure groups: normalised error messages with counts, tasks and trend."""
-    found = failure_groups(open_store(settings_from(config)), project, include_noise=noise, limit=limit)
+    found = store_operation(settings_from(config), "groups", project=project, noise=noise, limit=limit)
     if as_json:
-        _echo_json([{**asdict(g), "trend": g.trend} for g in found])
+        _echo_json(found)
         return
     for g in found:
-        typer.echo(f"{g.failures:6} failures {g.tasks:5} tasks  {g.trend:8} {g.error_type:16} {g.pattern}")
+        typer.echo(f"{g['failures']:6} failures {g['tasks']:5} tasks  {g['trend']:8} {g['error_type']:16} {g['pattern']}")
 
 
 @handle_errors
@@ -122,13 +96,12 @@ def patterns(
     min_support: int = typer.Option(10, min=1), as_json: bool = JsonOption,
 ) -> None:
     """Input patterns most associated with failure, in plain words."""
-    found = failure_patterns(open_store(settings_from(config)), Slice(project=project), phase=phase,
-                             min_support=min_support)
+    found = store_operation(settings_from(config), "patterns", project=project, phase=phase, min_support=min_support)
     if as_json:
-        _echo_json([asdict(p) for p in found])
+        _echo_json(found)
         return
     for p in found:
-        typer.echo(f"- {p.description}")
+        typer.echo(f"- {p['description']}")
 
 
 @handle_errors
@@ -139,19 +112,14 @@ def train(
     in_memory_limit: int = typer.Option(200_000, min=1, help="Above this many tasks, train out-of-core."),
 ) -> None:
     """Train the failure classifier, save a new model version and make it current."""
-    from retrylens.analytics.model_store import ModelStore, models_dir
-    from retrylens.analytics.training import train_from_store, train_from_traces
-
     settings = settings_from(config)
-    target = ModelStore(models_dir(settings))
-    if traces is not None:
-        result = train_from_traces(traces, model_store=target)
-    else:
-        try:
-            result = train_from_store(open_store(settings), Slice(project=project),
-                                      in_memory_limit=in_memory_limit, model_store=target)
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
+    if traces is None:
+        _echo_json(store_operation(settings, "train", project=project, in_memory_limit=in_memory_limit))
+        return
+    from retrylens.analytics.model_store import ModelStore, models_dir
+    from retrylens.analytics.training import train_from_traces
+
+    result = train_from_traces(traces, model_store=ModelStore(models_dir(settings)))
     summary = {k: v for k, v in result.meta.items() if k not in {"features"}}
     for section in [summary.get("metrics", {}), *summary.get("baselines", {}).values()]:
         section.pop("calibration", None)
@@ -185,25 +153,17 @@ GraceOption = typer.Option(
 )
 
 
-def _seal(store: Any, grace_minutes: float) -> dict[str, Any]:
-    report = seal_rollups(store, grace=timedelta(minutes=grace_minutes))
-    return {"sealed": report.sealed, "resealed": report.resealed, "hours": report.hours,
-            "days": report.days, "boundary": report.boundary.isoformat()}
-
-
 @handle_errors
 def backfill(config: Path | None = ConfigOption, grace_minutes: float = GraceOption) -> None:
     """Re-derive the rollups from stored events, then seal closed buckets (safe to repeat)."""
-    store = open_store(settings_from(config))
-    statements = backfill_rollups(store)
-    _echo_json({"statements": statements, **_seal(store, grace_minutes)})
+    _echo_json(store_operation(settings_from(config), "backfill", grace_minutes=grace_minutes))
 
 
 @rollups_app.command("seal")
 @handle_errors
 def rollups_seal(config: Path | None = ConfigOption, grace_minutes: float = GraceOption) -> None:
     """Seal closed 5-minute buckets into plain counters and re-seal those with late events."""
-    _echo_json(_seal(open_store(settings_from(config)), grace_minutes))
+    _echo_json(store_operation(settings_from(config), "rollups.seal", grace_minutes=grace_minutes))
 
 
 @alerts_app.command("add")
@@ -217,23 +177,46 @@ def alerts_add(
     phase: str | None = PhaseOption, policy_version: str | None = PolicyOption,
 ) -> None:
     """Add an alert rule."""
-    try:
-        rule = _alerting().AlertRule(name=name, metric=metric, op=op, threshold=threshold,  # type: ignore[arg-type]
-                                  window_minutes=window_minutes, per=per, min_calls=min_calls, webhook_url=webhook,
-                                  where=Slice(project=project, agent=agent, phase=phase, policy_version=policy_version))
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
-    _alerting().save_rule(open_store(settings_from(config)), rule)
-    _echo_json({"rule_id": rule.rule_id, "name": rule.name})
+    _echo_json(store_operation(settings_from(config), "alerts.add", name=name, metric=metric, op=op,
+                               threshold=threshold, window_minutes=window_minutes, per=per, min_calls=min_calls,
+                               webhook=webhook, project=project, agent=agent, phase=phase,
+                               policy_version=policy_version))
+
+
+@alerts_app.command("update")
+@handle_errors
+def alerts_update(
+    rule_id: str = typer.Argument(..., help="The rule's id (see `retrylens alerts list`)."),
+    name: str | None = typer.Option(None, help="New name."), metric: str | None = typer.Option(None),
+    op: str | None = typer.Option(None), threshold: float | None = typer.Option(None),
+    window_minutes: int | None = typer.Option(None, min=1), per: str | None = typer.Option(None),
+    min_calls: int | None = typer.Option(None, min=0), webhook: str | None = typer.Option(None),
+    enabled: bool | None = typer.Option(None, "--enabled/--disabled", help="Switch the rule on or off."),
+    config: Path | None = ConfigOption, project: str | None = ProjectOption, agent: str | None = AgentOption,
+    phase: str | None = PhaseOption, policy_version: str | None = PolicyOption,
+) -> None:
+    """Change an alert rule: only the options given change."""
+    _echo_json(store_operation(settings_from(config), "alerts.update", rule_id=rule_id, name=name, metric=metric,
+                               op=op, threshold=threshold, window_minutes=window_minutes, per=per,
+                               min_calls=min_calls, webhook=webhook, enabled=enabled, project=project, agent=agent,
+                               phase=phase, policy_version=policy_version))
+
+
+@alerts_app.command("delete")
+@handle_errors
+def alerts_delete(
+    rule_id: str = typer.Argument(..., help="The rule's id (see `retrylens alerts list`)."),
+    config: Path | None = ConfigOption,
+) -> None:
+    """Delete an alert rule."""
+    _echo_json(store_operation(settings_from(config), "alerts.delete", rule_id=rule_id))
 
 
 @alerts_app.command("list")
 @handle_errors
 def alerts_list(config: Path | None = ConfigOption) -> None:
     """Rules and the state of each firing slice."""
-    store = open_store(settings_from(config))
-    _echo_json({"rules": [{**asdict(r), "where": asdict(r.where)} for r in _alerting().list_rules(store)],
-                "states": _alerting().alert_states(store)})
+    _echo_json(store_operation(settings_from(config), "alerts.list"))
 
 
 @alerts_app.command("evaluate")
@@ -243,8 +226,7 @@ def alerts_evaluate(
 ) -> None:
     """Evaluate every rule once; prints the notifications sent."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    sent = _alerting().evaluate_alerts(open_store(settings_from(config)), webhook_url=webhook)
-    _echo_json([n.payload() for n in sent])
+    _echo_json(store_operation(settings_from(config), "alerts.evaluate", webhook=webhook))
 
 
 @alerts_app.command("watch")
@@ -253,10 +235,17 @@ def alerts_watch(
     config: Path | None = ConfigOption, interval: float = typer.Option(60.0, min=1.0),
     webhook: str = typer.Option("", help="Default webhook URL."),
 ) -> None:
-    """Evaluate the rules every ``--interval`` seconds until SIGINT/SIGTERM."""
+    """Evaluate the rules every ``--interval`` seconds until SIGINT/SIGTERM (here or on the store's server)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     console.print(f"evaluating alert rules every {interval:g}s")
-    _alerting().run_periodically(open_store(settings_from(config)), interval_s=interval, stop=stop, webhook_url=webhook)
+    settings = settings_from(config)
+    while not stop.is_set():
+        try:
+            for sent in store_operation(settings, "alerts.evaluate", webhook=webhook):
+                console.print(f"alert {sent['status']}: {sent['message']}")
+        except RetryLensError as exc:
+            console.print(f"[red]alert evaluation failed:[/red] {exc}")
+        stop.wait(interval)

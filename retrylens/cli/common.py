@@ -1,4 +1,4 @@
-"""What every command shares: loading settings and turning known errors into exit codes."""
+"""What every command shares: loading settings, progress bars, and turning known errors into exit codes."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ from typing import Any, ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Column
 
 from retrylens.config import Settings, load_settings
 from retrylens.errors import ConfigError, InvalidBurstError, RetryLensError
@@ -19,6 +21,19 @@ R = TypeVar("R")
 
 console = Console(stderr=True, soft_wrap=True)
 ConfigOption = typer.Option(None, "--config", help="TOML settings file (also RETRYLENS_CONFIG).")
+
+
+def progress_bars(console: Console, *, counts: bool = True) -> Progress:
+    """Progress bars that fit the terminal: a long step description wraps onto a second line and
+    the bar shrinks, but the counts and the elapsed time are never cut (rich's defaults give the
+    description and a 40-character bar their full width and cut the line at the terminal's edge)."""
+    columns = [
+        TextColumn("{task.description}", table_column=Column(ratio=3, overflow="fold")),
+        BarColumn(bar_width=None, table_column=Column(ratio=1, min_width=5)),
+        *([MofNCompleteColumn(table_column=Column(no_wrap=True, min_width=9))] if counts else []),
+        TimeElapsedColumn(table_column=Column(no_wrap=True, min_width=7)),
+    ]
+    return Progress(*columns, console=console, transient=False, expand=True)
 
 
 def settings_from(config: Path | None, **overrides: Any) -> Settings:

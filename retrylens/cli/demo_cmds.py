@@ -21,19 +21,18 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import Progress
 from rich.table import Table
 
-from retrylens.analytics.metrics import metrics_summary
 from retrylens.config import Settings
 from retrylens.ingest.kafka_clients import ensure_topics
 from retrylens.sdk.transport import build_emitter
 from retrylens.simulation import load_scenario, run_fleet
 from retrylens.simulation.fleet import fleet_policy
-from retrylens.store import open_store
 
 from . import demo_loop
-from .common import ConfigOption, handle_errors, settings_from
+from .common import ConfigOption, handle_errors, progress_bars, settings_from
+from .road import open_road
 
 out = Console(soft_wrap=True)
 
@@ -64,7 +63,7 @@ def demo(
     logging.basicConfig(level=logging.WARNING)
     settings = settings_from(config)
     fault_model = load_scenario(scenario)
-    store = open_store(settings)
+    road = open_road(settings)
     if settings.uses_kafka:
         ensure_topics(settings)
     loop = driver == "governor" and learn_share > 0 and tasks >= 40
@@ -75,36 +74,37 @@ def demo(
     else:
         start = start_at if start_at.tzinfo else start_at.replace(tzinfo=UTC)
     emitter = build_emitter(settings, name="demo")
-    before = store.count_distinct_events()
+    before = road.run("store.stats")["events"]
     report: dict = {"mode": "kafka" if settings.uses_kafka else "embedded",
                     "store": settings.effective_dsn if settings.is_embedded_store else settings.clickhouse_dsn}
     with _progress(as_json) as progress:
         bar = progress.add_task("recording the fleet's first part", total=len(first))
         parts = [run_fleet(fault_model, tasks=tasks, seed=seed, driver=driver, emit=emitter.emit, start=start,
                            task_range=first, on_task=lambda _t: progress.advance(bar))]
-        flushed = demo_loop.ingest(settings, store, emitter)
+        flushed = demo_loop.ingest(settings, road, emitter, expect=before + parts[0].events_emitted)
         if loop:
             progress.update(bar, description="training the risk model")
-            report["model"] = demo_loop.train(settings, store)
+            report["model"] = demo_loop.train(road)
             log = demo_loop.PrecheckLog()
             bar = progress.add_task("pre-checking and governing the rest", total=len(rest))
-            with demo_loop.api_preflights(settings, store, log) as preflight:
+            with demo_loop.api_preflights(settings, road, log, model_version=report["model"]["version"]) as preflight:
                 parts.append(demo_loop.run_part(fault_model, tasks=tasks, seed=seed, part=rest, start=start,
                                                 emit=emitter.emit, preflight=preflight,
                                                 step=lambda _t: progress.advance(bar)))
-            flushed = demo_loop.ingest(settings, store, emitter) and flushed
+            emitted = sum(p.events_emitted for p in parts)
+            flushed = demo_loop.ingest(settings, road, emitter, expect=before + emitted) and flushed
             bar = progress.add_task("the same tasks without pre-checks (recorded nowhere)", total=len(rest))
             without = demo_loop.run_part(fault_model, tasks=tasks, seed=seed, part=rest, start=start,
                                          step=lambda _t: progress.advance(bar))
             report["prechecks"] = {**log.as_dict(), "changed": demo_loop.changed(parts[1], without)}
         emitter.close()
-        stored = store.count_distinct_events() - before
+        stored = road.run("store.stats")["events"] - before
         whole = demo_loop.combined(parts)
         report.update({
             "events_emitted": whole["fleet"]["events_emitted"], "events_stored": stored, "flushed": flushed,
             # Events already in the store: its metrics count them too, the truth does not.
             "store_held_before": before,
-            "fleet": whole["fleet"], "metrics": metrics_summary(store).as_dict(),
+            "fleet": whole["fleet"], "metrics": road.run("metrics"),
             # The ground truth of this run, from the simulation's own tallies; equal to "metrics"
             # field by field when the store held nothing before (p95s within the histogram's error).
             "truth": whole["truth"].as_dict(),
@@ -112,7 +112,7 @@ def demo(
         if loop:
             bar = progress.add_task("writing the policy report", total=None)
             report["policy_report"] = demo_loop.policy_report(
-                settings, store, fleet_policy(fault_model), seed=seed,
+                road, fleet_policy(fault_model), seed=seed,
                 progress=lambda message: progress.update(bar, description=f"policy report: {message}"))
             progress.update(bar, total=1, completed=1)
     report["dashboard"] = _dashboard_command(settings, config)
@@ -126,8 +126,7 @@ def demo(
 def _progress(quiet: bool) -> Iterator[Progress]:
     """Progress bars on stderr (nothing with --json: its stdout is one JSON object)."""
     console = Console(stderr=True, quiet=quiet)
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, transient=False) as progress:
+    with progress_bars(console) as progress:
         yield progress
 
 

@@ -1,13 +1,15 @@
 """The product's whole loop on one store: record, learn, pre-check, govern, report.
 
-What ``retrylens demo`` runs, step by step (each step is real product code, nothing faked):
+What ``retrylens demo`` runs, step by step (each step is real product code, nothing faked), on
+the store opened here or, while a ``retrylens serve`` owns it, through that server (:mod:`.road`):
 
 1. the seeded fleet's first part runs under the governor; its events travel the configured
    road (spool → store embedded, or Kafka → consumer → store) and are stored;
 2. the failure classifier is trained on the stored tasks (``retrylens train``'s code) and
    saved as the current model version;
 3. the rest of the fleet is pre-checked before each task through the API's own code path
-   (the FastAPI app served on a loopback port, ``POST /v1/precheck``, the SDK's :class:`Preflight`) and
+   (the FastAPI app served on a loopback port, or the running server, ``POST /v1/precheck``,
+   the SDK's :class:`Preflight`) and
    governed with that advice; the same tasks are also run once more *without* pre-checks,
    recording nothing, which is what the pre-checks changed;
 4. a policy report (live policy vs two candidates, from the stored history) is written
@@ -16,23 +18,27 @@ What ``retrylens demo`` runs, step by step (each step is real product code, noth
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from pathlib import Path
+from datetime import datetime
 from typing import Any
+
+import httpx
 
 from retrylens.config import Settings
 from retrylens.ingest.consumer import IngestConsumer
 from retrylens.ingest.spool_ingestor import SpoolIngestor
+from retrylens.sdk.preflight import Preflight
 from retrylens.sdk.transport import Emitter
 from retrylens.simulation import run_fleet
 from retrylens.simulation.fleet import FleetResult
 from retrylens.simulation.scenario import Scenario
 from retrylens.simulation.truth import truth_of
-from retrylens.store import EventStore
+
+from .road import Road
 
 #: Candidate policies the demo's report compares with the live one (merged over it).
 CANDIDATES: dict[str, dict[str, Any]] = {
@@ -75,51 +81,78 @@ class PrecheckLog:
                 "advice": dict(sorted(self.advice.items()))}
 
 
-def ingest(settings: Settings, store: EventStore, emitter: Emitter) -> bool:
-    """Flush the emitter and carry everything it sent into the store; True if all flushed."""
+def ingest(settings: Settings, road: Road, emitter: Emitter, *, expect: int, timeout_s: float = 300.0) -> bool:
+    """Flush the emitter and carry everything it sent into the store; True if all flushed.
+
+    On the store itself the spool (or the Kafka topic) is drained here. When a server owns the
+    store, it drains the spool and the topic itself: wait until the store holds ``expect``
+    distinct events, or until the count stops moving (events already stored by an earlier run
+    of the same seed and start are not counted twice)."""
     flushed = emitter.flush(timeout_s=300)
-    if settings.uses_kafka:
-        IngestConsumer(settings, store).run(idle_exit_s=5)
-    else:
-        SpoolIngestor(settings, store).drain()
+    if road.store is not None:
+        if settings.uses_kafka:
+            IngestConsumer(settings, road.store).run(idle_exit_s=5)
+        else:
+            SpoolIngestor(settings, road.store).drain()
+        return flushed
+    deadline = time.monotonic() + timeout_s
+    last, still = -1, 0
+    while time.monotonic() < deadline:
+        count = road.run("store.stats")["events"]
+        if count >= expect:
+            break
+        still = still + 1 if count == last else 0
+        if still >= 10:
+            break
+        last = count
+        time.sleep(0.5)
     return flushed
 
 
-def train(settings: Settings, store: EventStore) -> dict[str, Any]:
+def train(road: Road) -> dict[str, Any]:
     """``retrylens train`` on the stored first part: the new current model's version and figures."""
-    from retrylens.analytics.model_store import ModelStore, models_dir
-    from retrylens.analytics.training import train_from_store
-
-    result = train_from_store(store, model_store=ModelStore(models_dir(settings)))
-    metrics = result.meta.get("metrics", {})
-    return {"version": result.version, "n_train": result.meta.get("n_train"),
+    result = road.run("train")
+    metrics = result.get("metrics", {})
+    return {"version": result["version"], "n_train": result.get("n_train"),
             **{k: metrics[k] for k in ("roc_auc", "brier") if k in metrics}}
 
 
-@contextmanager
-def api_preflights(settings: Settings, store: EventStore, log: PrecheckLog) -> Iterator[Callable[[str], Any]]:
-    """Per-project :class:`Preflight` clients that reach the real API app over HTTP.
+class _LoggedPreflight(Preflight):
+    """The SDK's pre-flight client, counting what the API advised."""
 
-    The app is served by uvicorn on a loopback port this process picked, in a thread: the
-    same server and client code a deployment runs (Starlette's test client is a test tool,
+    def __init__(self, *args: Any, log: PrecheckLog, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._log = log
+
+    def check(self, request: Any) -> Any:
+        answer = super().check(request)
+        if answer is not None:
+            self._log.record(answer)
+        return answer
+
+
+@contextmanager
+def api_preflights(settings: Settings, road: Road, log: PrecheckLog, *,
+                   model_version: str | None = None) -> Iterator[Callable[[str], Any]]:
+    """Per-project :class:`Preflight` clients that reach the real API over HTTP: the server that
+    owns the store (once it scores with ``model_version``), or else the app on the store opened
+    here, served by uvicorn on a loopback port this process picked, in a thread: the same
+    server and client code a deployment runs (Starlette's test client is a test tool,
     deprecated with plain ``httpx``, and no part of a product run).
     """
-    import httpx
+    from retrylens.api.auth import local_token
+
+    if road.url is not None:
+        token = local_token(settings, create=False)
+        _wait_for_model(road.url, token, model_version)
+        yield lambda _project: _LoggedPreflight(road.url, api_key=token, log=log)
+        return
 
     from retrylens.api.app import create_app
-    from retrylens.api.auth import local_token
-    from retrylens.sdk.preflight import Preflight
-
-    class LoggedPreflight(Preflight):
-        def check(self, request: Any) -> Any:
-            answer = super().check(request)
-            if answer is not None:
-                log.record(answer)
-            return answer
 
     token = local_token(settings)
-    with serve_in_thread(create_app(settings, store)) as url, httpx.Client(timeout=60.0) as http:
-        yield lambda _project: LoggedPreflight(url, api_key=token, client=http)
+    with serve_in_thread(create_app(settings, road.store)) as url, httpx.Client(timeout=60.0) as http:
+        yield lambda _project: _LoggedPreflight(url, api_key=token, client=http, log=log)
 
 
 @contextmanager
@@ -146,6 +179,18 @@ def serve_in_thread(app: Any) -> Iterator[str]:
         server.should_exit = True
         thread.join(timeout=30)
         sock.close()
+
+
+def _wait_for_model(url: str, token: str | None, version: str | None, timeout_s: float = 30.0) -> None:
+    """The server re-reads the current model every few seconds; pre-checks wait for the new one."""
+    if version is None:
+        return
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        answer = httpx.get(f"{url}/v1/model", headers={"X-API-Key": token or ""}, timeout=10)
+        if answer.status_code == 200 and answer.json().get("version") == version:
+            return
+        time.sleep(0.5)
 
 
 def run_part(scenario: Scenario, *, tasks: int, seed: int, part: range, start: datetime, emit: Any = None,
@@ -180,23 +225,15 @@ def combined(parts: list[FleetResult]) -> dict[str, Any]:
     return {"fleet": total, "truth": truth_of(tallies)}
 
 
-def policy_report(settings: Settings, store: EventStore, live: Any, *, seed: int,
-                  progress: Callable[[str], None]) -> dict[str, Any]:
+def policy_report(road: Road, live: Any, *, seed: int, progress: Callable[[str], None]) -> dict[str, Any]:
     """``retrylens report policies`` over the stored history, written under ``<data_dir>/reports``."""
-    from retrylens.evaluation.candidates import Candidate, overlay
-    from retrylens.evaluation.history import build_history, read_frame
-    from retrylens.evaluation.report import build_report, write_report
-    from retrylens.evaluation.shadow import compare_shadow
+    from retrylens.evaluation.candidates import overlay
 
     candidates = [
-        Candidate(name, overlay(live, {"id": name, **changes}, source=f"demo candidate {name}"), f"demo:{name}")
+        {"name": name, "source": f"demo:{name}",
+         "policy": overlay(live, {"id": name, **changes}, source=f"demo candidate {name}").model_dump(mode="json")}
         for name, changes in CANDIDATES.items()
     ]
-    history = build_history(read_frame(store))
-    shadow = compare_shadow(store)
-    report = build_report(history, live, candidates, shadow=shadow, replicates=200, seed=seed, progress=progress)
-    out = Path(settings.data_dir) / "reports" / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    json_path, html_path = write_report(report, out)
-    rec = report["recommendation"]
-    return {"html": str(html_path), "json": str(json_path), "recommendation": rec["decision"],
-            "policy": rec["policy"], "reason": rec["reason"]}
+    found = road.run("report.policies", progress=progress, live=live.model_dump(mode="json"),
+                     candidates=candidates, replicates=200, seed=seed)
+    return {k: found[k] for k in ("html", "json", "recommendation", "policy", "reason")}

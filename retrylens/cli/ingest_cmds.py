@@ -17,6 +17,10 @@ from retrylens.ingest.spool_ingestor import SpoolIngestor
 from retrylens.store import open_store
 
 from .common import ConfigOption, console, handle_errors, settings_from
+from .road import owning_server
+
+#: How often a server's spool ingestor drains (see :class:`retrylens.api.server.IngestThreads`).
+SPOOL_INTERVAL_S = 0.5
 
 dlq_app = typer.Typer(help="Dead-letter queue operations.", no_args_is_help=True)
 
@@ -51,6 +55,12 @@ def consume(
     if not settings.uses_kafka:
         console.print("[red]error:[/red] KAFKA_BOOTSTRAP_SERVERS is not set; embedded mode uses `retrylens ingest-spool`")
         raise typer.Exit(2)
+    server = owning_server(settings)
+    if server is not None:
+        console.print(f"[red]error:[/red] the RetryLens server at {server} owns this embedded store and consumes "
+                      "the topic into it itself; to run more consumers, point RETRYLENS_CLICKHOUSE_DSN at a "
+                      "ClickHouse server")
+        raise typer.Exit(2)
     if settings.metrics_port:
         start_http_server(settings.metrics_port)
     group = ConsumerGroup(settings, open_store(settings))
@@ -78,6 +88,12 @@ def _report_status(group: ConsumerGroup, every_s: float, done: threading.Event) 
 def ingest_spool(config: Path | None = ConfigOption) -> None:
     """Embedded mode: ingest every spooled event into the store, then exit."""
     settings = settings_from(config)
+    server = owning_server(settings)
+    if server is not None:
+        console.print(f"the RetryLens server at {server} owns this store and ingests the spool itself "
+                      f"(every {SPOOL_INTERVAL_S:g} s): nothing to do here")
+        typer.echo(json.dumps({"rows": 0, "dead_letters": 0, "ingested_by": server}))
+        return
     ingestor = SpoolIngestor(settings, open_store(settings))
     rows = ingestor.drain()
     typer.echo(json.dumps({"rows": rows, "dead_letters": ingestor.dead_letters}))

@@ -1,26 +1,23 @@
 """``retrylens report policies``: the live retry policy vs candidates, from the stored history.
 
-Reads the configured store (in embedded mode this command opens the chDB store itself, so
-no server may own it at the same time: a locked store gives the clear
-:class:`~retrylens.errors.StoreLockedError` message), then writes ``policy_report.json``
-and a self-contained ``policy_report.html``.
+Reads the configured store (in embedded mode the chDB store itself, or, while a
+``retrylens serve`` owns it, through that server: :mod:`.road`), then writes
+``policy_report.json`` and a self-contained ``policy_report.html``.
 """
 
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import typer
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from retrylens.errors import ConfigError, PolicyError
 from retrylens.evaluation.candidates import CandidateError, load_candidates, read_mapping
 from retrylens.sdk.policy import RetryPolicy, parse_policy, policy_from_env
-from retrylens.store import open_store
 
-from .common import ConfigOption, console, handle_errors, settings_from
+from .common import ConfigOption, console, handle_errors, progress_bars, settings_from
+from .road import open_road
 
 report_app = typer.Typer(help="Reports: retry policies.", no_args_is_help=True)
 
@@ -69,33 +66,21 @@ def policies(
     except CandidateError as exc:
         console.print(f"[red]bad candidate policy:[/red] {exc}")
         raise typer.Exit(2) from exc
-    since = datetime.now(UTC) - timedelta(hours=hours) if hours else None
-    with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=console,
-                  transient=False) as bar:
+    with progress_bars(console, counts=False) as bar:
         total = 6 + 2 * len(chosen)
         task = bar.add_task("opening the store", total=total)
 
         def step(message: str) -> None:
             bar.update(task, advance=1, description=message)
 
-        # The replay's modules (pandas, numpy) load here, not for every command and --help.
-        from retrylens.evaluation.history import build_history, read_frame
-        from retrylens.evaluation.report import build_report, write_report
-        from retrylens.evaluation.shadow import compare_shadow
-
         settings = settings_from(config)
-        out = out or settings.data_dir / "reports" / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-        store = open_store(settings)
-        step("reading the attempt history")
-        history = build_history(read_frame(store, project=project, agent=agent, since=since))
-        step("shadow comparison")
-        shadow = compare_shadow(store, project=project, since=since)
-        report = build_report(history, live_policy, chosen, shadow=shadow, replicates=replicates, seed=seed,
-                              progress=step)
-        step("writing the report")
-        json_path, html_path = write_report(report, out)
+        road = open_road(settings)
+        report = road.run(
+            "report.policies", progress=step, live=live_policy.model_dump(mode="json"),
+            candidates=[{"name": c.name, "policy": c.policy.model_dump(mode="json"), "source": c.source}
+                        for c in chosen],
+            project=project, agent=agent, hours=hours, replicates=replicates, seed=seed,
+            out=str(out.resolve()) if out else None)
         bar.update(task, completed=total, description="done")
-    rec = report["recommendation"]
-    console.print(f"[bold]{rec['decision']}[/bold]: {rec['reason']}")
-    typer.echo(json.dumps({"json": str(json_path), "html": str(html_path), "evidence": report["evidence"],
-                           "recommendation": rec["decision"], "policy": rec["policy"]}))
+    console.print(f"[bold]{report['recommendation']}[/bold]: {report['reason']}")
+    typer.echo(json.dumps({k: report[k] for k in ("json", "html", "evidence", "recommendation", "policy")}))

@@ -8,10 +8,10 @@ from pathlib import Path
 import typer
 
 from retrylens.schemas.export import SCHEMA_FILE, write_json_schema
-from retrylens.store import connect, open_store
-from retrylens.store.migrator import Migrator, context_from, render_all
+from retrylens.store.migrator import context_from, render_all
 
 from .common import ConfigOption, handle_errors, settings_from
+from .road import store_operation
 
 store_app = typer.Typer(help="Store schema and status.", no_args_is_help=True)
 schema_app = typer.Typer(help="The retry-event schema.", no_args_is_help=True)
@@ -33,16 +33,14 @@ def migrate(
     if dry_run:
         typer.echo(";\n\n".join(render_all(context_from(settings))) + ";")
         return
-    applied = Migrator(connect(settings), context_from(settings)).apply()
-    typer.echo(json.dumps({"applied": [f"{m.version:04d}_{m.name}" for m in applied]}))
+    typer.echo(json.dumps(store_operation(settings, "store.migrate")))
 
 
 @store_app.command("stats")
 @handle_errors
 def stats(config: Path | None = ConfigOption) -> None:
     """Distinct events and physical rows in the store."""
-    store = open_store(settings_from(config))
-    typer.echo(json.dumps({"events": store.count_distinct_events(), "rows": store.count_rows()}))
+    typer.echo(json.dumps(store_operation(settings_from(config), "store.stats")))
 
 
 @schema_app.command("export")

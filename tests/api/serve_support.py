@@ -42,7 +42,7 @@ def running_server(data_dir: Path, extra_env: dict[str, str] | None = None) -> I
                                text=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        if not wait_until_healthy(url, process, timeout_s=60):
+        if not wait_until_healthy(url, process, timeout_s=180):  # a loaded CI machine starts it slowly
             detail = process.communicate(timeout=10)[1][-2000:] if process.poll() is not None else "no answer"
             raise AssertionError(f"server did not become healthy: {detail}")
         yield url

@@ -72,6 +72,8 @@ def test_generated_requests_never_get_a_server_error(app):
 #: so generated filters reach real rows, and a random name otherwise, so the 404s are checked too. The
 #: project default's policy PUT takes the same body through the same code as the agent's, so only the
 #: agent's gets the coverage phase's ~2,600 boundary bodies (both get examples, fuzzing and stateful).
+#: ``POST /v1/events`` takes any JSON items and judges each with the event processor; a batch none of
+#: whose items is an event answers its documented 422 (with every reason), valid per the schema or not.
 CLI_CONFIG = """
 [dictionaries.projects]
 values = ["acme"]
@@ -83,6 +85,10 @@ values = ["acme"]
 [[operations]]
 include-name = "PUT /v1/policies/{project}"
 phases.coverage.enabled = false
+
+[[operations]]
+include-name = "POST /v1/events"
+checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "422"]
 """
 
 

@@ -20,6 +20,7 @@ NOT_PROJECT_ERRORS = {
     ("simulation/multistep.py", "RateLimited"),  # a simulated 429, raised through agent code
     ("api/precheck.py", "NeedsIO"),  # scoring without I/O gave up; caught at once
     ("api/events.py", "IntakeUnavailable"),  # becomes a 503 in the same module
+    ("api/middleware.py", "BodyTooLarge"),  # FastAPI's HTTPException for a 413 with its figures
 }
 
 

@@ -1,0 +1,92 @@
+"""Alert rules over the API: created, changed and deleted per project key; a firing reaches its webhook."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from apitest_support import ACME, GLOBEX, KEYS
+
+from retrylens.api.auth import local_token
+from retrylens.errors import ApiError
+from retrylens.sdk.client import RetryLensClient
+
+pytestmark = pytest.mark.clickhouse
+RULE = {"name": "busy", "metric": "calls", "op": ">", "threshold": 0, "window_minutes": 120}
+
+
+@pytest.fixture
+def acme(client) -> RetryLensClient:
+    return RetryLensClient("http://testserver", KEYS["acme"], http=client)
+
+
+@pytest.fixture
+def receiver() -> Iterator[tuple[str, list[dict]]]:
+    """A local webhook receiver: its URL and the JSON bodies posted to it."""
+    received: list[dict] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - the http.server hook's name
+            received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *_: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/hook", received
+    server.shutdown()
+    thread.join()
+
+
+def test_a_rule_is_created_changed_and_deleted_by_the_projects_key(acme: RetryLensClient) -> None:
+    created = acme.add_alert_rule("acme", {**RULE, "agent": "planner", "per": "phase"})
+    assert created["where"] == {"project": "acme", "agent": "planner"} and created["per"] == "phase"
+    listed = acme.alerts("acme")["rules"]
+    assert [(r["rule_id"], r["name"]) for r in listed] == [(created["rule_id"], "busy")]
+    changed = acme.update_alert_rule("acme", created["rule_id"], {**RULE, "threshold": 5, "enabled": False})
+    assert changed["rule_id"] == created["rule_id"] and changed["threshold"] == 5 and changed["enabled"] is False
+    assert [(r["threshold"], r["enabled"]) for r in acme.alerts("acme")["rules"]] == [(5, False)]
+    assert acme.delete_alert_rule("acme", created["rule_id"]) == {"deleted": created["rule_id"]}
+    assert acme.alerts("acme")["rules"] == []
+
+
+def test_another_projects_rule_is_not_found_and_bad_rules_are_named(client, acme: RetryLensClient) -> None:
+    globex = RetryLensClient("http://testserver", KEYS["globex"], http=client)
+    theirs = globex.add_alert_rule("globex", RULE)
+    path = f"/v1/projects/acme/alerts/rules/{theirs['rule_id']}"
+    assert client.put(path, json=RULE, headers=ACME).status_code == 404  # not acme's rule
+    assert client.delete(path, headers=ACME).status_code == 404
+    assert client.post("/v1/projects/globex/alerts/rules", json=RULE, headers=ACME).status_code == 404
+    assert client.delete(f"/v1/projects/globex/alerts/rules/{theirs['rule_id']}", headers=GLOBEX).status_code == 200
+    with pytest.raises(ApiError) as bad:
+        acme.add_alert_rule("acme", {**RULE, "metric": "no_such_metric"})
+    assert bad.value.status == 422 and "metric" in str(bad.value.detail)
+    wrong = client.post("/v1/projects/acme/alerts/rules", json={**RULE, "webhook_url": "ftp://x"}, headers=ACME)
+    assert wrong.status_code == 422 and "webhook_url" in wrong.json()["message"]
+    assert client.post("/v1/projects/acme/alerts/rules", json={**RULE, "threshold": "1"}, headers=ACME).status_code == 422
+
+
+def test_a_firing_rule_is_posted_to_its_webhook(client, acme: RetryLensClient, api_settings, receiver) -> None:
+    url, received = receiver
+    rule = acme.add_alert_rule("acme", {**RULE, "webhook_url": url})
+    # What the server's maintenance loop runs, asked for through its store-operation route.
+    sent = client.post("/v1/ops/alerts.evaluate", json={}, headers={"X-API-Key": local_token(api_settings)})
+    assert sent.status_code == 200, sent.text
+    assert [n["rule_id"] for n in sent.json()] == [rule["rule_id"]]
+    assert len(received) == 1
+    assert received[0]["rule_id"] == rule["rule_id"] and received[0]["status"] == "firing"
+    assert received[0]["rule_name"] == "busy" and received[0]["value"] > 0
+    history = acme.alerts("acme")["history"]
+    assert history[0]["rule_id"] == rule["rule_id"] and history[0]["delivered"] is True
+
+
+def test_store_operations_refuse_a_project_key(client) -> None:
+    answer = client.post("/v1/ops/store.stats", json={}, headers=ACME)
+    assert answer.status_code == 403 and "local token" in answer.json()["detail"]
