@@ -102,3 +102,13 @@ def task_timeline(events: Sequence[dict[str, Any]]) -> go.Figure:
         ))
     figure.update_yaxes(categoryorder="category descending")
     return figure
+
+
+def policy_intervals(points: Sequence[dict[str, Any]], label: str) -> go.Figure:
+    """One metric per policy: the point estimate with its 95 % interval as an error bar."""
+    figure = _figure(f"{label}: estimate and 95 % CI per policy")
+    figure.add_trace(go.Scatter(
+        x=[p["value"] for p in points], y=[p["policy"] for p in points], mode="markers", name=label,
+        error_x={"type": "data", "symmetric": False, "array": [p["hi"] - p["value"] for p in points],
+                 "arrayminus": [p["value"] - p["lo"] for p in points]}))
+    return figure

@@ -171,5 +171,8 @@ def policy_report(settings: Settings, store: EventStore, live: Any, *, seed: int
     out = Path(settings.data_dir) / "reports" / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     json_path, html_path = write_report(report, out)
     rec = report["recommendation"]
+    from .report_cmds import recommendation_lines
+
     return {"html": str(html_path), "json": str(json_path), "recommendation": rec["decision"],
-            "policy": rec["policy"], "reason": rec["reason"]}
+            "policy": rec["policy"], "reason": rec["reason"], "changes": rec.get("changes", []),
+            "lines": recommendation_lines(report)}

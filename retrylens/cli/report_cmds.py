@@ -16,7 +16,12 @@ import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from retrylens.errors import ConfigError, PolicyError
-from retrylens.evaluation.candidates import CandidateError, load_candidates, read_mapping
+from retrylens.evaluation.candidates import (
+    CandidateError,
+    describe_changes,
+    load_candidates,
+    read_mapping,
+)
 from retrylens.sdk.policy import RetryPolicy, parse_policy, policy_from_env
 from retrylens.store import open_store
 
@@ -42,6 +47,21 @@ def _live_policy(path: Path | None) -> RetryPolicy:
         raise ConfigError(str(exc).replace("candidate policy", "live policy")) from exc
 
 
+def recommendation_lines(report: dict) -> list[str]:
+    """The decision with the chosen candidate's changes, then each candidate: its changes and verdict."""
+    rec = report["recommendation"]
+    head = f"{rec['decision']}"
+    if rec.get("policy"):
+        head += f" -> {rec['policy']} ({describe_changes(rec.get('changes', []), limit=20)})"
+    lines = [f"{head}: {rec['reason']}"]
+    verdicts = {v["name"]: v for v in rec.get("candidates", [])}
+    for c in report.get("candidates", []):
+        v = verdicts.get(c["name"], {})
+        lines.append(f"  candidate {c['name']}: {describe_changes(c.get('changes', []), limit=20)}"
+                     + (f"; {v['verdict']}: {v['why']}" if v else ""))
+    return lines
+
+
 @report_app.command("policies")
 @handle_errors
 def policies(
@@ -59,6 +79,13 @@ def policies(
     hours: float | None = typer.Option(None, "--hours", min=0.01, help="Only the last N hours."),
     replicates: int = typer.Option(400, "--replicates", min=50, max=10_000, help="Bootstrap replicates."),
     seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap."),
+    min_success_gain: float = typer.Option(
+        0.01, "--min-success-gain", min=0.0, max=0.99,
+        help="Adopt a candidate for success only when the CI's lower bound of its gain is at least this "
+        "(0.01 = 1 percentage point)."),
+    min_cost_saving: float = typer.Option(
+        0.05, "--min-cost-saving", min=0.0, max=0.99,
+        help="Adopt a cheaper candidate only when its CI's bound saves at least this share of the live cost."),
     config: Path | None = ConfigOption,
 ) -> None:
     """Compare the live retry policy with candidates on the stored history (HTML + JSON)."""
@@ -80,7 +107,7 @@ def policies(
 
         # The replay's modules (pandas, numpy) load here, not for every command and --help.
         from retrylens.evaluation.history import build_history, read_frame
-        from retrylens.evaluation.report import build_report, write_report
+        from retrylens.evaluation.report import Margins, build_report, write_report
         from retrylens.evaluation.shadow import compare_shadow
 
         settings = settings_from(config)
@@ -91,11 +118,12 @@ def policies(
         step("shadow comparison")
         shadow = compare_shadow(store, project=project, since=since)
         report = build_report(history, live_policy, chosen, shadow=shadow, replicates=replicates, seed=seed,
-                              progress=step)
+                              progress=step, margins=Margins(success=min_success_gain, cost_share=min_cost_saving))
         step("writing the report")
         json_path, html_path = write_report(report, out)
         bar.update(task, completed=total, description="done")
     rec = report["recommendation"]
-    console.print(f"[bold]{rec['decision']}[/bold]: {rec['reason']}")
+    for line in recommendation_lines(report):
+        console.print(line, markup=False, highlight=False)
     typer.echo(json.dumps({"json": str(json_path), "html": str(html_path), "evidence": report["evidence"],
                            "recommendation": rec["decision"], "policy": rec["policy"]}))
