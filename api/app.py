@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -27,14 +26,13 @@ from retrylens import __version__
 from retrylens.config import Settings
 from retrylens.store import EventStore, open_store
 
-from . import events, iso_patterns, otlp, policies, precheck, reads
+from . import events, iso_patterns, otlp, policies, precheck, precheck_log, reads
 from .auth import KeyRing, local_token
 from .contract import answer_405_with_every_method, declare_errors
 from .middleware import BodySizeLimit, RequestMetrics
 from .shadow import ShadowReportProvider
 
 log = logging.getLogger("retrylens.api")
-RECENT_PRECHECKS = 1000
 
 
 def create_app(
@@ -53,6 +51,7 @@ def create_app(
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         yield
         intake.close()
+        app.state.precheck_log.close()
 
     app = FastAPI(
         title="RetryLens API",
@@ -64,7 +63,7 @@ def create_app(
     app.state.store = store
     app.state.keyring = KeyRing(settings.api_keys, local_token(settings))
     app.state.intake = intake
-    app.state.prechecks = deque(maxlen=RECENT_PRECHECKS)
+    app.state.precheck_log = precheck_log.PrecheckLog(store)
     app.state.shadow_reports = shadow_reports
     app.state.scorer = precheck.RiskScorer(settings, store)
     app.state.policies = policies.PolicyStore(store)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -32,6 +33,7 @@ from retrylens.analytics.filters import Slice
 from retrylens.analytics.fingerprints import KNOWN_BAD_FAILURES, FingerprintStats
 from retrylens.analytics.metrics import metrics_summary
 from retrylens.analytics.model_store import LoadedModel, ModelNotFoundError, load_current_model
+from retrylens.analytics.prechecks import PrecheckRow
 from retrylens.config import Settings
 from retrylens.sdk.features import extract_input_features, input_fingerprint
 from retrylens.sdk.preflight import PrecheckRequest, PrecheckResponse, Recommendation
@@ -180,7 +182,7 @@ class RiskScorer:
         risk = min(1.0, max(0.0, risk))
         known_bad = stats.failures >= KNOWN_BAD_FAILURES
         response = PrecheckResponse(
-            risk=risk, model_version=version, top_features=[name for name, _ in contributions],
+            risk=risk, model_version=version, precheck_id=uuid.uuid4().hex, top_features=[name for name, _ in contributions],
             known_bad_fingerprint=known_bad,
             recommended=recommend(risk, known_bad, self.settings.human_review_threshold),
         )
@@ -209,11 +211,32 @@ async def precheck(body: PrecheckRequest, request: Request, who: Principal = Dep
         response, details = scorer.score(body, io=False)  # from memory, on the event loop
     except NeedsIO:
         response, details = await run_in_threadpool(scorer.score, body)
-    request.app.state.prechecks.append({
-        "ts": datetime.now(UTC).isoformat(), "project": body.project, "agent": body.agent,
-        "risk": response.risk, "model_version": response.model_version,
-        "known_bad_fingerprint": response.known_bad_fingerprint, "fingerprint": details["fingerprint"],
-        "top_features": [{"feature": n, "contribution": round(v, 4)} for n, v in details["contributions"]],
-        "recommended": response.recommended.model_dump(),
-    })
+    details["precheck_id"] = response.precheck_id
+    request.app.state.precheck_log.add(stored_row(body, response, details))
     return response
+
+
+def advice_kinds(response: PrecheckResponse) -> list[str]:
+    """The advice of an answer as kind names (what the model page and the effect tables group by)."""
+    rec = response.recommended
+    kinds = []
+    if rec.max_attempts is not None:
+        kinds.append("lower_max_attempts")
+    if rec.degrade_first:
+        kinds.append("degrade_first")
+    if rec.human_review:
+        kinds.append("human_review")
+    if response.known_bad_fingerprint:
+        kinds.append("known_bad_input")
+    return kinds
+
+
+def stored_row(body: PrecheckRequest, response: PrecheckResponse, details: dict[str, Any]) -> PrecheckRow:
+    """The row :class:`~.precheck_log.PrecheckLog` stores for one answered pre-check."""
+    return PrecheckRow(
+        precheck_id=response.precheck_id, ts=datetime.now(UTC), project=body.project, agent=body.agent,
+        task_id=body.task_id, input_fingerprint=details["fingerprint"], risk=response.risk,
+        model_version=response.model_version, known_bad=response.known_bad_fingerprint,
+        advice=tuple(advice_kinds(response)), max_attempts=response.recommended.max_attempts or 0,
+        explanation={"top_features": [{"feature": n, "contribution": round(v, 4)} for n, v in details["contributions"]]},
+    )

@@ -155,10 +155,13 @@ class ApiSource:
     def recent_prechecks(self, project: str | None, *, limit: int) -> list[dict[str, Any]] | None:
         if project is None:
             return None
-        rows = self.client.prechecks(project, limit=limit)
-        return [{**r, "top_features": ", ".join(str(f.get("feature", f)) if isinstance(f, dict) else str(f)
-                                                for f in r.get("top_features") or []),
-                 "recommended": str(r.get("recommended", ""))} for r in rows]
+        return self.client.prechecks(project, limit=limit)
+
+    def precheck_monitor(self, project: str | None) -> dict[str, Any] | None:
+        if project is None:
+            return None
+        data = self.client.precheck_monitor(project)
+        return {**data, "over_time": [{**r, "bucket": _time(r["bucket"])} for r in data.get("over_time", [])]}
 
     def reports(self, project: str | None = None) -> list[Report]:
         reports = read_reports(self.reports_dir)

@@ -54,8 +54,9 @@ def test_with_a_trained_model_it_scores_and_names_the_features_that_raised_the_r
     assert answer["model_version"] == version == "v0001"
     assert 0 < answer["risk"] < 1 and 1 <= len(answer["top_features"]) <= 5
     recent = client.get("/v1/projects/acme/prechecks", headers=ACME).json()[0]
-    assert recent["model_version"] == "v0001" and recent["fingerprint"] == input_fingerprint(BAD_INPUT)
-    assert [f["feature"] for f in recent["top_features"]] == answer["top_features"]
+    assert recent["model_version"] == "v0001" and recent["input_fingerprint"] == input_fingerprint(BAD_INPUT)
+    assert recent["precheck_id"] == answer["precheck_id"]
+    assert [f["feature"] for f in recent["explanation"]["top_features"]] == answer["top_features"]
     assert client.get("/v1/model", headers=ACME).json()["meta"]["metrics"]["roc_auc"] is not None
 
 

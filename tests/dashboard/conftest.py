@@ -9,7 +9,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from dashboard_seed import seed_fleet
+from dashboard_seed import SEED, seed_fleet
+from dashboard_seed import TASKS as SEED_TASKS
 from streamlit.testing.v1 import AppTest
 
 from retrylens.analytics import alerts as alerting
@@ -23,6 +24,23 @@ APP = Path(sources.__file__).resolve().parent / "app.py"
 #: Candidates of the seeded policy report (changes merged over the fleet's live policy).
 CANDIDATES = {"cap-2": {"caps": {"timeout": 2, "server_error": 2}, "budget": {"max_attempts": 3}},
               "patient": {"caps": {"timeout": 5}, "budget": {"max_attempts": 8}}}
+
+
+def precheck_fleet(store: EventStore, settings: Settings, *, tasks: int = 60) -> None:
+    """Pre-check the seeded fleet's first tasks through the real API (stored, joined to their outcomes)."""
+    from fastapi.testclient import TestClient
+
+    from retrylens.api.app import create_app
+    from retrylens.api.auth import local_token
+    from retrylens.simulation import load_scenario
+    from retrylens.simulation.tasks import generate_tasks
+
+    app = create_app(settings, store)
+    with TestClient(app, headers={"X-API-Key": local_token(settings)}) as http:
+        for task in generate_tasks(load_scenario(), SEED_TASKS, SEED)[:tasks]:
+            body = {"project": task.template.project, "agent": task.template.agent, "task_input": task.text[:64_000],
+                    "task_id": task.task_id}
+            assert http.post("/v1/precheck", json=body).status_code == 200
 
 
 def write_policy_report(store: EventStore, folder: Path) -> None:
@@ -56,6 +74,7 @@ def seeded(chdb_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterato
                                                  op=">", threshold=5, window_minutes=60))
     alerting.evaluate_alerts(store, now=datetime.now(UTC))
     write_policy_report(store, data_dir / "reports" / "seeded")
+    precheck_fleet(store, settings)
     yield store, settings
     store.client.command(f"DROP DATABASE IF EXISTS `{settings.clickhouse_database}`")
 

@@ -225,8 +225,13 @@ def test_model_page_shows_version_metrics_baselines_and_calibration(seeded, seed
     assert list(table["model"]) == ["model", "base_rate", "input_length"]
     charts = _charts(app)
     assert charts[0]["layout"]["title"]["text"].startswith("Calibration")
-    assert len(charts) == 2  # calibration and feature weights
-    assert any("not available" in i.value for i in app.info)  # pre-checks live in the API server
+    assert charts[2]["layout"]["title"]["text"] == "Risk model on real outcomes over time"
+    assert len(charts) == 3  # calibration, feature weights, the model on real outcomes
+    recent = _frame(app, "applied")
+    assert len(recent) > 0 and set(recent["applied"]) == {"no"}  # asked through the API, no SDK applied it
+    assert set(recent["outcome"]) <= {"succeeded", "failed", "handed_off"}
+    advice = _frame(app, "followed")
+    assert set(advice["followed"]) == {"no"} and (advice["tasks"] >= 1).all()
 
 
 def test_model_page_without_a_model(empty_source):
