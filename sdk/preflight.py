@@ -54,6 +54,14 @@ class PrecheckResponse(BaseModel):
     top_features: list[str] = Field(default_factory=list)
     known_bad_fingerprint: bool = False
     recommended: Recommendation = Recommendation()
+    #: Each advice given, with the action and the history behind it, in words:
+    #: ``[{"advice", "action", "evidence"}]``.
+    advice: list[dict[str, str]] = Field(default_factory=list)
+    #: The features that moved the risk most, either way: ``[{"feature", "contribution",
+    #: "odds_factor", "words"}]`` (``words``: e.g. "the word 'chargeback': ×3.1 failure odds").
+    reasons: list[dict[str, Any]] = Field(default_factory=list)
+    #: This exact input's earlier tasks (``{"tasks", "failed_tasks", "words", "link"}``), if any.
+    input_history: dict[str, Any] | None = None
 
 
 class Preflight:

@@ -55,19 +55,18 @@ class PrecheckLog:
     checked: int = 0
     advice: Counter[str] = field(default_factory=Counter)
     risks: list[float] = field(default_factory=list)
+    #: task id → the advice kinds its answer carried (for the per-kind effect of :func:`advice_effects`)
+    by_task: dict[str, list[str]] = field(default_factory=dict)
 
-    def record(self, answer: Any) -> None:
+    def record(self, answer: Any, task_id: str = "") -> None:
+        from retrylens.api.precheck import advice_kinds
+
         self.checked += 1
         self.risks.append(answer.risk)
-        rec = answer.recommended
-        if rec.max_attempts is not None:
-            self.advice["lower_max_attempts"] += 1
-        if rec.degrade_first:
-            self.advice["degrade_first"] += 1
-        if rec.human_review:
-            self.advice["human_review"] += 1
-        if answer.known_bad_fingerprint:
-            self.advice["known_bad_input"] += 1
+        kinds = advice_kinds(answer)
+        self.advice.update(kinds)
+        if task_id:
+            self.by_task[task_id] = kinds
 
     def as_dict(self) -> dict[str, Any]:
         mean = sum(self.risks) / len(self.risks) if self.risks else None
@@ -113,7 +112,7 @@ def api_preflights(settings: Settings, store: EventStore, log: PrecheckLog) -> I
         def check(self, request: Any) -> Any:
             answer = super().check(request)
             if answer is not None:
-                log.record(answer)
+                log.record(answer, request.task_id)
             return answer
 
     with TestClient(create_app(settings, store)) as http:
