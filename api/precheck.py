@@ -55,6 +55,7 @@ RISK = Histogram("retrylens_precheck_risk", "Risk returned by pre-flight checks"
 TOP_FEATURES = 5
 PRIOR_WEIGHT = 2.0  # pseudo-attempts at the base rate mixed into a fingerprint's own record
 BASE_RATE_DAYS = 7
+STALE_AFTER_DAYS = 30
 
 
 def top_contributions(model: RiskModel, fdict: dict[str, float], top: int = TOP_FEATURES) -> list[tuple[str, float]]:
@@ -68,6 +69,24 @@ def top_reasons(model: RiskModel, fdict: dict[str, float], top: int = TOP_FEATUR
     scored = [item for item in scored if item[2] != 0]
     scored.sort(key=lambda item: (-abs(item[2]), item[0]))
     return scored[:top]
+
+
+def model_status(meta: dict[str, Any], *, now: datetime | None = None) -> str:
+    """``current``, or ``stale: …`` when the model is older than :data:`STALE_AFTER_DAYS` or was
+    trained on another feature set than this server computes (its scores are then guesses)."""
+    from retrylens.analytics.classifier import FEATURE_SET_VERSION
+
+    trained = str(meta.get("feature_set") or "")
+    if trained and trained != FEATURE_SET_VERSION:
+        return f"stale: trained on feature set {trained}, this server computes {FEATURE_SET_VERSION}; retrain"
+    try:
+        at = datetime.fromisoformat(str(meta.get("trained_at")))
+    except ValueError:
+        return "current"
+    age = (now or datetime.now(UTC)) - (at if at.tzinfo else at.replace(tzinfo=UTC))
+    if age > timedelta(days=STALE_AFTER_DAYS):
+        return f"stale: trained {age.days} days ago (more than {STALE_AFTER_DAYS}); retrain on recent history"
+    return "current"
 
 
 class NeedsIO(Exception):
@@ -170,11 +189,16 @@ class RiskScorer:
             contributions = [(name, c) for name, _v, c in reasons if c > 0]
             words = [explain.contribution(name, value, c) for name, value, c in reasons]
             version = loaded.version
+            status = model_status(loaded.meta)
         else:
             risk, contributions = self._without_model(request, stats, io=io)
             words = [{"feature": name, "contribution": round(value, 4),
                       "words": f"no model yet: {name.replace('_', ' ')} {value:.0%}"} for name, value in contributions]
             version = "none"
+            status = ("none: no risk model is trained yet (`retrylens train`); the risk is this input's and "
+                      "this agent's failure history" if contributions else
+                      "none: no risk model is trained yet and nothing is known of this input or agent; risk 0 "
+                      "means unknown, not safe")
         risk = min(1.0, max(0.0, risk))
         known_bad = hopeless(stats)
         advice = advise(risk, stats, project=request.project, agent=request.agent,
@@ -183,7 +207,7 @@ class RiskScorer:
         response = PrecheckResponse(
             risk=risk, model_version=version, precheck_id=uuid.uuid4().hex, top_features=[name for name, _ in contributions],
             known_bad_fingerprint=known_bad, recommended=advice.recommendation, advice=advice.evidence,
-            reasons=words, input_history=explain.input_history(stats),
+            reasons=words, input_history=explain.input_history(stats), model_status=status,
         )
         PRECHECKS.labels("model" if loaded is not None else "none").inc()
         RISK.observe(risk)

@@ -50,6 +50,8 @@ class PrecheckResponse(BaseModel):
 
     risk: float = Field(ge=0, le=1)
     model_version: str = ""
+    #: ``current``, ``none: …`` (no model: the risk comes from history) or ``stale: …``.
+    model_status: str = ""
     precheck_id: str = ""
     top_features: list[str] = Field(default_factory=list)
     known_bad_fingerprint: bool = False

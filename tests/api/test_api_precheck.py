@@ -146,3 +146,35 @@ def test_the_model_route_names_the_weights_of_the_callers_recent_inputs(client, 
     globex = [tuple(pair) for pair in client.get("/v1/model", headers=GLOBEX).json()["feature_weights"]]
     assert acme == feature_weights(model, acme_inputs) and globex == feature_weights(model, globex_inputs)
     assert acme != globex and any(name.startswith("agent=") for name, _ in acme)
+
+
+def test_an_empty_input_or_unknown_agent_answers_clearly_and_says_no_model_is_trained(client):
+    for body in ({"project": "acme", "agent": "nobody-knows-me", "task_input": ""},
+                 {"project": "acme", "agent": "", "task_input": "   "}):
+        response = client.post("/v1/precheck", json=body, headers=ACME)
+        assert response.status_code == 200, response.text
+        answer = response.json()
+        assert answer["model_version"] == "none" and answer["model_status"].startswith("none: ")
+        assert answer["recommended"] == {"max_attempts": None, "degrade_first": False, "human_review": False}
+
+
+def test_an_unknown_project_is_a_clear_404_not_a_500(client):
+    response = client.post("/v1/precheck", json={"project": "nope", "agent": "a", "task_input": "x"}, headers=ACME)
+    assert response.status_code == 404 and "nope" in response.text
+
+
+def test_a_missing_input_is_a_422_naming_the_field(client):
+    response = client.post("/v1/precheck", json={"project": "acme", "agent": "a"}, headers=ACME)
+    assert response.status_code == 422 and "task_input" in response.json()["message"]
+
+
+def test_a_stale_or_foreign_model_says_so_in_the_answer(client, api_settings, seeded):
+    from datetime import UTC, datetime
+
+    from retrylens.api.precheck import model_status
+
+    train_from_store(seeded, model_store=ModelStore(models_dir(api_settings)))
+    assert _ask(client)["model_status"] == "current"
+    old = {"trained_at": (datetime.now(UTC) - timedelta(days=45)).isoformat(), "feature_set": "v3"}
+    assert model_status(old).startswith("stale: trained 45 days ago")
+    assert model_status({"feature_set": "v1"}).startswith("stale: trained on feature set v1")
