@@ -240,16 +240,9 @@ async def precheck(body: PrecheckRequest, request: Request, who: Principal = Dep
 
 
 def advice_kinds(response: PrecheckResponse) -> list[str]:
-    """The advice of an answer as kind names (what the model page and the effect tables group by)."""
-    rec = response.recommended
-    kinds = []
-    if rec.max_attempts is not None:
-        kinds.append("lower_max_attempts")
-    if rec.degrade_first:
-        kinds.append("degrade_first")
-    if rec.human_review:
-        kinds.append("human_review")
-    return kinds
+    """The advice of an answer as kind names (what the model page and the effect tables group by):
+    the kinds the advice book gave, each once (human review's cap of one attempt is part of it)."""
+    return list(dict.fromkeys(a["advice"] for a in response.advice if a.get("advice")))
 
 
 def stored_row(body: PrecheckRequest, response: PrecheckResponse, details: dict[str, Any]) -> PrecheckRow:
