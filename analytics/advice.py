@@ -6,9 +6,10 @@ saved. So each kind of advice is an action the governor takes, given only where 
 stored history shows it pays for such inputs, and every answer carries the evidence:
 
 - ``human_review`` (before spending) — the input itself failed every earlier time
-  (at least :data:`MIN_FINGERPRINT_TASKS` tasks, all failed or handed off, with failure
-  classes that retries do not fix): running it again buys nothing a person would not
-  have to redo.
+  (at least :data:`MIN_FINGERPRINT_TASKS` tasks, or one when the risk is at least the
+  ``human_review_threshold`` setting; all failed or handed off, with failure classes that
+  retries do not fix): running it again buys nothing a person would not have to redo. A
+  risk alone never sends a task to a person.
 - ``degrade_first`` (simplified mode from the first attempt) — the input is riskier than
   its agent's usual task (risk ≥ :data:`DEGRADE_AT`), and in this agent's history a
   simplified retry after an output failure (schema mismatch, validation, planning)
@@ -192,10 +193,12 @@ def advise(risk: float, stats: FingerprintStats, *, project: str, agent: str, bo
     """The advice for one pre-checked task, each kind only where the evidence says it pays."""
     given: list[dict[str, str]] = []
     rec = Recommendation()
-    if hopeless(stats):
+    failed_once = (risk >= human_review_threshold and stats.tasks >= 1 and stats.tasks_failed >= stats.tasks
+                   and persistence_of(stats.recent_error_types) == "permanent")
+    if hopeless(stats) or failed_once:
         rec = rec.model_copy(update={"human_review": True, "max_attempts": 1})
         given.append({"advice": "human_review", "action": "hand to a person before the first attempt",
-                      "evidence": f"this input failed in all {stats.tasks} earlier tasks "
+                      "evidence": f"risk {risk:.0%}; this input failed in all {stats.tasks} earlier task(s) "
                                   f"({', '.join(stats.recent_error_types[:3]) or 'unclassified'}, not transient)"})
         return Advice(rec, given)
     evidence, level = evidence_for(book, project, agent)
@@ -211,5 +214,4 @@ def advise(risk: float, stats: FingerprintStats, *, project: str, agent: str, bo
             rec = rec.model_copy(update={"max_attempts": cap})
             given.append({"advice": "lower_max_attempts", "action": f"at most {cap} attempt(s)",
                           "evidence": f"risk {risk:.0%}; {level}: {words}"})
-    del human_review_threshold  # a risk alone never sends a task to a person: see the module's docstring
     return Advice(rec, given)

@@ -37,16 +37,22 @@ def test_an_input_that_failed_every_earlier_time_goes_to_a_person_before_spendin
     stats = _stats(tasks=3, failed=3, errors=("logic",))
     advice = _advise(0.05, stats)
     assert hopeless(stats) and advice.kinds == ["human_review"] and advice.recommendation.human_review
-    assert "failed in all 3 earlier tasks" in advice.evidence[0]["evidence"]
+    assert "failed in all 3 earlier task(s)" in advice.evidence[0]["evidence"]
+
+
+def test_a_high_risk_input_whose_one_earlier_run_failed_for_good_goes_to_a_person() -> None:
+    once = _stats(tasks=1, failed=1, errors=("logic",))
+    assert _advise(0.75, once).kinds == ["human_review"]  # at or above human_review_threshold (0.7)
+    assert _advise(0.5, once).kinds == []
 
 
 @pytest.mark.parametrize("stats", [
     _stats(tasks=3, failed=2, errors=("logic",)),  # one earlier task succeeded
-    _stats(tasks=1, failed=1, errors=("logic",)),  # once is not a pattern
+    _stats(tasks=1, failed=1, errors=("logic",)),  # once, at a risk below the threshold, is not a pattern
     _stats(tasks=3, failed=3, errors=("timeout", "rate_limit")),  # transient: a later try may well pass
 ])
 def test_an_input_that_may_still_succeed_is_not_handed_off(stats: FingerprintStats) -> None:
-    assert not hopeless(stats) and "human_review" not in _advise(0.9, stats).kinds
+    assert not hopeless(stats) and "human_review" not in _advise(0.5, stats).kinds
 
 
 def test_simplified_mode_first_only_where_simplified_retries_clearly_did_better() -> None:

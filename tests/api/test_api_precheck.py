@@ -48,7 +48,7 @@ def test_without_a_model_the_answer_comes_from_history_with_model_version_none(c
     assert bad["known_bad_fingerprint"] is True and bad["top_features"] == ["fingerprint_history"]
     assert bad["risk"] > answer["risk"]
     assert bad["recommended"] == {"max_attempts": 1, "degrade_first": False, "human_review": True}
-    assert bad["advice"][0]["advice"] == "human_review" and "failed in all 3 earlier tasks" in bad["advice"][0]["evidence"]
+    assert bad["advice"][0]["advice"] == "human_review" and "failed in all 3 earlier task(s)" in bad["advice"][0]["evidence"]
     assert answer["advice"] == [] and answer["recommended"]["human_review"] is False
 
 
