@@ -32,13 +32,15 @@ from retrylens.store.sql import query_rows
 from .filters import Slice, dimension_of
 from .metrics import METRIC_NAMES, Metrics, metrics_by, metrics_summary
 from .pollution import SIGNAL_MEASURES, signal_measures
+from .prechecks import PRECHECK_MEASURES, precheck_measures
 
 log = logging.getLogger("retrylens.alerts")
 Op = Literal[">", ">=", "<", "<="]
 _OPS: dict[str, Callable[[float, float], bool]] = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
 _SLICE_FIELDS = ("project", "agent", "phase", "error_type", "policy_version")
-#: What a rule may watch: the metrics, then the loop and pollution signals.
-RULE_METRICS: tuple[str, ...] = (*METRIC_NAMES, *SIGNAL_MEASURES)
+#: What a rule may watch: the metrics, the loop and pollution signals, then the risk model on real
+#: outcomes (pre-checks whose tasks ended in the window; ``calls`` = how many, for ``min_calls``).
+RULE_METRICS: tuple[str, ...] = (*METRIC_NAMES, *SIGNAL_MEASURES, *PRECHECK_MEASURES)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -62,6 +64,8 @@ class AlertRule:
             raise ValueError(f"unknown operator {self.op!r}; choose one of {', '.join(_OPS)}")
         if self.per:
             object.__setattr__(self, "per", dimension_of(self.per))
+        if self.metric in PRECHECK_MEASURES and self.per not in ("", "agent_name"):
+            raise ValueError(f"{self.metric} can be watched overall or per agent, not per {self.per}")
         if self.window_minutes < 1:
             raise ValueError("window_minutes must be at least 1")
 
@@ -165,6 +169,11 @@ def alert_history(store: EventStore, *, limit: int = 100) -> list[dict[str, Any]
 
 
 def _current(store: EventStore, rule: AlertRule, where: Slice) -> dict[str, tuple[Any, bool, float | None]]:
+    if rule.metric in PRECHECK_MEASURES:
+        assert where.start is not None and where.end is not None
+        rows = precheck_measures(store, project=where.project, agent=where.agent, start=where.start,
+                                 end=where.end, per=rule.per)
+        return {value: (row, *rule.breached(row)) for value, row in rows.items()}
     if rule.metric in SIGNAL_MEASURES:
         signals = signal_measures(store, where, per=rule.per)
         return {value: (row, *rule.breached(row)) for value, row in signals.items()}

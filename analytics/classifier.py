@@ -2,7 +2,10 @@
 
 Features are the event's ``input_features`` (from :func:`extract_input_features`, the
 function agents, training and the risk API share) plus context known before the run:
-phase, hour, and the input fingerprint's earlier task failure rate. :func:`feature_dict`
+phase and the input fingerprint's earlier task failure rate. The hour of day is not used
+(training and the API pass none): in the fleet it only marked when yesterday's outage
+was, which says nothing about tomorrow's inputs, and the API read it from the wall clock,
+so the same demo gave other advice at another time of day. :func:`feature_dict`
 turns them into one sparse dict — keywords, log sizes, agent/model/tool indicators, and,
 where the task text itself is known (trace files, the pre-check), its words and word
 pairs instead of the 12 stored keywords — and a stateless :class:`FeatureHasher` maps
@@ -51,7 +54,7 @@ N_FEATURES = 2**18
 FEATURE_FAMILIES = (
     "kw:<word>", "tool:<name>", "agent=<name>", "model=<name>", "language=<code>",
     "log1p(n_chars|n_words|n_lines|n_numbers|n_entities)", "has_url|has_email|has_code|is_question",
-    "phase=<name>", "hour=<0-23>", "fp_seen", "fp_failure_rate",
+    "phase=<name>", "fp_seen", "fp_failure_rate",
     "tok:<word>|tok:<word> <word> (task text known: l2-normalised 1+log tf, replaces kw:)",
     "size_z:<size>|agent=<name> (log size standardised by the agent's training rows, clipped to ±3)",
 )

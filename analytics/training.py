@@ -27,6 +27,7 @@ from retrylens.store import EventStore
 
 from . import classifier as clf
 from . import validation
+from .advice import build_advice_book
 from .classifier import RiskContext, RiskModel, feature_dict
 from .filters import Slice
 from .model_store import ModelStore
@@ -75,7 +76,7 @@ def stream_examples(store: EventStore, where: Slice = Slice(), *, block_rows: in
                     start=start,
                     features=orjson.loads(features),
                     context=RiskContext(
-                        phase=phase, hour=start.hour, fingerprint_tasks=int(fp_tasks or 0),
+                        phase=phase, fingerprint_tasks=int(fp_tasks or 0),
                         fingerprint_failed_tasks=int(fp_failed or 0),
                     ),
                     label=int(label),
@@ -157,6 +158,7 @@ def train_from_store(
     report = _report(model, sample_train, test)
     meta = _meta("store", sample_train, report, model)
     meta["n_train"] = n_train
+    meta["advice_book"] = build_advice_book(store, where)
     version = model_store.save(model, meta) if model_store else None
     return TrainingResult(model, meta, version)
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -29,7 +28,18 @@ from retrylens import __version__
 from retrylens.config import Settings
 from retrylens.store import EventStore, open_store
 
-from . import alert_rules, events, fleet, iso_patterns, operations, otlp, policies, precheck, reads
+from . import (
+    alert_rules,
+    events,
+    fleet,
+    iso_patterns,
+    operations,
+    otlp,
+    policies,
+    precheck,
+    precheck_log,
+    reads,
+)
 from .auth import KeyRing, local_token
 from .contract import answer_405_with_every_method, declare_errors
 from .middleware import (
@@ -42,7 +52,6 @@ from .middleware import (
 from .shadow import ShadowReportProvider
 
 log = logging.getLogger("retrylens.api")
-RECENT_PRECHECKS = 1000
 
 
 def create_app(
@@ -61,6 +70,7 @@ def create_app(
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         yield
         intake.close()
+        app.state.precheck_log.close()
 
     app = FastAPI(
         title="RetryLens API",
@@ -73,7 +83,7 @@ def create_app(
     app.state.store = store
     app.state.keyring = KeyRing(settings.api_keys, local_token(settings))
     app.state.intake = intake
-    app.state.prechecks = deque(maxlen=RECENT_PRECHECKS)
+    app.state.precheck_log = precheck_log.PrecheckLog(store)
     app.state.shadow_reports = shadow_reports
     app.state.scorer = precheck.RiskScorer(settings, store)
     app.state.policies = policies.PolicyStore(store)

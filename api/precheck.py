@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -27,14 +28,17 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.concurrency import run_in_threadpool
 from prometheus_client import Counter, Histogram
 
+from retrylens.analytics import explain
+from retrylens.analytics.advice import advise, hopeless
 from retrylens.analytics.classifier import RiskContext, RiskModel
 from retrylens.analytics.filters import Slice
-from retrylens.analytics.fingerprints import KNOWN_BAD_FAILURES, FingerprintStats
+from retrylens.analytics.fingerprints import FingerprintStats
 from retrylens.analytics.metrics import metrics_summary
 from retrylens.analytics.model_store import LoadedModel, ModelNotFoundError, load_current_model
+from retrylens.analytics.prechecks import PrecheckRow
 from retrylens.config import Settings
 from retrylens.sdk.features import extract_input_features, input_fingerprint
-from retrylens.sdk.preflight import PrecheckRequest, PrecheckResponse, Recommendation
+from retrylens.sdk.preflight import PrecheckRequest, PrecheckResponse
 from retrylens.store import EventStore
 
 from .auth import Principal, not_found, principal
@@ -48,32 +52,41 @@ PRECHECKS = Counter("retrylens_precheck_total", "Pre-flight checks served", ["mo
 RISK = Histogram("retrylens_precheck_risk", "Risk returned by pre-flight checks",
                  buckets=(0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0))
 
-#: Risk from which the retry cap is lowered to 3, to 2, and degradation comes first.
-CAP_3_AT = 0.3
-CAP_2_AT = 0.5
-DEGRADE_AT = 0.5
 TOP_FEATURES = 5
 PRIOR_WEIGHT = 2.0  # pseudo-attempts at the base rate mixed into a fingerprint's own record
 BASE_RATE_DAYS = 7
-
-
-def recommend(risk: float, known_bad: bool, human_review_threshold: float) -> Recommendation:
-    """Policy adjustments for a task of this risk (the SDK applies them in ``apply_advice``)."""
-    if known_bad or risk >= human_review_threshold:
-        return Recommendation(max_attempts=1, degrade_first=risk >= DEGRADE_AT, human_review=True)
-    if risk >= CAP_2_AT:
-        return Recommendation(max_attempts=2, degrade_first=risk >= DEGRADE_AT)
-    if risk >= CAP_3_AT:
-        return Recommendation(max_attempts=3)
-    return Recommendation()
+STALE_AFTER_DAYS = 30
 
 
 def top_contributions(model: RiskModel, fdict: dict[str, float], top: int = TOP_FEATURES) -> list[tuple[str, float]]:
     """Features that raised this task's log-odds most (weight × value), strongest first."""
-    scored = [(name, float(model.coef[column(name)]) * value) for name, value in fdict.items()]
-    scored = [item for item in scored if item[1] > 0]
-    scored.sort(key=lambda item: -item[1])
+    return [(name, c) for name, _value, c in top_reasons(model, fdict, top) if c > 0]
+
+
+def top_reasons(model: RiskModel, fdict: dict[str, float], top: int = TOP_FEATURES) -> list[tuple[str, float, float]]:
+    """``(feature, value, weight × value)`` of the features that moved the log-odds most, either way."""
+    scored = [(name, value, float(model.coef[column(name)]) * value) for name, value in fdict.items()]
+    scored = [item for item in scored if item[2] != 0]
+    scored.sort(key=lambda item: (-abs(item[2]), item[0]))
     return scored[:top]
+
+
+def model_status(meta: dict[str, Any], *, now: datetime | None = None) -> str:
+    """``current``, or ``stale: …`` when the model is older than :data:`STALE_AFTER_DAYS` or was
+    trained on another feature set than this server computes (its scores are then guesses)."""
+    from retrylens.analytics.classifier import FEATURE_SET_VERSION
+
+    trained = str(meta.get("feature_set") or "")
+    if trained and trained != FEATURE_SET_VERSION:
+        return f"stale: trained on feature set {trained}, this server computes {FEATURE_SET_VERSION}; retrain"
+    try:
+        at = datetime.fromisoformat(str(meta.get("trained_at")))
+    except ValueError:
+        return "current"
+    age = (now or datetime.now(UTC)) - (at if at.tzinfo else at.replace(tzinfo=UTC))
+    if age > timedelta(days=STALE_AFTER_DAYS):
+        return f"stale: trained {age.days} days ago (more than {STALE_AFTER_DAYS}); retrain on recent history"
+    return "current"
 
 
 class NeedsIO(Exception):
@@ -168,21 +181,33 @@ class RiskScorer:
                      if not (isinstance(v, float) and not math.isfinite(v))}
             phase = str(extra.pop("phase", "") or "")
             features = {**extract_input_features(request.task_input, agent=request.agent), **extra}
-            context = RiskContext(phase=phase, hour=datetime.now(UTC).hour, fingerprint_tasks=stats.tasks,
+            context = RiskContext(phase=phase, fingerprint_tasks=stats.tasks,
                                   fingerprint_failed_tasks=stats.tasks_failed)
             fdict = loaded.model.model_input(features, context, text=request.task_input)
             risk = self._linear_for(loaded.model).risk(fdict)
-            contributions = top_contributions(loaded.model, fdict)
+            reasons = top_reasons(loaded.model, fdict)
+            contributions = [(name, c) for name, _v, c in reasons if c > 0]
+            words = [explain.contribution(name, value, c) for name, value, c in reasons]
             version = loaded.version
+            status = model_status(loaded.meta)
         else:
             risk, contributions = self._without_model(request, stats, io=io)
+            words = [{"feature": name, "contribution": round(value, 4),
+                      "words": f"no model yet: {name.replace('_', ' ')} {value:.0%}"} for name, value in contributions]
             version = "none"
+            status = ("none: no risk model is trained yet (`retrylens train`); the risk is this input's and "
+                      "this agent's failure history" if contributions else
+                      "none: no risk model is trained yet and nothing is known of this input or agent; risk 0 "
+                      "means unknown, not safe")
         risk = min(1.0, max(0.0, risk))
-        known_bad = stats.failures >= KNOWN_BAD_FAILURES
+        known_bad = hopeless(stats)
+        advice = advise(risk, stats, project=request.project, agent=request.agent,
+                        book=loaded.meta.get("advice_book") if loaded is not None else None,
+                        human_review_threshold=self.settings.human_review_threshold)
         response = PrecheckResponse(
-            risk=risk, model_version=version, top_features=[name for name, _ in contributions],
-            known_bad_fingerprint=known_bad,
-            recommended=recommend(risk, known_bad, self.settings.human_review_threshold),
+            risk=risk, model_version=version, precheck_id=uuid.uuid4().hex, top_features=[name for name, _ in contributions],
+            known_bad_fingerprint=known_bad, recommended=advice.recommendation, advice=advice.evidence,
+            reasons=words, input_history=explain.input_history(stats), model_status=status,
         )
         PRECHECKS.labels("model" if loaded is not None else "none").inc()
         RISK.observe(risk)
@@ -209,11 +234,24 @@ async def precheck(body: PrecheckRequest, request: Request, who: Principal = Dep
         response, details = scorer.score(body, io=False)  # from memory, on the event loop
     except NeedsIO:
         response, details = await run_in_threadpool(scorer.score, body)
-    request.app.state.prechecks.append({
-        "ts": datetime.now(UTC).isoformat(), "project": body.project, "agent": body.agent,
-        "risk": response.risk, "model_version": response.model_version,
-        "known_bad_fingerprint": response.known_bad_fingerprint, "fingerprint": details["fingerprint"],
-        "top_features": [{"feature": n, "contribution": round(v, 4)} for n, v in details["contributions"]],
-        "recommended": response.recommended.model_dump(),
-    })
+    details["precheck_id"] = response.precheck_id
+    request.app.state.precheck_log.add(stored_row(body, response, details))
     return response
+
+
+def advice_kinds(response: PrecheckResponse) -> list[str]:
+    """The advice of an answer as kind names (what the model page and the effect tables group by):
+    the kinds the advice book gave, each once (human review's cap of one attempt is part of it)."""
+    return list(dict.fromkeys(a["advice"] for a in response.advice if a.get("advice")))
+
+
+def stored_row(body: PrecheckRequest, response: PrecheckResponse, details: dict[str, Any]) -> PrecheckRow:
+    """The row :class:`~.precheck_log.PrecheckLog` stores for one answered pre-check."""
+    return PrecheckRow(
+        precheck_id=response.precheck_id, ts=datetime.now(UTC), project=body.project, agent=body.agent,
+        task_id=body.task_id, input_fingerprint=details["fingerprint"], risk=response.risk,
+        model_version=response.model_version, known_bad=response.known_bad_fingerprint,
+        advice=tuple(advice_kinds(response)), max_attempts=response.recommended.max_attempts or 0,
+        explanation={"top_features": response.reasons, "advice": response.advice,
+                     "input_history": response.input_history},
+    )

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request
 
 from retrylens.analytics import alerts as alerting
+from retrylens.analytics import prechecks
 from retrylens.analytics.failure_groups import failure_groups
 from retrylens.analytics.filters import Slice
 from retrylens.analytics.fingerprints import fingerprint_stats, top_failing_fingerprints
@@ -194,10 +195,22 @@ def get_alerts(store: StoreDep, project: ProjectDep, history_limit: Limit = 100)
     }
 
 
-@router.get("/projects/{project}/prechecks", summary="Recent pre-flight scores served by this process")
-def get_prechecks(request: Request, project: ProjectDep, limit: Limit = 100) -> list[dict[str, Any]]:
-    recent = [p for p in reversed(request.app.state.prechecks) if p["project"] == project]
-    return recent[:limit]
+@router.get("/projects/{project}/prechecks",
+            summary="Recent pre-checks (stored) with their tasks' outcomes and whether the advice was followed")
+def get_prechecks(request: Request, store: StoreDep, project: ProjectDep, limit: Limit = 100) -> list[dict[str, Any]]:
+    request.app.state.precheck_log.flush()  # what this server answered a moment ago is part of "recent"
+    return plain(prechecks.recent_prechecks(store, project, limit=limit))
+
+
+@router.get("/projects/{project}/prechecks/monitor",
+            summary="The risk model on real outcomes over time (calibration, AUC, Brier) and advice followed vs "
+            "outcome")
+def get_precheck_monitor(request: Request, store: StoreDep, project: ProjectDep,
+                         days: int = Query(30, ge=1, le=400), bucket_hours: int = Query(24, ge=1, le=24 * 31),
+                         ) -> dict[str, Any]:
+    request.app.state.precheck_log.flush()
+    return {"over_time": plain(prechecks.calibration_over_time(store, project, days=days, bucket_hours=bucket_hours)),
+            "advice": plain(prechecks.advice_vs_outcome(store, project, days=days))}
 
 
 @router.get("/projects/{project}/shadow-reports", summary="Shadow-policy reports (from the evaluation area)")

@@ -152,11 +152,16 @@ class ApiSource:
         return ModelInfo(data["version"], list(data.get("versions") or []), data["meta"], weights)
 
     def recent_prechecks(self, project: str | None, *, limit: int) -> list[dict[str, Any]] | None:
-        rows = [r for name in self._each(project) for r in self.client.prechecks(name, limit=limit)]
-        rows = sorted(rows, key=lambda r: str(r.get("ts", "")), reverse=True)[:limit]
-        return [{**r, "top_features": ", ".join(str(f.get("feature", f)) if isinstance(f, dict) else str(f)
-                                                for f in r.get("top_features") or []),
-                 "recommended": str(r.get("recommended", ""))} for r in rows]
+        if project is None:
+            rows = [r for name in self._each(project) for r in self.client.prechecks(name, limit=limit)]
+            return sorted(rows, key=lambda r: str(r.get("ts", "")), reverse=True)[:limit]
+        return self.client.prechecks(project, limit=limit)
+
+    def precheck_monitor(self, project: str | None) -> dict[str, Any] | None:
+        if project is None:
+            return None
+        data = self.client.precheck_monitor(project)
+        return {**data, "over_time": [{**r, "bucket": _time(r["bucket"])} for r in data.get("over_time", [])]}
 
     def reports(self, project: str | None = None) -> list[Report]:
         reports = read_reports(self.reports_dir)

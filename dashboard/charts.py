@@ -190,3 +190,24 @@ def task_waterfall(story: TaskStory) -> go.Figure:
     figure.update_layout(barmode="overlay", height=max(240, 130 + 48 * len(rows)),
                          legend={"orientation": "h", "y": -0.35})
     return figure
+
+
+def policy_intervals(points: Sequence[dict[str, Any]], label: str) -> go.Figure:
+    """One metric per policy: the point estimate with its 95 % interval as an error bar."""
+    figure = _figure(f"{label}: estimate and 95 % CI per policy")
+    figure.add_trace(go.Scatter(
+        x=[p["value"] for p in points], y=[p["policy"] for p in points], mode="markers", name=label,
+        error_x={"type": "data", "symmetric": False, "array": [p["hi"] - p["value"] for p in points],
+                 "arrayminus": [p["value"] - p["lo"] for p in points]}))
+    return figure
+
+
+def precheck_drift(points: Sequence[dict[str, Any]]) -> go.Figure:
+    """Per time bucket: mean predicted risk vs observed failure rate, ROC-AUC and Brier score."""
+    figure = _figure("Risk model on real outcomes over time")
+    x = [p["bucket"] for p in points]
+    for name, key in (("mean predicted risk", "mean_risk"), ("observed failure rate", "observed"),
+                      ("ROC-AUC", "precheck_auc"), ("Brier score", "precheck_brier")):
+        figure.add_trace(go.Scatter(x=x, y=[p.get(key) for p in points], name=name, mode="lines+markers"))
+    figure.update_yaxes(range=[0, 1])
+    return figure

@@ -10,7 +10,7 @@ import streamlit as st
 from . import charts
 from .filters import project_picker
 from .source import DataSource
-from .widgets import table
+from .widgets import pct, table, task_link, usd
 
 _METRICS = ("roc_auc", "pr_auc", "brier")
 
@@ -68,16 +68,47 @@ def _num(value: Any) -> float | None:
 
 
 def _prechecks(source: DataSource) -> None:
-    st.subheader("Recent pre-checks")
+    st.subheader("Pre-checks and how their tasks ended")
     project = project_picker(source, key="model_project", where=st)
     try:
         rows = source.recent_prechecks(project, limit=50)
+        monitor = source.precheck_monitor(project)
     except Exception as exc:  # noqa: BLE001
-        st.error(f"Could not read recent pre-checks: {exc}")
+        st.error(f"Could not read pre-checks: {exc}")
         return
     if rows is None:
-        st.info("Recent pre-check scores are not available from this source.")
-    elif not rows:
-        st.info("No pre-checks recorded yet.")
+        st.info("Pick a project to see its pre-checks.")
+        return
+    if not rows:
+        st.info("No pre-checks recorded yet. Agents with a `Preflight` (or `POST /v1/precheck`) record one per task.")
+        return
+    over_time = (monitor or {}).get("over_time") or []
+    judged = [r for r in over_time if r.get("judged")]
+    if judged:
+        st.plotly_chart(charts.precheck_drift(judged), key="chart_precheck_drift")
+        st.caption("The risk model on real outcomes: mean predicted risk vs the observed failure rate (their gap is "
+                   "the calibration drift an alert rule can watch, metric `calibration_gap`), ROC-AUC and Brier score "
+                   "of the pre-checks whose tasks ended.")
     else:
-        table(rows, key="precheck_table")
+        st.info("No pre-checked task has finished yet: calibration and AUC appear once outcomes are stored.")
+    advice = (monitor or {}).get("advice") or []
+    if advice:
+        st.markdown("**Advice followed vs outcome**")
+        table([{"advice": a["advice"].replace("_", " "), "followed": "yes" if a["followed"] else "no",
+                "tasks": a["tasks"], "failure rate": pct(a["failure_rate"]), "hand-off rate": pct(a["handoff_rate"]),
+                "mean risk": pct(a["mean_risk"]), "cost / task": usd(a["cost_per_task"])} for a in advice],
+              key="advice_table")
+    st.markdown("**Recent pre-checks**")
+    table([_precheck_row(r) for r in rows], key="precheck_table")
+
+
+def _precheck_row(r: dict[str, Any]) -> dict[str, Any]:
+    top = (r.get("explanation") or {}).get("top_features") or []
+    outcome = r.get("outcome") or "running or unknown"
+    applied = r.get("applied")
+    return {"time": str(r.get("ts", ""))[:19], "agent": r.get("agent"), "task": r.get("task_id") or "—",
+            "risk": pct(r.get("risk")), "model": r.get("model_version"),
+            "advice": ", ".join(a.replace("_", " ") for a in r.get("advice") or []) or "none",
+            "applied": "—" if applied is None else ("yes" if applied else "no"), "outcome": outcome,
+            "why": "; ".join(str(f.get("words") or f.get("feature")) for f in top[:3] if isinstance(f, dict)),
+            "link": task_link(str(r.get("project")), str(r.get("task_id"))) if r.get("task_id") else ""}

@@ -7,6 +7,8 @@ from typing import Any
 
 import streamlit as st
 
+from . import charts
+from . import report_view as view
 from .filters import project_picker
 from .source import DataSource, Report
 from .widgets import table
@@ -33,15 +35,13 @@ def render(source: DataSource) -> None:
 
 def _report(report: Report) -> None:
     data = report.data
-    recommendation = data.get("recommendation")
-    if recommendation:
-        text = recommendation if isinstance(recommendation, str) else (
-            recommendation.get("summary") or recommendation.get("text") or str(recommendation))
-        st.success(f"Recommendation: {text}")
-    for key, value in data.items():
-        if key == "recommendation":
-            continue
-        _section(key, value)
+    if view.is_policy_report(data):
+        _policy_report(data)
+    elif view.is_shadow_comparison(data):
+        _shadow(data)
+    else:
+        st.subheader("Report fields")
+        table(view.scalar_rows(data))
     if report.html_path is not None:
         with st.expander("Full HTML report"):
             html = report.html_path.read_text(errors="replace")
@@ -50,14 +50,46 @@ def _report(report: Report) -> None:
             st.iframe(report.html_path, height=800)
 
 
-def _section(key: str, value: Any) -> None:
-    title = key.replace("_", " ").capitalize()
-    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
-        st.subheader(title)
-        table([{k: v if isinstance(v, str | int | float | bool) or v is None else str(v) for k, v in row.items()}
-               for row in value])
-    elif isinstance(value, dict):
-        with st.expander(title):
-            st.json(value)
-    else:
-        st.markdown(f"**{title}:** {value}")
+def _policy_report(data: dict[str, Any]) -> None:
+    decision = data["recommendation"].get("decision")
+    shown = st.success if decision == "adopt_candidate" else st.warning
+    shown(f"Recommendation: {view.headline(data)}")
+    margins = view.margins_text(data)
+    if margins:
+        st.caption(margins)
+    candidates = view.candidate_rows(data)
+    if candidates:
+        st.subheader("Candidates and what they change")
+        table(candidates)
+    if data.get("evidence") == "insufficient":
+        st.info(f"Insufficient evidence: {data.get('evidence_reason', '')}. No estimates are shown.")
+    estimates = view.estimate_rows(data)
+    if estimates:
+        st.subheader("Counterfactual replay: estimates with 95 % CIs")
+        table(estimates)
+        metrics = [m for m in data.get("metrics") or [] if view.interval_points(data, m)]
+        if metrics:
+            metric = st.selectbox("Chart", metrics, key="report_metric", format_func=lambda m: view.LABELS.get(m, m))
+            st.plotly_chart(charts.policy_intervals(view.interval_points(data, metric), view.LABELS.get(metric, metric)),
+                            key="report_chart")
+    off = view.off_policy_rows(data)
+    if off:
+        st.subheader("Off-policy estimates (logged propensities)")
+        table(off)
+    _shadow(data.get("shadow"))
+    history = view.history_rows(data)
+    if history:
+        st.subheader("History the report read")
+        table(history)
+    limitations = data.get("limitations") or []
+    if limitations:
+        with st.expander("What replay can and cannot know"):
+            st.markdown("\n".join(f"- {item}" for item in limitations))
+
+
+def _shadow(shadow: dict[str, Any] | None) -> None:
+    st.subheader("Shadow comparison")
+    sentence, matrix = view.shadow_rows(shadow)
+    st.markdown(sentence)
+    if matrix:
+        table(matrix)

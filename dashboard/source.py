@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from retrylens.analytics import alerts as alerting
+from retrylens.analytics import prechecks
 from retrylens.analytics.definitions import count
 from retrylens.analytics.failure_groups import FailureGroup, failure_groups
 from retrylens.analytics.filters import Bucket, Slice
@@ -90,6 +91,7 @@ class DataSource(Protocol):
     def top_fingerprints(self, project: str, *, limit: int) -> list[FingerprintStats]: ...
     def model_info(self) -> ModelInfo | None: ...
     def recent_prechecks(self, project: str | None, *, limit: int) -> list[dict[str, Any]] | None: ...
+    def precheck_monitor(self, project: str | None) -> dict[str, Any] | None: ...
     def reports(self, project: str | None = None) -> list[Report]: ...
     def alert_rules(self, project: str | None = None) -> list[alerting.AlertRule]: ...
     def alert_states(self, project: str | None = None) -> list[dict[str, Any]]: ...
@@ -178,7 +180,11 @@ class StoreSource:
         return recent_input_features(self.store)
 
     def recent_prechecks(self, project: str | None, *, limit: int) -> list[dict[str, Any]] | None:
-        return None  # pre-checks are served, and remembered in memory, by the API server process
+        return prechecks.recent_prechecks(self.store, project, limit=limit)
+
+    def precheck_monitor(self, project: str | None) -> dict[str, Any] | None:
+        return {"over_time": prechecks.calibration_over_time(self.store, project),
+                "advice": prechecks.advice_vs_outcome(self.store, project)}
 
     def reports(self, project: str | None = None) -> list[Report]:
         return read_reports(self.reports_dir)

@@ -86,3 +86,48 @@ def load_candidates(paths: list[str | Path], live: RetryPolicy) -> list[Candidat
     if len(set(names)) != len(names):
         raise CandidateError(f"candidate names must differ, got {names}", path=", ".join(map(str, paths)))
     return candidates
+
+
+#: Fields that name a policy or steer its evaluation, not how it retries.
+_NOT_BEHAVIOUR = ("id", "version", "shadow")
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, dict) and value:
+        out: dict[str, Any] = {}
+        for key, inner in value.items():
+            out.update(_flatten(inner, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    if isinstance(value, list):
+        return {prefix: sorted(value, key=str)}  # a set of classes: order is not a change
+    return {prefix: value}
+
+
+def policy_changes(live: RetryPolicy, candidate: RetryPolicy) -> list[dict[str, Any]]:
+    """Where ``candidate`` differs from ``live``: one ``{field, live, candidate}`` per changed leaf.
+
+    Why: a recommendation that names a candidate ("aggressive") without saying what it
+    changes cannot be acted on or reviewed. Names, versions and the shadow section are
+    left out: they do not change how a task is retried.
+    """
+    a = _flatten({k: v for k, v in live.model_dump(mode="json").items() if k not in _NOT_BEHAVIOUR})
+    b = _flatten({k: v for k, v in candidate.model_dump(mode="json").items() if k not in _NOT_BEHAVIOUR})
+    return [{"field": key, "live": a.get(key), "candidate": b.get(key)}
+            for key in sorted(set(a) | set(b)) if a.get(key) != b.get(key)]
+
+
+def describe_changes(changes: list[dict[str, Any]], *, limit: int = 8) -> str:
+    """``caps.timeout 3 → 1, budget.max_attempts 5 → 3`` (``same as live`` when nothing differs)."""
+    if not changes:
+        return "same as live"
+    words = [f"{c['field']} {_word(c['live'])} → {_word(c['candidate'])}" for c in changes[:limit]]
+    more = len(changes) - limit
+    return ", ".join(words) + (f" and {more} more" if more > 0 else "")
+
+
+def _word(value: Any) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, list):
+        return "[" + ", ".join(map(str, value)) + "]"
+    return str(value)

@@ -23,12 +23,13 @@ def report_policies(
     store: EventStore, settings: Settings, *, live: dict[str, Any], candidates: list[dict[str, Any]],
     project: str | None = None, agent: str | None = None, hours: float | None = None, replicates: int = 400,
     seed: int = 0, out: str | None = None, progress: Callable[[str], None] | None = None,
+    min_success_gain: float = 0.01, min_cost_saving: float = 0.05,
 ) -> dict[str, Any]:
     """Compare ``live`` with ``candidates`` (``[{"name", "policy", "source"}]``) on the stored history;
     writes the JSON and HTML report to ``out`` (default ``<data_dir>/reports/<UTC time>``)."""
     from .candidates import Candidate
     from .history import build_history, read_frame
-    from .report import build_report, write_report
+    from .report import Margins, build_report, recommendation_lines, write_report
     from .shadow import compare_shadow
 
     step = progress or (lambda _message: None)
@@ -41,9 +42,10 @@ def report_policies(
     step("shadow comparison")
     shadow = compare_shadow(store, project=project, since=since)
     report = build_report(history, live_policy, chosen, shadow=shadow, replicates=replicates, seed=seed,
-                          progress=step)
+                          progress=step, margins=Margins(success=min_success_gain, cost_share=min_cost_saving))
     step("writing the report")
     json_path, html_path = write_report(report, folder)
     rec = report["recommendation"]
     return {"json": str(json_path), "html": str(html_path), "evidence": report["evidence"],
-            "recommendation": rec["decision"], "policy": rec["policy"], "reason": rec["reason"]}
+            "recommendation": rec["decision"], "policy": rec["policy"], "reason": rec["reason"],
+            "changes": rec.get("changes", []), "lines": recommendation_lines(report)}

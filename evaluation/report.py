@@ -12,13 +12,14 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from retrylens.sdk.policy import RetryPolicy
 
-from .candidates import Candidate
+from .candidates import Candidate, describe_changes, policy_changes
 from .history import History, describe
 from .off_policy import evaluate
 from .replay import METRICS, PolicyReplay, replay
@@ -68,39 +69,88 @@ def _policy_entry(r: PolicyReplay, policy: RetryPolicy, source: str) -> dict[str
     }
 
 
-def recommend(policies: list[dict[str, Any]]) -> dict[str, Any]:
-    """Pick a candidate only when the bootstrap says it is better, and say why."""
+@dataclass(frozen=True, kw_only=True)
+class Margins:
+    """The smallest improvements worth a policy change: a candidate is adopted only when the
+    95 % CI's bound, not the point estimate, clears them.
+
+    Why these defaults: ``success`` 1 percentage point is 10 more successful tasks per
+    1,000, roughly the smallest gain that outweighs the cost of reviewing and rolling out a
+    policy change; ``cost_share`` 5 % of the live cost per task is the same idea for money.
+    An interval that merely excludes zero (+0.0 % … +0.3 %) is "significant" and still not
+    worth acting on. Override them with ``--min-success-gain`` / ``--min-cost-saving``
+    (CLI) or ``build_report(margins=...)``.
+    """
+
+    success: float = 0.01
+    cost_share: float = 0.05
+    success_tolerance: float = SUCCESS_TOLERANCE
+
+    def __post_init__(self) -> None:
+        for name in ("success", "cost_share", "success_tolerance"):
+            value = getattr(self, name)
+            if not (isinstance(value, int | float) and math.isfinite(value) and 0 <= value < 1):
+                raise ValueError(f"margin {name} must be a number in [0, 1), got {value!r}")
+
+
+def _verdict(p: dict[str, Any], live_cost: float, margins: Margins) -> tuple[str, str, float]:
+    """``(verdict, why, score)`` of one candidate against the live policy."""
+    d = p["diff_vs_live"]
+    success, cost = d["success"], d["cost_usd"]
+    ci = f"95 % CI {success['lo']:+.1%} … {success['hi']:+.1%}"
+    cost_ci = f"95 % CI {cost['lo']:+.5f} … {cost['hi']:+.5f}"
+    if p["imputed_share"] > MAX_IMPUTED_SHARE:
+        return ("leans_on_imputation", f"{p['imputed_share']:.0%} of its tasks are imputed "
+                f"(more than {MAX_IMPUTED_SHARE:.0%})", 0.0)
+    if success["lo"] >= margins.success:
+        return ("better", f"success rate {success['value']:+.1%} ({ci}) clears the {margins.success:.1%} margin, "
+                f"at cost per task {cost['value']:+.5f} USD", 1.0 + success["lo"])
+    saving = margins.cost_share * abs(live_cost)
+    if success["lo"] > -margins.success_tolerance and cost["hi"] <= -saving and cost["hi"] < 0:
+        return ("cheaper", f"cost per task {cost['value']:+.5f} USD ({cost_ci}) saves at least "
+                f"{margins.cost_share:.0%} of the live cost with no measurable loss of success ({ci})",
+                -cost["hi"] / max(abs(live_cost), 1e-12))
+    if success["lo"] > 0:
+        return ("below_margin", f"success rate {success['value']:+.1%} ({ci}): better, but the CI's lower bound "
+                f"is below the {margins.success:.1%} margin", 0.0)
+    if success["hi"] < 0:
+        return ("worse", f"success rate {success['value']:+.1%} ({ci})", 0.0)
+    return ("within_uncertainty", f"success rate {success['value']:+.1%} ({ci}) and cost per task "
+            f"{cost['value']:+.5f} USD ({cost_ci}): no difference beyond the uncertainty", 0.0)
+
+
+def recommend(policies: list[dict[str, Any]], margins: Margins | None = None) -> dict[str, Any]:
+    """Adopt a candidate only when its CI's bound clears a practical margin; else "no clear winner".
+
+    ``policies[0]`` is the live policy; every candidate gets a verdict with its changed
+    fields (``changes``), so the report says what each one is and why it was (not) chosen.
+    """
+    margins = margins or Margins()
+    live_cost = float(policies[0]["estimates"]["cost_usd"]["value"]) if policies else 0.0
+    verdicts = []
     best: tuple[float, dict[str, Any], str] | None = None
     for p in policies[1:]:
-        d = p["diff_vs_live"]
-        success, cost = d["success"], d["cost_usd"]
-        if p["imputed_share"] > MAX_IMPUTED_SHARE:
-            continue
-        if success["lo"] > 0:
-            why = (f"success rate +{success['value']:.1%} (95 % CI {success['lo']:+.1%} … {success['hi']:+.1%}) "
-                   f"at cost per task {cost['value']:+.5f} USD")
-            score = 1.0 + success["lo"]
-        elif success["lo"] > -SUCCESS_TOLERANCE and cost["hi"] < 0:
-            why = (f"cost per task {cost['value']:+.5f} USD (95 % CI {cost['lo']:+.5f} … {cost['hi']:+.5f}) "
-                   f"with no measurable loss of success (CI {success['lo']:+.1%} … {success['hi']:+.1%})")
-            score = -cost["hi"] / max(abs(p["estimates"]["cost_usd"]["value"]), 1e-12)
-        else:
-            continue
-        if best is None or score > best[0]:
+        verdict, why, score = _verdict(p, live_cost, margins)
+        verdicts.append({"name": p["name"], "verdict": verdict, "why": why, "changes": p.get("changes", [])})
+        if verdict in ("better", "cheaper") and (best is None or score > best[0]):
             best = (score, p, why)
+    margin_words = {"success": margins.success, "cost_share": margins.cost_share,
+                    "success_tolerance": margins.success_tolerance}
     if best is None:
-        return {"decision": "keep_live", "policy": "live",
-                "reason": "no candidate is better than the live policy beyond the uncertainty of the estimates "
-                          f"(or it relies on imputation for more than {MAX_IMPUTED_SHARE:.0%} of tasks)"}
+        return {"decision": "no_clear_winner", "policy": None, "margins": margin_words, "candidates": verdicts,
+                "reason": "no clear winner: no candidate beats the live policy by more than the practical margin "
+                          f"(success +{margins.success:.1%} or cost -{margins.cost_share:.0%}, judged on the 95 % "
+                          "CI's bound); keep the live policy"}
     _, p, why = best
-    return {"decision": "adopt_candidate", "policy": p["name"], "reason": why,
+    return {"decision": "adopt_candidate", "policy": p["name"], "reason": why, "changes": p.get("changes", []),
+            "margins": margin_words, "candidates": verdicts,
             "evidence": {"imputed_share": p["imputed_share"], "truncated_share": p["truncated_share"],
                          "decision_divergence": p["decision_divergence"]}}
 
 
 def build_report(h: History, live: RetryPolicy, candidates: list[Candidate], *,
                  shadow: ShadowComparison | None = None, replicates: int = 400, seed: int = 0,
-                 progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+                 progress: Callable[[str], None] | None = None, margins: Margins | None = None) -> dict[str, Any]:
     step = progress or (lambda _msg: None)
     evidence, why = _evidence(h)
     report: dict[str, Any] = {
@@ -108,7 +158,8 @@ def build_report(h: History, live: RetryPolicy, candidates: list[Candidate], *,
         "history": dict(describe(h)), "evidence": evidence, "evidence_reason": why,
         "metrics": list(METRICS), "limitations": LIMITATIONS,
         "live": {"policy_id": live.id, "policy_version": live.version},
-        "candidates": [{"name": c.name, "source": c.source, "policy_version": c.policy.version} for c in candidates],
+        "candidates": [{"name": c.name, "source": c.source, "policy_version": c.policy.version,
+                        "changes": policy_changes(live, c.policy)} for c in candidates],
         "shadow": shadow.as_dict() if shadow is not None else None,
     }
     if evidence == "insufficient":
@@ -121,7 +172,8 @@ def build_report(h: History, live: RetryPolicy, candidates: list[Candidate], *,
     step("replay with bootstrap")
     results = replay(h, live, {c.name: c.policy for c in candidates}, replicates=replicates, seed=seed)
     sources = [("live", live)] + [(c.source, c.policy) for c in candidates]
-    report["policies"] = [_policy_entry(r, pol, src) for r, (src, pol) in zip(results, sources, strict=True)]
+    report["policies"] = [{**_policy_entry(r, pol, src), "changes": policy_changes(live, pol)}
+                          for r, (src, pol) in zip(results, sources, strict=True)]
     off = []
     for name, policy in [("live-greedy", live)] + [(c.name, c.policy) for c in candidates]:
         step(f"off-policy estimates: {name}")
@@ -131,7 +183,7 @@ def build_report(h: History, live: RetryPolicy, candidates: list[Candidate], *,
         off.append({"name": "shadow-candidate", **evaluate(h, live, live, actions="shadow",
                                                             name="shadow-candidate").as_dict()})
     report["off_policy"] = off
-    report["recommendation"] = recommend(report["policies"])
+    report["recommendation"] = recommend(report["policies"], margins)
     return report
 
 
@@ -164,3 +216,18 @@ def _json_default(value: Any) -> Any:
     if hasattr(value, "item"):
         return value.item()
     return str(value)
+
+
+def recommendation_lines(report: dict[str, Any]) -> list[str]:
+    """The decision with the chosen candidate's changes, then each candidate: its changes and verdict."""
+    rec = report["recommendation"]
+    head = f"{rec['decision']}"
+    if rec.get("policy"):
+        head += f" -> {rec['policy']} ({describe_changes(rec.get('changes', []), limit=20)})"
+    lines = [f"{head}: {rec['reason']}"]
+    verdicts = {v["name"]: v for v in rec.get("candidates", [])}
+    for c in report.get("candidates", []):
+        v = verdicts.get(c["name"], {})
+        lines.append(f"  candidate {c['name']}: {describe_changes(c.get('changes', []), limit=20)}"
+                     + (f"; {v['verdict']}: {v['why']}" if v else ""))
+    return lines

@@ -121,17 +121,64 @@ def _shadow_section(shadow: dict[str, Any] | None) -> str:
             f"under the live policy</h3>{differ}{slices}")
 
 
-def render_html(report: dict[str, Any]) -> str:
+VERDICTS = {"better": "better beyond the margin", "cheaper": "cheaper beyond the margin",
+            "below_margin": "better, but below the margin", "within_uncertainty": "no difference beyond the uncertainty",
+            "worse": "worse", "leans_on_imputation": "leans on imputation"}
+
+
+def _changes_cell(changes: list[dict[str, Any]]) -> str:
+    if not changes:
+        return '<span class="muted">same as live</span>'
+    return "<br>".join(f"{escape(str(c['field']))}: {escape(_word(c['live']))} → <b>{escape(_word(c['candidate']))}</b>"
+                       for c in changes)
+
+
+def _word(value: Any) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, list):
+        return ", ".join(map(str, value)) or "none"
+    return str(value)
+
+
+def _recommendation(report: dict[str, Any]) -> str:
     rec = report["recommendation"]
     warn = rec["decision"] != "adopt_candidate"
+    title = {"adopt_candidate": f"adopt {rec.get('policy')}", "no_clear_winner": "no clear winner: keep the live policy",
+             "insufficient_evidence": "insufficient evidence"}.get(rec["decision"], str(rec["decision"]))
+    margins = rec.get("margins")
+    margin_text = (f"<br><span class='muted'>Adopted only when the 95 % CI's bound clears a practical margin: success "
+                   f"+{margins['success']:.1%}, or cost −{margins['cost_share']:.0%} with success no lower than "
+                   f"−{margins['success_tolerance']:.1%}.</span>" if margins else "")
+    changes = (f"<br>What it changes against the live policy:<br>{_changes_cell(rec['changes'])}"
+               if rec.get("changes") else "")
+    return (f"<div class='rec{' warn' if warn else ''}'><b>Recommendation: {escape(title)}</b><br>"
+            f"{escape(rec['reason'])}{changes}{margin_text}</div>")
+
+
+def _candidates_section(report: dict[str, Any]) -> str:
+    verdicts = {v["name"]: v for v in report["recommendation"].get("candidates", [])}
+    rows = []
+    for c in report.get("candidates", []):
+        v = verdicts.get(c["name"], {})
+        rows.append([escape(c["name"]), escape(str(c.get("source", ""))), _changes_cell(c.get("changes", [])),
+                     escape(VERDICTS.get(v.get("verdict", ""), v.get("verdict", "—"))),
+                     escape(v.get("why", ""))])
+    if not rows:
+        return ""
+    return ("<h2>Candidates and what they change</h2>" +
+            _table(["candidate", "source", "changed fields (live → candidate)", "verdict", "why"], rows))
+
+
+def render_html(report: dict[str, Any]) -> str:
     parts = [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>RetryLens policy report</title>",
         f"<style>{CSS}</style></head><body><h1>Retry policy report</h1>",
         f"<p class='muted'>Generated {escape(report['generated_at'])} · live policy "
         f"{escape(report['live']['policy_id'])}@{escape(report['live']['policy_version'])} · "
         f"{report['history']['tasks']} tasks, {report['history']['attempts']} attempts</p>",
-        f"<div class='rec{' warn' if warn else ''}'><b>Recommendation: {escape(str(rec['decision']))}"
-        f"{' → ' + escape(str(rec['policy'])) if rec.get('policy') else ''}</b><br>{escape(rec['reason'])}</div>",
+        _recommendation(report),
+        _candidates_section(report),
     ]
     if report["evidence"] == "insufficient":
         parts.append(f"<h2>Insufficient evidence</h2><p>{escape(report['evidence_reason'])}. No estimates are "

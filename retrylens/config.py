@@ -147,7 +147,7 @@ class Settings(BaseSettings):
         description='USD per million input/output tokens per model, for spans sent to /v1/traces: `{"gpt-4o": [2.5, 10]}`.',
     )
     human_review_threshold: float = Field(
-        default=0.7, ge=0, le=1, description="Pre-check risk above which human review is recommended."
+        default=0.7, ge=0, le=1, description="Pre-check risk from which one earlier permanent failure of the same input is enough to advise human review before spending (a risk alone never is)."
     )
     alert_webhook_url: str = Field(default="", description="Webhook that `serve` notifies of alerts (empty = log only).")
     maintenance_interval_s: float = Field(

@@ -269,10 +269,17 @@ class RetryLensClient:
         return self._request("DELETE", f"{self._p(project)}/alerts/rules/{_quote(rule_id)}", project=project).json()
 
     def prechecks(self, project: str, *, limit: int = 100) -> list[dict[str, Any]]:
-        """Recent pre-flight scores served by the server process (in memory, newest first): ``[{"ts",
-        "project", "agent", "risk", "model_version", "known_bad_fingerprint", "fingerprint",
-        "top_features": [{"feature", "contribution"}], "recommended": {...}}]``."""
+        """Recent stored pre-checks with their tasks' outcomes (newest first): ``[{"precheck_id", "ts",
+        "project", "agent", "task_id", "input_fingerprint", "risk", "model_version", "known_bad",
+        "advice": [kind], "max_attempts", "explanation": {...}, "outcome", "failed", "applied",
+        "cost_usd"}]`` (``failed``/``applied`` are null until the task reports)."""
         return self._get(f"{self._p(project)}/prechecks", project, limit=limit)
+
+    def precheck_monitor(self, project: str, *, days: int = 30, bucket_hours: int = 24) -> dict[str, Any]:
+        """``{"over_time": [{"bucket", "prechecks", "judged", "mean_risk", "observed", "calibration_gap",
+        "precheck_auc", "precheck_brier"}], "advice": [{"advice", "followed", "tasks", "failure_rate",
+        "handoff_rate", "mean_risk", "cost_per_task"}]}``: the risk model on real outcomes."""
+        return self._get(f"{self._p(project)}/prechecks/monitor", project, days=days, bucket_hours=bucket_hours)
 
     def shadow_reports(self, project: str, **filters: Any) -> dict[str, Any]:
         """``{"available": bool, "report": whatever the evaluation area's provider returns, or None}``."""
@@ -286,10 +293,13 @@ class RetryLensClient:
 
     # -- writes --------------------------------------------------------------------------
     def precheck(self, project: str, agent: str, task_input: str,
-                 features: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """``{"risk", "model_version", "top_features": [str], "known_bad_fingerprint", "recommended":
-        {"max_attempts", "degrade_first", "human_review"}}`` (the SDK's ``PrecheckResponse``)."""
+                 features: Mapping[str, Any] | None = None, *, task_id: str = "") -> dict[str, Any]:
+        """``{"risk", "model_version", "precheck_id", "top_features": [str], "known_bad_fingerprint",
+        "recommended": {"max_attempts", "degrade_first", "human_review"}}`` (the SDK's
+        ``PrecheckResponse``); ``task_id`` lets the server join the stored pre-check to the task's outcome."""
         body = {"project": project, "agent": agent, "task_input": task_input, "features": dict(features or {})}
+        if task_id:
+            body["task_id"] = task_id
         return self._request("POST", "/v1/precheck", project=project, json=body).json()
 
     def ingest(self, events: Iterable[Any], *, project: str | None = None) -> dict[str, Any]:

@@ -33,6 +33,8 @@ class PrecheckRequest(BaseModel):
     agent: str
     task_input: str = Field(max_length=64_000)
     features: dict[str, bool | int | float | str] = Field(default_factory=dict)
+    #: The task this pre-check is for: the server joins the stored pre-check to its outcome.
+    task_id: str = Field(default="", max_length=128)
 
 
 class Recommendation(BaseModel):
@@ -48,9 +50,20 @@ class PrecheckResponse(BaseModel):
 
     risk: float = Field(ge=0, le=1)
     model_version: str = ""
+    #: ``current``, ``none: …`` (no model: the risk comes from history) or ``stale: …``.
+    model_status: str = ""
+    precheck_id: str = ""
     top_features: list[str] = Field(default_factory=list)
     known_bad_fingerprint: bool = False
     recommended: Recommendation = Recommendation()
+    #: Each advice given, with the action and the history behind it, in words:
+    #: ``[{"advice", "action", "evidence"}]``.
+    advice: list[dict[str, str]] = Field(default_factory=list)
+    #: The features that moved the risk most, either way: ``[{"feature", "contribution",
+    #: "odds_factor", "words"}]`` (``words``: e.g. "the word 'chargeback': ×3.1 failure odds").
+    reasons: list[dict[str, Any]] = Field(default_factory=list)
+    #: This exact input's earlier tasks (``{"tasks", "failed_tasks", "words", "link"}``), if any.
+    input_history: dict[str, Any] | None = None
 
 
 class Preflight:
@@ -71,7 +84,11 @@ class Preflight:
         """The API's advice, or ``None`` (fail-open) on any problem."""
         try:
             answer = self.api.precheck(
-                request.project, request.agent, request.task_input, request.features
+                request.project,
+                request.agent,
+                request.task_input,
+                request.features,
+                task_id=request.task_id,
             )
             return PrecheckResponse.model_validate(answer)
         except (httpx.HTTPError, ApiError, ValidationError, ValueError) as exc:
@@ -87,6 +104,7 @@ class Preflight:
                 agent=s.agent.name,
                 task_input=s.goal[:64_000],
                 features=_plain(s.features),
+                task_id=s.task_id[:128],
             )
         )
         if advice is None:

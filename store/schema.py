@@ -53,6 +53,7 @@ FAILURE_GROUPS_DAILY, FAILURE_GROUPS_DAILY_VIEW = "failure_groups_daily", "failu
 ALERT_RULES, ALERT_STATE, ALERT_LOG = "alert_rules", "alert_state", "alert_log"
 IDEMPOTENCY_KEYS = "idempotency_keys"
 RETRY_POLICIES, KILL_SWITCHES = "retry_policies", "kill_switches"
+PRECHECKS = "prechecks"
 TOUCHED, TOUCHED_VIEW = "metrics_touched", "metrics_touched_mv"
 HANDOFFS, HANDOFFS_VIEW = "handoffs", "handoffs_mv"
 OPEN, OPEN_VIEW = "metrics_open", "metrics_open_mv"
@@ -432,6 +433,17 @@ TABLES: dict[str, Table] = {
             ),
             "ReplacingMergeTree(revision)",
             "tuple()",
+        ),
+        Table(
+            PRECHECKS,
+            (
+                ("precheck_id", "String"), ("ts", TS), ("project", LC), ("agent", LC), ("task_id", "String"),
+                ("input_fingerprint", "String"), ("risk", "Float64"), ("model_version", LC), ("known_bad", "Bool"),
+                ("advice", "Array(LowCardinality(String))"), ("max_attempts", "UInt16"), ("explanation", "String"),
+            ),
+            "ReplacingMergeTree",
+            "(project, ts, precheck_id)",
+            "toYYYYMM(ts)",
         ),
         Table(
             MIGRATIONS_LEDGER,

@@ -192,7 +192,10 @@ def _print_report(report: dict) -> None:
         out.print(effect)
     if "policy_report" in report:
         rep = report["policy_report"]
-        out.print(f"Policy report: [bold]{rep['recommendation']}[/bold] ({rep['reason']})\n  {rep['html']}")
+        out.print("Policy report:")
+        for line in rep["lines"]:
+            out.print(f"  {line}", markup=False, highlight=False)
+        out.print(f"  {rep['html']}")
     out.print(f"Open the dashboard on this data:\n  [bold]{report['dashboard']}[/bold]")
 
 

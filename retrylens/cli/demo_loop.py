@@ -61,19 +61,18 @@ class PrecheckLog:
     checked: int = 0
     advice: Counter[str] = field(default_factory=Counter)
     risks: list[float] = field(default_factory=list)
+    #: task id → the advice kinds its answer carried (for the per-kind effect of :func:`advice_effects`)
+    by_task: dict[str, list[str]] = field(default_factory=dict)
 
-    def record(self, answer: Any) -> None:
+    def record(self, answer: Any, task_id: str = "") -> None:
+        from retrylens.api.precheck import advice_kinds
+
         self.checked += 1
         self.risks.append(answer.risk)
-        rec = answer.recommended
-        if rec.max_attempts is not None:
-            self.advice["lower_max_attempts"] += 1
-        if rec.degrade_first:
-            self.advice["degrade_first"] += 1
-        if rec.human_review:
-            self.advice["human_review"] += 1
-        if answer.known_bad_fingerprint:
-            self.advice["known_bad_input"] += 1
+        kinds = advice_kinds(answer)
+        self.advice.update(kinds)
+        if task_id:
+            self.by_task[task_id] = kinds
 
     def as_dict(self) -> dict[str, Any]:
         mean = sum(self.risks) / len(self.risks) if self.risks else None
@@ -127,7 +126,7 @@ class _LoggedPreflight(Preflight):
     def check(self, request: Any) -> Any:
         answer = super().check(request)
         if answer is not None:
-            self._log.record(answer)
+            self._log.record(answer, request.task_id)
         return answer
 
 
@@ -236,4 +235,4 @@ def policy_report(road: Road, live: Any, *, seed: int, progress: Callable[[str],
     ]
     found = road.run("report.policies", progress=progress, live=live.model_dump(mode="json"),
                      candidates=candidates, replicates=200, seed=seed)
-    return {k: found[k] for k in ("html", "json", "recommendation", "policy", "reason")}
+    return {k: found[k] for k in ("html", "json", "recommendation", "policy", "reason", "changes", "lines")}

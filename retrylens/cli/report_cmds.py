@@ -13,7 +13,11 @@ from pathlib import Path
 import typer
 
 from retrylens.errors import ConfigError, PolicyError
-from retrylens.evaluation.candidates import CandidateError, load_candidates, read_mapping
+from retrylens.evaluation.candidates import (
+    CandidateError,
+    load_candidates,
+    read_mapping,
+)
 from retrylens.sdk.policy import RetryPolicy, parse_policy, policy_from_env
 
 from .common import ConfigOption, console, handle_errors, progress_bars, settings_from
@@ -39,6 +43,7 @@ def _live_policy(path: Path | None) -> RetryPolicy:
         raise ConfigError(str(exc).replace("candidate policy", "live policy")) from exc
 
 
+
 @report_app.command("policies")
 @handle_errors
 def policies(
@@ -56,6 +61,13 @@ def policies(
     hours: float | None = typer.Option(None, "--hours", min=0.01, help="Only the last N hours."),
     replicates: int = typer.Option(400, "--replicates", min=50, max=10_000, help="Bootstrap replicates."),
     seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap."),
+    min_success_gain: float = typer.Option(
+        0.01, "--min-success-gain", min=0.0, max=0.99,
+        help="Adopt a candidate for success only when the CI's lower bound of its gain is at least this "
+        "(0.01 = 1 percentage point)."),
+    min_cost_saving: float = typer.Option(
+        0.05, "--min-cost-saving", min=0.0, max=0.99,
+        help="Adopt a cheaper candidate only when its CI's bound saves at least this share of the live cost."),
     config: Path | None = ConfigOption,
 ) -> None:
     """Compare the live retry policy with candidates on the stored history (HTML + JSON)."""
@@ -80,7 +92,9 @@ def policies(
             candidates=[{"name": c.name, "policy": c.policy.model_dump(mode="json"), "source": c.source}
                         for c in chosen],
             project=project, agent=agent, hours=hours, replicates=replicates, seed=seed,
+            min_success_gain=min_success_gain, min_cost_saving=min_cost_saving,
             out=str(out.resolve()) if out else None)
         bar.update(task, completed=total, description="done")
-    console.print(f"[bold]{report['recommendation']}[/bold]: {report['reason']}")
+    for line in report["lines"]:
+        console.print(line, markup=False, highlight=False)
     typer.echo(json.dumps({k: report[k] for k in ("json", "html", "evidence", "recommendation", "policy")}))

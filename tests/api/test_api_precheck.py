@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import timedelta
 
 import pytest
@@ -10,7 +11,6 @@ from fastapi.testclient import TestClient
 
 from retrylens.analytics.model_store import ModelStore, models_dir
 from retrylens.analytics.training import train_from_store
-from retrylens.api.precheck import recommend
 from retrylens.schemas import RetryEvent
 from retrylens.sdk.features import input_fingerprint
 from retrylens.sdk.preflight import PrecheckRequest, PrecheckResponse, Preflight
@@ -28,11 +28,13 @@ def _ask(client, task_input: str = "Summarise the weekly meeting", **extra) -> d
 
 
 def _fail_three_times(store) -> None:
+    """Three tasks of BAD_INPUT, each failed for good (a logic error, then the task ended failed)."""
     insert(store, [
         RetryEvent(project="acme", agent={"name": "planner"}, task_id=f"bad-{i}", correlation_id=f"bad-{i}-1",
-                   attempt=1, kind="attempt_failed", error_type="logic", ts=NOW - timedelta(minutes=i),
-                   input_fingerprint=input_fingerprint(BAD_INPUT), phase="planning")
+                   attempt=1, kind=kind, ts=NOW - timedelta(minutes=i), input_fingerprint=input_fingerprint(BAD_INPUT),
+                   phase="planning", **extra)
         for i in range(3)
+        for kind, extra in (("attempt_failed", {"error_type": "logic"}), ("task_finished", {"outcome": "failed"}))
     ])
 
 
@@ -45,7 +47,9 @@ def test_without_a_model_the_answer_comes_from_history_with_model_version_none(c
     bad = _ask(client, BAD_INPUT)
     assert bad["known_bad_fingerprint"] is True and bad["top_features"] == ["fingerprint_history"]
     assert bad["risk"] > answer["risk"]
-    assert bad["recommended"] == {"max_attempts": 1, "degrade_first": bad["risk"] >= 0.5, "human_review": True}
+    assert bad["recommended"] == {"max_attempts": 1, "degrade_first": False, "human_review": True}
+    assert bad["advice"][0]["advice"] == "human_review" and "failed in all 3 earlier task(s)" in bad["advice"][0]["evidence"]
+    assert answer["advice"] == [] and answer["recommended"]["human_review"] is False
 
 
 def test_with_a_trained_model_it_scores_and_names_the_features_that_raised_the_risk(client, api_settings, seeded):
@@ -53,9 +57,18 @@ def test_with_a_trained_model_it_scores_and_names_the_features_that_raised_the_r
     answer = _ask(client, BAD_INPUT, features={"tool:browser": True, "phase": "planning"})
     assert answer["model_version"] == version == "v0001"
     assert 0 < answer["risk"] < 1 and 1 <= len(answer["top_features"]) <= 5
+    # reasons an operator can act on: each feature in words, with the way and size of its effect
+    reasons = answer["reasons"]
+    assert 1 <= len(reasons) <= 5 and all(r["words"].endswith("failure odds") for r in reasons)
+    assert [abs(r["contribution"]) for r in reasons] == sorted((abs(r["contribution"]) for r in reasons), reverse=True)
+    for r in reasons:
+        sign = "×" if r["contribution"] >= 0 else "÷"
+        assert f": {sign}" in r["words"] and r["odds_factor"] == pytest.approx(math.exp(r["contribution"]), rel=1e-3)
+    assert {r["feature"] for r in reasons if r["contribution"] > 0} == set(answer["top_features"])
     recent = client.get("/v1/projects/acme/prechecks", headers=ACME).json()[0]
-    assert recent["model_version"] == "v0001" and recent["fingerprint"] == input_fingerprint(BAD_INPUT)
-    assert [f["feature"] for f in recent["top_features"]] == answer["top_features"]
+    assert recent["model_version"] == "v0001" and recent["input_fingerprint"] == input_fingerprint(BAD_INPUT)
+    assert recent["precheck_id"] == answer["precheck_id"]
+    assert recent["explanation"]["top_features"] == answer["reasons"]
     assert client.get("/v1/model", headers=ACME).json()["meta"]["metrics"]["roc_auc"] is not None
 
 
@@ -113,15 +126,6 @@ def test_the_sdk_preflight_client_reads_the_answer(app):
     assert advice is not None and advice.model_version == "none"
 
 
-@pytest.mark.parametrize(("risk", "known_bad", "expected"), [
-    (0.1, False, (None, False, False)), (0.35, False, (3, False, False)), (0.55, False, (2, True, False)),
-    (0.75, False, (1, True, True)), (0.1, True, (1, False, True)),
-])
-def test_recommendations_tighten_with_risk(risk, known_bad, expected):
-    rec = recommend(risk, known_bad, human_review_threshold=0.7)
-    assert (rec.max_attempts, rec.degrade_first, rec.human_review) == expected
-
-
 def test_the_model_route_names_the_weights_of_the_callers_recent_inputs(client, api_settings, seeded):
     """What the dashboard's model page shows through the API (before, the route sent no
     weights and the page said none were stored). A key sees its own projects' features only."""
@@ -142,3 +146,35 @@ def test_the_model_route_names_the_weights_of_the_callers_recent_inputs(client, 
     globex = [tuple(pair) for pair in client.get("/v1/model", headers=GLOBEX).json()["feature_weights"]]
     assert acme == feature_weights(model, acme_inputs) and globex == feature_weights(model, globex_inputs)
     assert acme != globex and any(name.startswith("agent=") for name, _ in acme)
+
+
+def test_an_empty_input_or_unknown_agent_answers_clearly_and_says_no_model_is_trained(client):
+    for body in ({"project": "acme", "agent": "nobody-knows-me", "task_input": ""},
+                 {"project": "acme", "agent": "", "task_input": "   "}):
+        response = client.post("/v1/precheck", json=body, headers=ACME)
+        assert response.status_code == 200, response.text
+        answer = response.json()
+        assert answer["model_version"] == "none" and answer["model_status"].startswith("none: ")
+        assert answer["recommended"] == {"max_attempts": None, "degrade_first": False, "human_review": False}
+
+
+def test_an_unknown_project_is_a_clear_404_not_a_500(client):
+    response = client.post("/v1/precheck", json={"project": "nope", "agent": "a", "task_input": "x"}, headers=ACME)
+    assert response.status_code == 404 and "nope" in response.text
+
+
+def test_a_missing_input_is_a_422_naming_the_field(client):
+    response = client.post("/v1/precheck", json={"project": "acme", "agent": "a"}, headers=ACME)
+    assert response.status_code == 422 and "task_input" in response.json()["message"]
+
+
+def test_a_stale_or_foreign_model_says_so_in_the_answer(client, api_settings, seeded):
+    from datetime import UTC, datetime
+
+    from retrylens.api.precheck import model_status
+
+    train_from_store(seeded, model_store=ModelStore(models_dir(api_settings)))
+    assert _ask(client)["model_status"] == "current"
+    old = {"trained_at": (datetime.now(UTC) - timedelta(days=45)).isoformat(), "feature_set": "v3"}
+    assert model_status(old).startswith("stale: trained 45 days ago")
+    assert model_status({"feature_set": "v1"}).startswith("stale: trained on feature set v1")

@@ -3,14 +3,14 @@ model, an alert that fires and a policy report; AppTest runs of any page on any 
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from dashboard_seed import seed_fleet
+from dashboard_seed import SEED, seed_fleet
+from dashboard_seed import TASKS as SEED_TASKS
 from streamlit.testing.v1 import AppTest
 
 from retrylens.analytics import alerts as alerting
@@ -21,12 +21,42 @@ from retrylens.dashboard import source as sources
 from retrylens.store import EventStore, open_store
 
 APP = Path(sources.__file__).resolve().parent / "app.py"
-REPORT = {
-    "recommendation": {"summary": "adopt candidate 'cap-2': same success, 18% fewer attempts"},
-    "policies": [{"policy": "live", "success_rate": 0.84, "attempts": 459},
-                 {"policy": "cap-2", "success_rate": 0.84, "attempts": 377}],
-    "evidence": {"tasks": 300, "method": "counterfactual replay"},
-}
+#: Candidates of the seeded policy report (changes merged over the fleet's live policy).
+CANDIDATES = {"cap-2": {"caps": {"timeout": 2, "server_error": 2}, "budget": {"max_attempts": 3}},
+              "patient": {"caps": {"timeout": 5}, "budget": {"max_attempts": 8}}}
+
+
+def precheck_fleet(store: EventStore, settings: Settings, *, tasks: int = 60) -> None:
+    """Pre-check the seeded fleet's first tasks through the real API (stored, joined to their outcomes)."""
+    from fastapi.testclient import TestClient
+
+    from retrylens.api.app import create_app
+    from retrylens.api.auth import local_token
+    from retrylens.simulation import load_scenario
+    from retrylens.simulation.tasks import generate_tasks
+
+    app = create_app(settings, store)
+    with TestClient(app, headers={"X-API-Key": local_token(settings)}) as http:
+        for task in generate_tasks(load_scenario(), SEED_TASKS, SEED)[:tasks]:
+            body = {"project": task.template.project, "agent": task.template.agent, "task_input": task.text[:64_000],
+                    "task_id": task.task_id}
+            assert http.post("/v1/precheck", json=body).status_code == 200
+
+
+def write_policy_report(store: EventStore, folder: Path) -> None:
+    """A real policy report of the stored history (``report policies``' code), few replicates."""
+    from retrylens.evaluation.candidates import Candidate, overlay
+    from retrylens.evaluation.history import build_history, read_frame
+    from retrylens.evaluation.report import build_report, write_report
+    from retrylens.evaluation.shadow import compare_shadow
+    from retrylens.simulation import fleet_policy, load_scenario
+
+    live = fleet_policy(load_scenario())
+    candidates = [Candidate(name, overlay(live, {"id": name, **changes}, source=name), name)
+                  for name, changes in CANDIDATES.items()]
+    report = build_report(build_history(read_frame(store)), live, candidates, shadow=compare_shadow(store),
+                          replicates=50)
+    write_report(report, folder)
 
 
 @pytest.fixture(scope="module")
@@ -43,10 +73,8 @@ def seeded(chdb_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     alerting.save_rule(store, alerting.AlertRule(name="budget exhaustions", metric="budget_exhaustions",
                                                  op=">", threshold=5, window_minutes=60))
     alerting.evaluate_alerts(store, now=datetime.now(UTC))
-    reports = data_dir / "reports"
-    reports.mkdir()
-    (reports / "policies.json").write_text(json.dumps(REPORT))
-    (reports / "policies.html").write_text("<html><body><h1>Policy report</h1></body></html>")
+    write_policy_report(store, data_dir / "reports" / "seeded")
+    precheck_fleet(store, settings)
     yield store, settings
     store.client.command(f"DROP DATABASE IF EXISTS `{settings.clickhouse_database}`")
 

@@ -7,6 +7,7 @@ what the operator sees against what the store holds.
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from conftest import run_page
@@ -238,8 +239,13 @@ def test_model_page_shows_version_metrics_baselines_and_calibration(seeded, seed
     assert list(table["model"]) == ["model", "base_rate", "input_length"]
     charts = _charts(app)
     assert charts[0]["layout"]["title"]["text"].startswith("Calibration")
-    assert len(charts) == 2  # calibration and feature weights
-    assert any("not available" in i.value for i in app.info)  # pre-checks live in the API server
+    assert charts[2]["layout"]["title"]["text"] == "Risk model on real outcomes over time"
+    assert len(charts) == 3  # calibration, feature weights, the model on real outcomes
+    recent = _frame(app, "applied")
+    assert len(recent) > 0 and set(recent["applied"]) == {"no"}  # asked through the API, no SDK applied it
+    assert set(recent["outcome"]) <= {"succeeded", "failed", "handed_off"}
+    advice = _frame(app, "followed")
+    assert set(advice["followed"]) == {"no"} and (advice["tasks"] >= 1).all()
 
 
 def test_model_page_without_a_model(empty_source):
@@ -253,8 +259,19 @@ def test_model_page_without_a_model(empty_source):
 def test_reports_page_shows_the_recommendation_and_tables(seeded, seeded_source):
     app = run_page("reports")
     _no_errors(app)
-    assert any("cap-2" in s.value for s in app.success)
-    assert list(app.dataframe[0].value["policy"]) == ["live", "cap-2"]
+    said = [m.value for m in [*app.success, *app.warning] if m.value.startswith("Recommendation: ")]
+    assert len(said) == 1 and ("adopt " in said[0] or "no clear winner" in said[0])
+    candidates = _frame(app, "candidate")
+    assert list(candidates["candidate"]) == ["cap-2", "patient"]
+    assert "caps.timeout: 3 → 2" in candidates["changed fields (live → candidate)"][0]
+    assert "budget.max_attempts: 5 → 8" in candidates["changed fields (live → candidate)"][1]
+    estimates = _frame(app, "policy")
+    assert list(estimates["policy"]) == ["live", "cap-2", "patient"]
+    assert re.fullmatch(r"\d+\.\d% \[\d+\.\d%, \d+\.\d%\]", estimates["success rate"][0])
+    assert _charts(app)[0]["layout"]["title"]["text"].startswith("success rate: estimate and 95 % CI")
+    for frame in app.dataframe:  # words and numbers, never a Python literal
+        cells = [str(c) for c in frame.value.to_numpy().ravel()]
+        assert not [c for c in cells if "{" in c or "'" in c or "None" in c], cells
 
 
 def test_reports_page_without_reports(empty_source):

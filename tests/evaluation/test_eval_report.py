@@ -48,10 +48,14 @@ def test_report_compares_live_with_two_candidates_and_recommends_with_evidence(t
     assert [p["name"] for p in report["policies"]] == ["live", "conservative", "aggressive"]
     assert {o["name"] for o in report["off_policy"]} >= {"live-greedy", "conservative", "aggressive"}
     rec = report["recommendation"]
-    assert rec["decision"] in {"keep_live", "adopt_candidate"} and rec["reason"]
+    assert rec["decision"] in {"no_clear_winner", "adopt_candidate"} and rec["reason"]
+    assert [c["name"] for c in rec["candidates"]] == ["conservative", "aggressive"]
     _, html_path = write_report(report, tmp_path)
     html = html_path.read_text()
     assert _self_contained(html) and html.count("<svg") == len(report["metrics"])
+    # every candidate named with what it changes against the live policy
+    assert "Candidates and what they change" in html
+    assert "caps.timeout: 3 → <b>1</b>" in html and "budget.max_attempts: 5 → <b>8</b>" in html
 
 
 @pytest.mark.clickhouse
@@ -93,6 +97,10 @@ def test_cli_writes_a_self_contained_html_and_a_json_report(env, store, tmp_path
     live = data["policies"][0]["estimates"]["success"]
     assert live["lo"] <= live["value"] <= live["hi"]
     assert data["shadow"]["decisions"] > 0 and data["recommendation"]["reason"]
+    lines = result.output.splitlines()
+    assert any(line.startswith(data["recommendation"]["decision"]) for line in lines)
+    assert any(line.startswith("  candidate conservative: ") and "caps.timeout 3 → 1" in line for line in lines)
+    assert any(line.startswith("  candidate aggressive: ") and "budget.max_attempts 5 → 8" in line for line in lines)
     assert _self_contained((out / "policy_report.html").read_text())
 
 

@@ -1,0 +1,217 @@
+"""Pre-check advice that the history shows helps inputs like this one, with the evidence.
+
+A risk score alone does not say what to do: handing a risky task to a person loses every
+task that would have succeeded, and a lower retry cap loses those a retry would have
+saved. So each kind of advice is an action the governor takes, given only where the
+stored history shows it pays for such inputs, and every answer carries the evidence:
+
+- ``human_review`` (before spending) — the input itself failed every earlier time
+  (at least :data:`MIN_FINGERPRINT_TASKS` tasks, or one when the risk is at least the
+  ``human_review_threshold`` setting; all failed or handed off, with failure classes that
+  retries do not fix): running it again buys nothing a person would not have to redo. A
+  risk alone never sends a task to a person.
+- ``degrade_first`` (simplified mode from the first attempt) — the input is riskier than
+  its agent's usual task (risk ≥ :data:`DEGRADE_AT`), and in this agent's history a
+  simplified retry after an output failure (schema mismatch, validation, planning)
+  succeeded clearly more often than any other retry (the 95 % lower bound of the
+  difference above zero, at least :data:`MIN_RETRIES` of each).
+- ``lower_max_attempts`` (tighter cap) — the input is risky (risk ≥ :data:`CAP_AT`) and
+  in this agent's history tasks that had already failed ``cap`` times almost never
+  succeeded later (upper 95 % bound of that rate below :data:`UNRECOVERABLE`): further
+  attempts only spend.
+
+:func:`build_advice_book` reads that history from the store once per training (it is
+saved in the model's metadata, so a pre-check does no I/O for it); :func:`advise` turns a
+risk, the fingerprint's record and the book into a
+:class:`~retrylens.sdk.preflight.Recommendation` and the evidence in words. Advice with
+no evidence is not given: before this, every risky input was handed to a person or capped,
+and the demo's own A/B lost success for it (human review of "known-bad" inputs: −64
+points of success on those tasks).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from retrylens.sdk.preflight import Recommendation
+from retrylens.store import EventStore
+from retrylens.store.sql import query_rows
+
+from .failure_classes import persistence_of
+from .filters import Slice
+from .fingerprints import FingerprintStats
+
+MIN_FINGERPRINT_TASKS = 2
+MIN_RETRIES = 10
+DEGRADE_AT = 0.2
+CAP_AT = 0.3
+UNRECOVERABLE = 0.1
+Z95 = 1.96
+OUTPUT_FAILURES = ("schema_mismatch", "validation")
+KINDS = ("human_review", "degrade_first", "lower_max_attempts")
+
+
+@dataclass(frozen=True)
+class AgentEvidence:
+    """What one agent's history says about simplified retries and about recovering late."""
+
+    relaxed_ok: int = 0
+    relaxed_n: int = 0
+    other_ok: int = 0
+    other_n: int = 0
+    #: attempts already failed → (tasks that reached that many failures, of which later succeeded)
+    recovery: dict[int, tuple[int, int]] = field(default_factory=dict)
+
+    def degrade_helps(self) -> tuple[bool, str]:
+        if self.relaxed_n < MIN_RETRIES or self.other_n < MIN_RETRIES:
+            return False, (f"too few retries after output failures to judge a simplified mode "
+                           f"({self.relaxed_n} simplified, {self.other_n} other; {MIN_RETRIES} of each needed)")
+        a, b = self.relaxed_ok / self.relaxed_n, self.other_ok / self.other_n
+        se = math.sqrt(a * (1 - a) / self.relaxed_n + b * (1 - b) / self.other_n)
+        lo = a - b - Z95 * se
+        words = (f"after an output failure, a simplified retry succeeded {a:.0%} of {self.relaxed_n} times vs "
+                 f"{b:.0%} of {self.other_n} other retries (difference {a - b:+.0%}, 95 % lower bound {lo:+.0%})")
+        return lo > 0, words
+
+    def cap(self) -> tuple[int | None, str]:
+        """The smallest cap after which this agent's tasks (almost) never recovered, with why."""
+        for failed in sorted(self.recovery):
+            reached, recovered = self.recovery[failed]
+            if reached < MIN_RETRIES:
+                continue
+            rate = recovered / reached
+            hi = _wilson_hi(recovered, reached)
+            if hi < UNRECOVERABLE:
+                return failed, (f"of {reached} earlier tasks that failed {failed} time(s), {recovered} succeeded "
+                                f"later ({rate:.0%}, 95 % upper bound {hi:.0%})")
+        return None, "retries of this agent's failed tasks recover often enough to keep its cap"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"relaxed_ok": self.relaxed_ok, "relaxed_n": self.relaxed_n, "other_ok": self.other_ok,
+                "other_n": self.other_n, "recovery": {str(k): list(v) for k, v in self.recovery.items()}}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> AgentEvidence:
+        return cls(int(data.get("relaxed_ok", 0)), int(data.get("relaxed_n", 0)), int(data.get("other_ok", 0)),
+                   int(data.get("other_n", 0)),
+                   {int(k): (int(v[0]), int(v[1])) for k, v in (data.get("recovery") or {}).items()})
+
+
+def _wilson_hi(k: int, n: int) -> float:
+    if n == 0:
+        return 1.0
+    p = k / n
+    centre = p + Z95**2 / (2 * n)
+    spread = Z95 * math.sqrt(p * (1 - p) / n + Z95**2 / (4 * n * n))
+    return (centre + spread) / (1 + Z95**2 / n)
+
+
+_RETRIES = (
+    "SELECT d.project AS project, d.agent_name AS agent, d.decision = 'degrade_precision' AS relaxed,"
+    " count() AS n, countIf(a.kind = 'attempt_succeeded') AS ok"
+    " FROM (SELECT project, agent_name, task_id, attempt, toString(decision) AS decision FROM [[db]].events FINAL"
+    "   WHERE kind = 'decision' AND toString(error_type) IN {output:Array(String)} AND {where}"
+    "   AND decision NOT IN ('give_up', 'handoff_human', 'cancel_chain', 'none', '')) AS d"
+    " INNER JOIN (SELECT project, task_id, attempt, kind FROM [[db]].events FINAL"
+    "   WHERE kind IN ('attempt_succeeded', 'attempt_failed') AND {where}) AS a"
+    " ON d.project = a.project AND d.task_id = a.task_id AND a.attempt = d.attempt + 1"
+    " GROUP BY project, agent, relaxed"
+)
+_RECOVERY = (
+    "SELECT project, agent, failed, count() AS reached, countIf(ok) AS recovered FROM ("
+    "  SELECT project, any(agent_name) AS agent, task_id, uniqExactIf(attempt, kind = 'attempt_failed') AS fails,"
+    "   argMaxIf(toString(outcome), ts, outcome != '') = 'succeeded' AS ok"
+    "  FROM [[db]].events FINAL WHERE {where} GROUP BY project, task_id HAVING fails > 0)"
+    " ARRAY JOIN range(1, toUInt32(least(fails, 6)) + 1) AS failed"
+    " GROUP BY project, agent, failed"
+)
+
+
+def build_advice_book(store: EventStore, where: Slice = Slice()) -> dict[str, Any]:
+    """Per ``project/agent``: the evidence :func:`advise` reads (JSON-able, saved with the model)."""
+    clause, params = where.where()
+    evidence: dict[str, dict[str, Any]] = {}
+    for row in query_rows(store.client, store.sql(_RETRIES.replace("{where}", clause)),
+                          {**params, "output": list(OUTPUT_FAILURES)}):
+        e = evidence.setdefault(f"{row['project']}/{row['agent']}", AgentEvidence().as_dict())
+        prefix = "relaxed" if row["relaxed"] else "other"
+        e[f"{prefix}_n"] += int(row["n"])
+        e[f"{prefix}_ok"] += int(row["ok"])
+    for row in query_rows(store.client, store.sql(_RECOVERY.replace("{where}", clause)), params):
+        # "failed k times and later succeeded" needs a task that failed more than k times or succeeded after k
+        e = evidence.setdefault(f"{row['project']}/{row['agent']}", AgentEvidence().as_dict())
+        e["recovery"][str(int(row["failed"]))] = [int(row["reached"]), int(row["recovered"])]
+    return {"version": 1, "agents": evidence}
+
+
+def _sum(items: list[AgentEvidence]) -> AgentEvidence:
+    recovery: dict[int, tuple[int, int]] = {}
+    for e in items:
+        for k, (reached, recovered) in e.recovery.items():
+            a, b = recovery.get(k, (0, 0))
+            recovery[k] = (a + reached, b + recovered)
+    return AgentEvidence(sum(e.relaxed_ok for e in items), sum(e.relaxed_n for e in items),
+                         sum(e.other_ok for e in items), sum(e.other_n for e in items), recovery)
+
+
+def evidence_for(book: dict[str, Any] | None, project: str, agent: str) -> tuple[AgentEvidence, str]:
+    """The agent's own history when it holds :data:`MIN_RETRIES` retries of each kind, else its
+    project's, else every agent's: the closest history that can say something."""
+    agents = {key: AgentEvidence.from_dict(value) for key, value in ((book or {}).get("agents") or {}).items()}
+    levels = [(f"{agent}'s history", [agents[k] for k in agents if k == f"{project}/{agent}"]),
+              (f"project {project}'s history", [v for k, v in agents.items() if k.startswith(f"{project}/")]),
+              ("every agent's history", list(agents.values()))]
+    for words, items in levels:
+        pooled = _sum(items)
+        if pooled.relaxed_n >= MIN_RETRIES and pooled.other_n >= MIN_RETRIES:
+            return pooled, words
+    return _sum(levels[-1][1]), levels[-1][0]
+
+
+@dataclass(frozen=True)
+class Advice:
+    recommendation: Recommendation
+    #: one entry per advice kind given: {"advice", "action", "evidence"} in words
+    evidence: list[dict[str, str]]
+
+    @property
+    def kinds(self) -> list[str]:
+        return [e["advice"] for e in self.evidence]
+
+
+def hopeless(stats: FingerprintStats) -> bool:
+    """Every earlier task of this input failed (at least :data:`MIN_FINGERPRINT_TASKS`), with
+    failure classes retries do not fix: the pre-check's "known bad input"."""
+    return (stats.tasks >= MIN_FINGERPRINT_TASKS and stats.tasks_failed >= stats.tasks
+            and persistence_of(stats.recent_error_types) == "permanent")
+
+
+def advise(risk: float, stats: FingerprintStats, *, project: str, agent: str, book: dict[str, Any] | None,
+           human_review_threshold: float) -> Advice:
+    """The advice for one pre-checked task, each kind only where the evidence says it pays."""
+    given: list[dict[str, str]] = []
+    rec = Recommendation()
+    failed_once = (risk >= human_review_threshold and stats.tasks >= 1 and stats.tasks_failed >= stats.tasks
+                   and persistence_of(stats.recent_error_types) == "permanent")
+    if hopeless(stats) or failed_once:
+        rec = rec.model_copy(update={"human_review": True, "max_attempts": 1})
+        given.append({"advice": "human_review", "action": "hand to a person before the first attempt",
+                      "evidence": f"risk {risk:.0%}; this input failed in all {stats.tasks} earlier task(s) "
+                                  f"({', '.join(stats.recent_error_types[:3]) or 'unclassified'}, not transient)"})
+        return Advice(rec, given)
+    evidence, level = evidence_for(book, project, agent)
+    if risk >= max(DEGRADE_AT, 0.0):
+        helps, words = evidence.degrade_helps()
+        if helps:
+            rec = rec.model_copy(update={"degrade_first": True})
+            given.append({"advice": "degrade_first", "action": "simplified mode from the first attempt",
+                          "evidence": f"risk {risk:.0%}; {level}: {words}"})
+    if risk >= CAP_AT:
+        cap, words = evidence.cap()
+        if cap is not None:
+            rec = rec.model_copy(update={"max_attempts": cap})
+            given.append({"advice": "lower_max_attempts", "action": f"at most {cap} attempt(s)",
+                          "evidence": f"risk {risk:.0%}; {level}: {words}"})
+    return Advice(rec, given)

@@ -1,0 +1,211 @@
+"""Stored pre-checks joined to how their tasks ended: the risk model and its advice, judged.
+
+Every pre-check the API answers is a row of ``prechecks`` (migration 0011). Joined to the
+task's events by ``(project, task_id)`` it says what happened after the advice: the
+outcome (failed or handed off counts as the model's positive class, as in training), what
+the task spent, and whether the agent applied the advice (the SDK writes the applied advice
+on the task's ``task_started`` event as ``risk … (version); …``, so this is read from what
+the agent did). From those rows:
+
+- :func:`recent_prechecks` — the latest pre-checks with their outcomes;
+- :func:`calibration_over_time` — per day (or hour): how many were judged, mean predicted
+  risk vs observed failure rate (the calibration gap), ROC-AUC and Brier score on real
+  outcomes, so drift shows as a trend;
+- :func:`advice_vs_outcome` — per advice kind, followed vs not: tasks, failure and hand-off
+  rates, cost per task;
+- :func:`precheck_measures` — the window figures an alert rule reads
+  (``calibration_gap``, ``precheck_auc``, ``precheck_brier``).
+
+A pre-check whose task has not finished (or whose agent sent no task id) has no outcome
+and is left out of every judgement, never counted as a success.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import orjson
+
+from retrylens.store import EventStore
+from retrylens.store.sql import query_rows
+
+#: Columns of ``prechecks`` in table order (``store.schema.TABLES['prechecks']``).
+COLUMNS = ("precheck_id", "ts", "project", "agent", "task_id", "input_fingerprint", "risk", "model_version",
+           "known_bad", "advice", "max_attempts", "explanation")
+#: What a pre-check's figures for alert rules are called (:mod:`.alerts` lists them as rule metrics).
+PRECHECK_MEASURES = ("calibration_gap", "precheck_auc", "precheck_brier")
+FAILED_OUTCOMES = ("failed", "handed_off")
+APPLIED_PREFIX = "risk "  # how the SDK's applied advice starts on task_started (sdk/preflight.apply_advice)
+MAX_ROWS = 200_000
+
+
+@dataclass(frozen=True, kw_only=True)
+class PrecheckRow:
+    """One answered pre-check, as the API stores it."""
+
+    precheck_id: str
+    ts: datetime
+    project: str
+    agent: str
+    task_id: str
+    input_fingerprint: str
+    risk: float
+    model_version: str
+    known_bad: bool
+    advice: tuple[str, ...]
+    max_attempts: int = 0
+    explanation: dict[str, Any] | None = None
+
+    def values(self) -> list[Any]:
+        return [self.precheck_id, self.ts, self.project, self.agent, self.task_id, self.input_fingerprint,
+                float(self.risk), self.model_version, bool(self.known_bad), list(self.advice),
+                int(self.max_attempts), orjson.dumps(self.explanation or {}).decode()]
+
+
+def write_prechecks(store: EventStore, rows: Sequence[PrecheckRow]) -> None:
+    """Insert ``rows`` in one block (a repeated block collapses: the table replaces by id)."""
+    if rows:
+        store.client.insert(f"{store.database}.prechecks", [r.values() for r in rows], column_names=list(COLUMNS))
+
+
+_JOINED = (
+    "SELECT p.precheck_id AS precheck_id, p.ts AS ts, p.project AS project, p.agent AS agent,"
+    " p.task_id AS task_id, p.input_fingerprint AS input_fingerprint, p.risk AS risk,"
+    " p.model_version AS model_version, p.known_bad AS known_bad, p.advice AS advice,"
+    " p.max_attempts AS max_attempts, p.explanation AS explanation,"
+    " t.outcome AS outcome, t.note AS note, t.cost_usd AS cost_usd, t.task_id != '' AS task_seen"
+    " FROM (SELECT * FROM [[db]].prechecks FINAL"
+    "   WHERE ({project:String} = '' OR project = {project:String})"
+    "   AND ({agent:String} = '' OR agent = {agent:String})"
+    "   AND ts >= {start:DateTime64(3)} AND ts < {end:DateTime64(3)}"
+    "   ORDER BY ts DESC LIMIT {limit:UInt32}) AS p"
+    " LEFT JOIN (SELECT project, task_id,"
+    "   argMaxIf(toString(outcome), ts, outcome != '') AS outcome,"
+    "   anyIf(decision_reason, kind = 'task_started') AS note,"
+    "   sumIf(cost_usd, kind IN ('attempt_failed', 'attempt_succeeded')) AS cost_usd"
+    "   FROM [[db]].events FINAL"
+    "   WHERE ({project:String} = '' OR project = {project:String})"
+    "   AND task_id IN (SELECT task_id FROM [[db]].prechecks"
+    "     WHERE ({project:String} = '' OR project = {project:String})"
+    "     AND ts >= {start:DateTime64(3)} AND ts < {end:DateTime64(3)} AND task_id != '')"
+    "   GROUP BY project, task_id) AS t"
+    " ON p.project = t.project AND p.task_id = t.task_id"
+    " ORDER BY p.ts DESC, p.precheck_id"
+)
+
+
+def joined_prechecks(store: EventStore, *, project: str | None = None, agent: str | None = None,
+                     start: datetime | None = None, end: datetime | None = None,
+                     limit: int = MAX_ROWS) -> list[dict[str, Any]]:
+    """Pre-checks (newest first) with ``outcome`` ('' until the task ends), ``failed`` (None
+    until then), ``applied`` (None when no task was seen), ``cost_usd`` and ``explanation``."""
+    params = {"project": project or "", "agent": agent or "", "limit": max(0, int(limit)),
+              "start": start or datetime(1970, 1, 1, tzinfo=UTC), "end": end or datetime(2200, 1, 1, tzinfo=UTC)}
+    rows = query_rows(store.client, store.sql(_JOINED), params)
+    out = []
+    for r in rows:
+        seen = bool(r.pop("task_seen"))
+        note = r.pop("note") or ""
+        outcome = r["outcome"] or ""
+        r["advice"] = list(r["advice"])
+        r["explanation"] = orjson.loads(r["explanation"]) if r["explanation"] else {}
+        r["failed"] = None if not outcome else outcome in FAILED_OUTCOMES
+        r["applied"] = None if not seen else note.startswith(APPLIED_PREFIX)
+        r["cost_usd"] = float(r["cost_usd"]) if seen else None
+        out.append(r)
+    return out
+
+
+def recent_prechecks(store: EventStore, project: str | None, *, limit: int = 100) -> list[dict[str, Any]]:
+    """The latest ``limit`` pre-checks of ``project`` with their outcomes (newest first)."""
+    return joined_prechecks(store, project=project, limit=limit)
+
+
+def auc(labels: Sequence[int], scores: Sequence[float]) -> float | None:
+    """ROC-AUC by ranks (ties averaged); ``None`` without both classes."""
+    n = len(labels)
+    positives = sum(labels)
+    if positives in (0, n):
+        return None
+    order = sorted(range(n), key=lambda i: scores[i])
+    ranks = [0.0] * n
+    i = 0
+    while i < n:
+        j = i
+        while j + 1 < n and scores[order[j + 1]] == scores[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = (i + j) / 2 + 1
+        i = j + 1
+    rank_sum = sum(r for r, y in zip(ranks, labels, strict=True) if y)
+    return (rank_sum - positives * (positives + 1) / 2) / (positives * (n - positives))
+
+
+def judge(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Figures of pre-checks with a known outcome: n, mean risk, observed rate, gap, AUC, Brier."""
+    known = [r for r in rows if r.get("failed") is not None]
+    labels = [int(bool(r["failed"])) for r in known]
+    risks = [float(r["risk"]) for r in known]
+    if not known:
+        return {"judged": 0, "mean_risk": None, "observed": None, "calibration_gap": None, "precheck_auc": None,
+                "precheck_brier": None}
+    mean_risk, observed = sum(risks) / len(risks), sum(labels) / len(labels)
+    return {"judged": len(known), "mean_risk": mean_risk, "observed": observed,
+            "calibration_gap": abs(mean_risk - observed), "precheck_auc": auc(labels, risks),
+            "precheck_brier": sum((p - y) ** 2 for p, y in zip(risks, labels, strict=True)) / len(known)}
+
+
+def calibration_over_time(store: EventStore, project: str | None, *, days: int = 30,
+                          bucket_hours: int = 24, now: datetime | None = None) -> list[dict[str, Any]]:
+    """Per time bucket (oldest first): pre-checks, judged, mean risk vs observed, gap, AUC, Brier."""
+    now = now or datetime.now(UTC)
+    rows = joined_prechecks(store, project=project, start=now - timedelta(days=days), end=now + timedelta(minutes=1))
+    size = timedelta(hours=max(1, int(bucket_hours)))
+    origin = datetime(1970, 1, 1, tzinfo=UTC)
+    buckets: dict[datetime, list[dict[str, Any]]] = {}
+    for r in rows:
+        ts = r["ts"] if r["ts"].tzinfo else r["ts"].replace(tzinfo=UTC)
+        key = origin + size * math.floor((ts - origin) / size)
+        buckets.setdefault(key, []).append(r)
+    return [{"bucket": key, "prechecks": len(group), **judge(group)} for key, group in sorted(buckets.items())]
+
+
+def advice_vs_outcome(store: EventStore, project: str | None, *, days: int = 30,
+                      now: datetime | None = None) -> list[dict[str, Any]]:
+    """Per advice kind ('none' for no advice) and followed or not: tasks, failure and hand-off
+    rates, cost per task. Only pre-checks whose task ended count."""
+    now = now or datetime.now(UTC)
+    rows = joined_prechecks(store, project=project, start=now - timedelta(days=days), end=now + timedelta(minutes=1))
+    groups: dict[tuple[str, bool], list[dict[str, Any]]] = {}
+    for r in rows:
+        if r["failed"] is None or r["applied"] is None:
+            continue
+        for kind in r["advice"] or ["none"]:
+            groups.setdefault((kind, bool(r["applied"])), []).append(r)
+    out = []
+    for (kind, applied), group in sorted(groups.items()):
+        n = len(group)
+        out.append({"advice": kind, "followed": applied, "tasks": n,
+                    "failure_rate": sum(bool(r["failed"]) for r in group) / n,
+                    "handoff_rate": sum(r["outcome"] == "handed_off" for r in group) / n,
+                    "mean_risk": sum(float(r["risk"]) for r in group) / n,
+                    "cost_per_task": sum(float(r["cost_usd"] or 0.0) for r in group) / n})
+    return out
+
+
+def precheck_measures(store: EventStore, *, project: str | None, agent: str | None, start: datetime,
+                      end: datetime, per: str = "") -> dict[str, dict[str, Any]]:
+    """Window figures for alert rules, overall (``""``) or per agent; ``calls`` = judged pre-checks."""
+    rows = joined_prechecks(store, project=project, agent=agent, start=start, end=end)
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault(r["agent"] if per in ("agent", "agent_name") else "", []).append(r)
+    out = {}
+    for value, group in groups.items():
+        figures = judge(group)
+        out[value] = {**figures, "calls": figures["judged"]}
+    return out

@@ -1,0 +1,108 @@
+"""Pre-checks are stored, joined to their tasks' outcomes and monitored (API and store roads).
+
+A real governor asks the real API app (the SDK's :class:`Preflight` over a test client),
+runs its tasks, and its events are stored; the stored pre-checks then say what each task
+did after the advice, and the monitor's figures and a calibration-drift alert are read
+from them.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from apitest_support import ACME, insert
+from fastapi.testclient import TestClient
+
+from retrylens.analytics import alerts as alerting
+from retrylens.analytics import prechecks
+from retrylens.analytics.filters import Slice
+from retrylens.api.app import create_app
+from retrylens.sdk import Governor, RetryPolicy
+from retrylens.sdk.handoff import CallbackChannel
+from retrylens.sdk.preflight import Preflight
+from retrylens.testing import capture_events
+
+pytestmark = pytest.mark.clickhouse
+RISKY = "Migrate the legacy invoice refund ledger via the browser"
+
+
+def _run_tasks(app, store, outcomes: list[bool], *, text: str = RISKY) -> list[str]:
+    """One governed task per outcome (True = it succeeds), pre-checked through the API; events stored."""
+    task_ids = []
+    with TestClient(app, headers=ACME) as http, capture_events() as captured:
+        governor = Governor(RetryPolicy(), project="acme", emit=captured.emit, handoff=CallbackChannel(list().append),
+                            preflight=Preflight("http://testserver", client=http))
+        for i, ok in enumerate(outcomes):
+            task_id = f"pc-{i:03d}"
+            task_ids.append(task_id)
+
+            def work(ok: bool = ok) -> str:
+                if not ok:
+                    raise ValueError("no such record")  # a logic failure: not retried
+                return "done"
+
+            try:
+                governor.call(work, goal=f"{text} #{i % 3}", agent="planner", task_id=task_id)
+            except Exception:  # noqa: BLE001, S110 - the outcome is read back from the events
+                pass
+    insert(store, captured.events)
+    return task_ids
+
+
+def test_every_precheck_is_stored_with_its_tasks_outcome_and_whether_the_advice_was_applied(app, client, seeded):
+    task_ids = _run_tasks(app, seeded, [True, False, True, False])
+    rows = client.get("/v1/projects/acme/prechecks", headers=ACME).json()
+    assert sorted(r["task_id"] for r in rows) == task_ids
+    by_task = {r["task_id"]: r for r in rows}
+    for task_id, ok in zip(task_ids, [True, False, True, False], strict=True):
+        row = by_task[task_id]
+        assert row["project"] == "acme" and row["agent"] == "planner" and row["model_version"] == "none"
+        assert len(row["input_fingerprint"]) == 32 and 0 <= row["risk"] <= 1 and row["precheck_id"]
+        assert row["failed"] is (not ok) and row["outcome"] == ("succeeded" if ok else row["outcome"])
+        assert row["applied"] is True  # the SDK applied the answer (its note is on task_started)
+    # stored, not held by this process: a new app over the same store reads them too
+    with TestClient(create_app(app.state.settings, seeded)) as other:
+        assert len(other.get("/v1/projects/acme/prechecks", headers=ACME).json()) == 4
+
+
+def test_a_precheck_whose_task_never_reported_has_no_outcome_and_is_not_judged(client, seeded):
+    client.post("/v1/precheck", headers=ACME, json={"project": "acme", "agent": "planner", "task_input": "x",
+                                                     "task_id": "never-ran"})
+    (row,) = client.get("/v1/projects/acme/prechecks", headers=ACME).json()
+    assert (row["task_id"], row["outcome"], row["failed"], row["applied"]) == ("never-ran", "", None, None)
+    assert prechecks.judge([row])["judged"] == 0
+
+
+def test_the_monitor_shows_calibration_and_auc_over_time_and_advice_followed_vs_outcome(app, client, seeded):
+    _run_tasks(app, seeded, [True, False, False, True, False])
+    monitor = client.get("/v1/projects/acme/prechecks/monitor", headers=ACME).json()
+    (bucket,) = monitor["over_time"]
+    assert bucket["prechecks"] == bucket["judged"] == 5
+    assert bucket["observed"] == pytest.approx(3 / 5)
+    assert bucket["calibration_gap"] == pytest.approx(abs(bucket["mean_risk"] - 3 / 5))
+    assert monitor["advice"] and sum(a["tasks"] for a in monitor["advice"] if a["followed"]) >= 5
+    # the same figures on the store road
+    direct = prechecks.calibration_over_time(seeded, "acme")
+    assert direct[0]["judged"] == 5 and direct[0]["observed"] == pytest.approx(3 / 5)
+
+
+def test_auc_by_ranks_matches_the_definition() -> None:
+    assert prechecks.auc([0, 0, 1, 1], [0.1, 0.4, 0.35, 0.8]) == pytest.approx(0.75)
+    assert prechecks.auc([0, 1], [0.5, 0.5]) == pytest.approx(0.5)
+    assert prechecks.auc([1, 1], [0.1, 0.2]) is None
+
+
+def test_an_alert_rule_fires_on_calibration_drift(app, seeded):
+    _run_tasks(app, seeded, [False] * 6)  # every task fails; without a model the risk stays near the base rate
+    app.state.precheck_log.flush()
+    rule = alerting.AlertRule(name="risk model drifts", metric="calibration_gap", op=">", threshold=0.3,
+                              window_minutes=60, where=Slice(project="acme"), min_calls=5)
+    alerting.save_rule(seeded, rule)
+    (fired,) = alerting.evaluate_alerts(seeded, now=datetime.now(UTC) + timedelta(seconds=1))
+    assert fired.status == "firing" and fired.value > 0.3 and "calibration_gap" in fired.message
+    calm = alerting.AlertRule(name="calm", metric="calibration_gap", op=">", threshold=0.3, window_minutes=60,
+                              where=Slice(project="acme"), min_calls=50)  # too few judged pre-checks
+    assert calm.breached(prechecks.precheck_measures(seeded, project="acme", agent=None,
+                                                     start=datetime.now(UTC) - timedelta(hours=1),
+                                                     end=datetime.now(UTC) + timedelta(seconds=1))[""])[0] is False
