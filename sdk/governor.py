@@ -44,9 +44,6 @@ from .budget import PerDependency, RetryThrottle, TaskLedger
 from .chain import ChainRegistry
 from .clock import VirtualClock
 from .context import ContextBuilder, Message
-from .drivers import acall as _acall
-from .drivers import call as _call
-from .effects import accepts
 from .events import EventFactory, utc_now_ms
 from .features import task_features
 from .first_try import FirstTry
@@ -56,7 +53,6 @@ from .ids import IdSource, SeededIds, SystemIds
 from .policy_source import PolicySource
 from .processors import Processor, default_processors
 from .rules import Rule, default_rules
-from .run import TaskRun
 from .side_effects import KeyStore, MemoryKeyStore
 from .state import TaskState
 from .tools import GovernorTools
@@ -66,6 +62,7 @@ if TYPE_CHECKING:
     from retrylens.schemas import AgentRef, RetryEvent
 
     from .policy import RetryPolicy
+    from .run import TaskRun
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -302,6 +299,8 @@ class Governor(GovernorTools):
             dependency=dependency,
             context=ContextBuilder.for_input(goal, system=system, history=history),
         )
+        from .run import TaskRun  # the loop's machinery loads with the first task run
+
         run = TaskRun(self, state, root=root, compact=compact, source_policy=source_policy)
         if self.preflight is not None:
             self.preflight.adapt(run)
@@ -365,6 +364,8 @@ class Governor(GovernorTools):
         """
         goal = goal if goal is not None else _describe_call(fn, args, kwargs)
         wants_attempt = _accepts_attempt(fn)
+        from .drivers import call as _call  # loads with the first governed call
+
         return _call(self, fn, args, kwargs, goal, agent, phase, dependency, task_id, wants_attempt)
 
     async def acall(
@@ -384,6 +385,8 @@ class Governor(GovernorTools):
         ``cancel_chain`` cancels the awaiting task."""
         goal = goal if goal is not None else _describe_call(fn, args, kwargs)
         wants_attempt = _accepts_attempt(fn)
+        from .drivers import acall as _acall  # loads with the first governed call
+
         return await _acall(
             self, fn, args, kwargs, goal, agent, phase, dependency, task_id, wants_attempt, parent
         )
@@ -409,6 +412,8 @@ def _accepts_attempt(fn: Callable[..., object]) -> bool:
     try:
         return _ATTEMPT_CACHE[key]
     except (KeyError, TypeError):
+        from .effects import accepts
+
         value = accepts(fn, "attempt")
         try:
             _ATTEMPT_CACHE[key] = value
