@@ -427,3 +427,13 @@ def _describe_call(fn: Callable[..., object], args: tuple[Any, ...], kwargs: dic
     return f"{name}({', '.join([*map(repr, args), *(f'{k}={v!r}' for k, v in kwargs.items())])})"[
         :4000
     ]
+
+
+def __getattr__(name: str) -> Any:
+    """``TaskRun`` is still importable from here; it loads on first use (PEP 562), so
+    importing the governor does not load the attempt loop's machinery."""
+    if name == "TaskRun":
+        from .run import TaskRun
+
+        return TaskRun
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
