@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from fake_provider import RATE_LIMITED, FakeProvider, Reply, openai_completion
+from fake_provider import RATE_LIMITED, FakeProvider, Reply, openai_completion, openai_stream
 from pydantic_ai import Agent
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
@@ -114,3 +114,36 @@ def test_an_observed_call_after_a_langchain_run_is_still_recorded(
             model="gpt-test", messages=[{"role": "user", "content": "x"}]
         )
     assert len(_tasks(captured)) == 2  # the handler's task, then the observer's
+
+
+def test_openai_agents_streamed_turn_under_observe_is_one_task_not_two(
+    captured: CapturedEvents,
+) -> None:
+    import asyncio
+
+    import openai
+    from agents import Agent as AgentsAgent
+    from agents import OpenAIChatCompletionsModel, Runner, set_tracing_disabled
+
+    from retrylens.sdk.adapters_openai_agents import governed_model
+
+    set_tracing_disabled(True)
+    stream = Reply(headers={"content-type": "text/event-stream"}, events=openai_stream("shipped"))
+
+    async def main(url: str) -> str:
+        client = openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="sk-test")
+        model = governed_model(
+            OpenAIChatCompletionsModel("gpt-test", openai_client=client),
+            Governor(project="shop", emit=captured.emit),
+            agent="support",
+        )
+        result = Runner.run_streamed(AgentsAgent(name="support", model=model), "order 7?")
+        async for _ in result.stream_events():
+            pass
+        return str(result.final_output)
+
+    with FakeProvider([stream]) as fake:
+        assert asyncio.run(main(fake.url)) == "shipped"
+        assert fake.count == 1
+    assert len(_tasks(captured)) == 1  # the adapter's task; the observer did not add one
+    assert list(captured.outcomes().values()) == [TaskOutcome.SUCCEEDED]
