@@ -147,3 +147,32 @@ def test_openai_agents_streamed_turn_under_observe_is_one_task_not_two(
         assert fake.count == 1
     assert len(_tasks(captured)) == 1  # the adapter's task; the observer did not add one
     assert list(captured.outcomes().values()) == [TaskOutcome.SUCCEEDED]
+
+
+def test_tenacity_hooks_under_observe_record_each_call_once(captured: CapturedEvents) -> None:
+    import openai
+    import tenacity
+
+    from retrylens.sdk.adapters_tenacity import TenacityHooks
+
+    with FakeProvider(
+        [RATE_LIMITED, Reply(body=openai_completion("shipped")), Reply(body=openai_completion())]
+    ) as fake:
+        client = openai.OpenAI(base_url=f"{fake.url}/v1", api_key="sk-test")
+        hooks = TenacityHooks(
+            Governor(project="shop", emit=captured.emit), goal="order 7", agent="support"
+        )
+
+        @tenacity.retry(**hooks.kwargs(stop=tenacity.stop_after_attempt(3)))
+        def ask() -> str:
+            answer = client.chat.completions.create(
+                model="gpt-test", messages=[{"role": "user", "content": "order 7?"}]
+            )
+            return answer.choices[0].message.content or ""
+
+        assert ask() == "shipped"
+        assert fake.count == 2  # the client's own retry of the 429 still happens
+        client.chat.completions.create(
+            model="gpt-test", messages=[{"role": "user", "content": "x"}]
+        )
+    assert len(_tasks(captured)) == 2  # the hooks' task, then the observer's for the bare call
