@@ -110,11 +110,17 @@ class Governor(GovernorTools):
         processors: list[Processor] | None = None,
         otel: bool | None = None,
         hook_timeout_s: float = 30.0,
+        bound_sync_hooks: bool = False,
     ) -> None:
         """``otel``: record tasks and attempts as OpenTelemetry spans (:mod:`.otel`); ``None``
         does so when the application has set a global OpenTelemetry SDK tracer provider.
         ``hook_timeout_s``: how long an async verify/rollback or a hand-off channel may take
-        before the governor records it as failed (a sync verify/rollback runs inline)."""
+        before the governor records it as failed. ``bound_sync_hooks``: bound a sync verify/rollback
+        the same way, by running it in a worker thread (off by default: inline, in the caller's
+        thread, it may use thread-bound resources such as a SQLite connection; on, it must not,
+        and a hook that hangs past the timeout is abandoned, still running, in its thread)."""
+        if not isinstance(bound_sync_hooks, bool):
+            raise TypeError(f"bound_sync_hooks must be a bool, got {bound_sync_hooks!r}")
         if not isinstance(policy, PolicySource):
             if policy is None:
                 from .policy import RetryPolicy  # pydantic loads with the first policy
@@ -139,6 +145,7 @@ class Governor(GovernorTools):
         self.key_store: KeyStore = key_store or MemoryKeyStore()
         self.handoff_channel = handoff
         self.hook_timeout_s = hook_timeout_s
+        self.bound_sync_hooks = bound_sync_hooks
         self.preflight = preflight
         self.history = history or FailureHistory()
         self.rules = rules or default_rules()
