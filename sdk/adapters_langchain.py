@@ -28,6 +28,7 @@ from uuid import UUID
 
 from retrylens.schemas import Decision, TaskOutcome
 
+from . import attempt_scope
 from .rules import Verdict
 
 if TYPE_CHECKING:
@@ -55,6 +56,9 @@ class _Observer:
     """The handler's logic; ``RetryLensCallbackHandler`` adds LangChain's base class."""
 
     raise_error = False
+    # in an async run LangChain would call a sync handler in an executor, with a copy of the
+    # context: inline, the ``recorded`` mark reaches the model call (the work here is short)
+    run_inline = True
 
     def __init__(
         self, governor: Governor, *, agent: str = "langchain-agent", goal: str | None = None
@@ -121,6 +125,7 @@ class _Observer:
     ) -> None:
         text = " ".join(str(getattr(m, "content", m)) for batch in messages for m in batch)
         self._start(run_id, parent_run_id, text, _name(serialized, kwargs, "chat_model"))
+        attempt_scope.recorded.set(True)  # this run is our attempt: observe() must skip it
 
     def on_llm_start(
         self,
@@ -132,6 +137,7 @@ class _Observer:
         **kwargs: Any,
     ) -> None:
         self._start(run_id, parent_run_id, " ".join(prompts), _name(serialized, kwargs, "llm"))
+        attempt_scope.recorded.set(True)  # this run is our attempt: observe() must skip it
 
     def on_tool_start(
         self,
@@ -145,6 +151,7 @@ class _Observer:
         self._start(run_id, parent_run_id, str(input_str), _name(serialized, kwargs, "tool"))
 
     def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        attempt_scope.recorded.set(False)
         tokens_in, tokens_out = _usage(response)
         with self._lock:
             op = self._live.pop(run_id, None)
@@ -163,6 +170,7 @@ class _Observer:
             self._forget(run_id)
 
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        attempt_scope.recorded.set(False)
         with self._lock:
             self._fail(self._live.pop(run_id, None), error)
             self._forget(run_id)

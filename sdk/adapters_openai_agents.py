@@ -94,10 +94,19 @@ class _Governed:
     ) -> AsyncIterator[Any]:
         op = self._begin(system_instructions, input)
         usage = None
+        events = self.inner.stream_response(system_instructions, input, *args, **kwargs)
         try:
-            async for event in self.inner.stream_response(
-                system_instructions, input, *args, **kwargs
-            ):
+            while True:
+                # the client's requests are governed attempts, as in get_response; the scope
+                # is set around each step only, never across a yield (the consumer's code
+                # between events is not this attempt, and may run in another context)
+                token = attempt_scope.current.set(op.run)
+                try:
+                    event = await events.__anext__()
+                except StopAsyncIteration:
+                    break
+                finally:
+                    attempt_scope.current.reset(token)
                 response = getattr(event, "response", None)
                 usage = getattr(response, "usage", None) or usage
                 yield event

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from retrylens.schemas import Decision, TaskOutcome
 
+from . import attempt_scope
 from .rules import Verdict
 from .sanitizer import Failure
 
@@ -75,6 +76,9 @@ async def run_governed(
     name = agent_name or getattr(agent, "name", None) or "pydantic-ai-agent"
     model = dependency or _model_name(agent, run_kwargs)
     turn: _Turn | None = None
+    # this task records each model turn: observe() must not record the requests again (the
+    # model's client keeps its own retries; they happen inside the turn's attempt)
+    recorded = attempt_scope.recorded.set(True)
     try:
         async with agent.iter(prompt, **run_kwargs) as agent_run:
             async for node in agent_run:
@@ -111,6 +115,8 @@ async def run_governed(
         elif turn is not None:
             turn.run.finish(turn.run.outcome)
         raise
+    finally:
+        attempt_scope.recorded.reset(recorded)
 
 
 def run_governed_sync(agent: Any, prompt: Any, governor: Governor, **kwargs: Any) -> Any:

@@ -18,6 +18,7 @@ from typing import Any
 
 from retrylens.schemas import RETRYING_DECISIONS, Decision, TaskOutcome
 
+from . import attempt_scope
 from .governor import Governor, TaskRun
 from .rules import Verdict
 from .state import Attempt
@@ -76,9 +77,12 @@ class TenacityHooks:
             self._runs[key] = (run, None)
         run, _ = self._runs[key]
         self._runs[key] = (run, run.begin())
+        # the attempt is ours to record: observe() must not record its provider calls again
+        attempt_scope.recorded.set(True)
 
     def wrap_retry(self, inner: Callable[[Any], bool]) -> Callable[[Any], bool]:
         def retry(rs: Any) -> bool:
+            attempt_scope.recorded.set(False)  # the attempt is over
             run, attempt = self._runs[id(rs)]
             assert attempt is not None
             wants = bool(inner(rs))

@@ -4,6 +4,10 @@ The governor's loop sets it around each attempt (the fast first try or a task ru
 attempt); :func:`retrylens.sdk.current_run` reads it, and so does the provider hook
 (:mod:`.provider_hook`): a provider request made while it is set belongs to a governed
 attempt, so the governor, not the provider client, decides whether it is retried.
+An adapter that records model calls as attempts of its own, without owning the provider
+client's retries (pydantic-ai's ``run_governed``, the LangChain callback handler), sets
+:data:`recorded` instead: the client keeps its retries and :func:`retrylens.sdk.observe`
+leaves the call to the adapter, so it is not counted twice.
 It lives here, apart from the governor, so that reading it imports nothing else.
 """
 
@@ -14,3 +18,7 @@ from typing import Any
 
 #: the TaskRun or FirstTry of the governed attempt in progress, else None
 current: contextvars.ContextVar[Any] = contextvars.ContextVar("retrylens_run", default=None)
+#: true while an adapter records the model calls made in this context (observe() skips them)
+recorded: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "retrylens_adapter_records", default=False
+)

@@ -36,6 +36,7 @@ class Host(Protocol):
 
     key_store: KeyStore
     hook_timeout_s: float
+    bound_sync_hooks: bool
     sleep: Callable[[float], object]
     asleep: Callable[[float], Awaitable[object]]
     preflight: Any
@@ -219,6 +220,8 @@ def _hook(hook: Hook, g: Governor) -> Any:
             _in_thread(hook, g.hook_timeout_s)  # sync code on an event loop: never block it
             return None
         return _bounded(hook, g.hook_timeout_s)  # a hanging channel must not hold the outcome
+    if g.bound_sync_hooks:
+        return _bounded(hook, g.hook_timeout_s)  # asked for: a hanging verify/rollback too
     value = hook.fn(*hook.args, **hook.kwargs)
     if inspect.isawaitable(value):
         return _run_coroutine(value, g.hook_timeout_s)
@@ -229,8 +232,9 @@ async def _ahook(hook: Hook, g: Governor) -> Any:
     """Call a hook from the event loop: awaited within the timeout, blocking channels in a thread."""
     import asyncio
 
-    if hook.what == "channel" and _blocking(hook):
-        pending: Any = asyncio.to_thread(hook.fn, *hook.args, **hook.kwargs)
+    in_thread = _blocking(hook) if hook.what == "channel" else g.bound_sync_hooks
+    if in_thread and not inspect.iscoroutinefunction(hook.fn):
+        pending: Any = _in_daemon_thread(hook)
     else:
         pending = hook.fn(*hook.args, **hook.kwargs)
         if not inspect.isawaitable(pending):
@@ -239,9 +243,39 @@ async def _ahook(hook: Hook, g: Governor) -> Any:
         value = await asyncio.wait_for(pending, g.hook_timeout_s)
     except TimeoutError:
         raise TimeoutError(f"{hook.what} did not answer within {g.hook_timeout_s:g} s") from None
-    if hook.what == "channel" and inspect.isawaitable(value):
-        return await asyncio.wait_for(value, g.hook_timeout_s)  # an async callback channel
+    if in_thread and inspect.isawaitable(value):  # a sync function returned an awaitable
+        return await asyncio.wait_for(value, g.hook_timeout_s)
     return value
+
+
+def _in_daemon_thread(hook: Hook) -> Any:
+    """A future of ``hook`` run in a daemon thread. Not ``asyncio.to_thread``: a hook that
+    hangs past the timeout would then hold ``asyncio.run``'s exit, which joins the executor."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+
+    def settle(value: Any, error: BaseException | None) -> None:
+        if future.done():  # timed out and cancelled meanwhile
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)
+
+    def run() -> None:
+        try:
+            value, error = hook.fn(*hook.args, **hook.kwargs), None
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the awaiting task
+            value, error = None, exc
+        try:
+            loop.call_soon_threadsafe(settle, value, error)
+        except RuntimeError:  # the loop has closed: nobody waits any more
+            return
+
+    threading.Thread(target=run, name=f"retrylens-{hook.what}", daemon=True).start()
+    return future
 
 
 def _run_coroutine(awaitable: Any, timeout_s: float) -> Any:
@@ -277,8 +311,9 @@ def _blocking(hook: Hook) -> bool:
 def _bounded(hook: Hook, timeout_s: float) -> Any:
     """Run a hand-off channel in a worker thread and wait at most ``timeout_s`` for it.
 
-    Only channels: a sync verify or rollback runs inline (it may use thread-bound
-    resources such as a SQLite connection), so it must bound its own calls.
+    Channels, and a sync verify or rollback when ``Governor(bound_sync_hooks=True)``; by
+    default those run inline (they may use thread-bound resources such as a SQLite
+    connection), so they must bound their own calls.
     """
     box: dict[str, Any] = {}
 

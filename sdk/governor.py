@@ -44,9 +44,6 @@ from .budget import PerDependency, RetryThrottle, TaskLedger
 from .chain import ChainRegistry
 from .clock import VirtualClock
 from .context import ContextBuilder, Message
-from .drivers import acall as _acall
-from .drivers import call as _call
-from .effects import accepts
 from .events import EventFactory, utc_now_ms
 from .features import task_features
 from .first_try import FirstTry
@@ -56,7 +53,6 @@ from .ids import IdSource, SeededIds, SystemIds
 from .policy_source import PolicySource
 from .processors import Processor, default_processors
 from .rules import Rule, default_rules
-from .run import TaskRun
 from .side_effects import KeyStore, MemoryKeyStore
 from .state import TaskState
 from .tools import GovernorTools
@@ -66,6 +62,7 @@ if TYPE_CHECKING:
     from retrylens.schemas import AgentRef, RetryEvent
 
     from .policy import RetryPolicy
+    from .run import TaskRun
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -113,11 +110,17 @@ class Governor(GovernorTools):
         processors: list[Processor] | None = None,
         otel: bool | None = None,
         hook_timeout_s: float = 30.0,
+        bound_sync_hooks: bool = False,
     ) -> None:
         """``otel``: record tasks and attempts as OpenTelemetry spans (:mod:`.otel`); ``None``
         does so when the application has set a global OpenTelemetry SDK tracer provider.
         ``hook_timeout_s``: how long an async verify/rollback or a hand-off channel may take
-        before the governor records it as failed (a sync verify/rollback runs inline)."""
+        before the governor records it as failed. ``bound_sync_hooks``: bound a sync verify/rollback
+        the same way, by running it in a worker thread (off by default: inline, in the caller's
+        thread, it may use thread-bound resources such as a SQLite connection; on, it must not,
+        and a hook that hangs past the timeout is abandoned, still running, in its thread)."""
+        if not isinstance(bound_sync_hooks, bool):
+            raise TypeError(f"bound_sync_hooks must be a bool, got {bound_sync_hooks!r}")
         if not isinstance(policy, PolicySource):
             if policy is None:
                 from .policy import RetryPolicy  # pydantic loads with the first policy
@@ -142,6 +145,7 @@ class Governor(GovernorTools):
         self.key_store: KeyStore = key_store or MemoryKeyStore()
         self.handoff_channel = handoff
         self.hook_timeout_s = hook_timeout_s
+        self.bound_sync_hooks = bound_sync_hooks
         self.preflight = preflight
         self.history = history or FailureHistory()
         self.rules = rules or default_rules()
@@ -302,6 +306,8 @@ class Governor(GovernorTools):
             dependency=dependency,
             context=ContextBuilder.for_input(goal, system=system, history=history),
         )
+        from .run import TaskRun  # the loop's machinery loads with the first task run
+
         run = TaskRun(self, state, root=root, compact=compact, source_policy=source_policy)
         if self.preflight is not None:
             self.preflight.adapt(run)
@@ -365,6 +371,8 @@ class Governor(GovernorTools):
         """
         goal = goal if goal is not None else _describe_call(fn, args, kwargs)
         wants_attempt = _accepts_attempt(fn)
+        from .drivers import call as _call  # loads with the first governed call
+
         return _call(self, fn, args, kwargs, goal, agent, phase, dependency, task_id, wants_attempt)
 
     async def acall(
@@ -384,6 +392,8 @@ class Governor(GovernorTools):
         ``cancel_chain`` cancels the awaiting task."""
         goal = goal if goal is not None else _describe_call(fn, args, kwargs)
         wants_attempt = _accepts_attempt(fn)
+        from .drivers import acall as _acall  # loads with the first governed call
+
         return await _acall(
             self, fn, args, kwargs, goal, agent, phase, dependency, task_id, wants_attempt, parent
         )
@@ -409,6 +419,8 @@ def _accepts_attempt(fn: Callable[..., object]) -> bool:
     try:
         return _ATTEMPT_CACHE[key]
     except (KeyError, TypeError):
+        from .effects import accepts
+
         value = accepts(fn, "attempt")
         try:
             _ATTEMPT_CACHE[key] = value
@@ -422,3 +434,13 @@ def _describe_call(fn: Callable[..., object], args: tuple[Any, ...], kwargs: dic
     return f"{name}({', '.join([*map(repr, args), *(f'{k}={v!r}' for k, v in kwargs.items())])})"[
         :4000
     ]
+
+
+def __getattr__(name: str) -> Any:
+    """``TaskRun`` is still importable from here; it loads on first use (PEP 562), so
+    importing the governor does not load the attempt loop's machinery."""
+    if name == "TaskRun":
+        from .run import TaskRun
+
+        return TaskRun
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -291,7 +291,7 @@ def _wrap_request(original: Any) -> Any:
         if attempt_scope.current.get() is not None:
             return original(self, *_without_retries(args), **kwargs)
         observer = _observer
-        if observer is None:
+        if observer is None or attempt_scope.recorded.get():  # an adapter records this call
             return original(self, *args, **kwargs)
         var = _op_var()
         if var.get() is not None:
@@ -317,7 +317,7 @@ def _wrap_arequest(original: Any) -> Any:
         if attempt_scope.current.get() is not None:
             return await original(self, *_without_retries(args), **kwargs)
         observer = _observer
-        if observer is None:
+        if observer is None or attempt_scope.recorded.get():  # an adapter records this call
             return await original(self, *args, **kwargs)
         var = _op_var()
         if var.get() is not None:

@@ -13,7 +13,6 @@ import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .effects import has_contract
 from .first_try import FirstTry
 from .loop import current as _current_run
 
@@ -131,6 +130,8 @@ class GovernorTools:
             "repeat_on_timeout": repeat_on_timeout,
             "step": step or tool,
         }
+
+        from .effects import has_contract  # the side-effect machinery loads when first used
 
         def decorate(fn: Callable[..., T]) -> Callable[..., T]:
             if not has_contract(

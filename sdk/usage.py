@@ -10,7 +10,10 @@ Anthropic ``usage``, LangChain ``usage_metadata`` / ``response_metadata['token_u
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,9 +47,51 @@ _OUT = ("output_tokens", "completion_tokens", "tokens_out", "candidates_token_co
 
 
 def _get(obj: Any, name: str) -> Any:
+    """``obj[name]`` or ``obj.name``, ``None`` when absent.
+
+    Why not plain ``getattr(obj, name, None)``: most names asked here are absent, and on a
+    pydantic model (every openai/anthropic answer) an absent attribute goes through the
+    model's ``__getattr__`` and a raised AttributeError, several µs each, paid on every
+    observed or governed call. So the class, the instance's fields and pydantic's extra
+    fields are looked at directly, and ``__getattr__`` is asked only by other classes.
+    """
     if isinstance(obj, dict):
         return obj.get(name)
-    return getattr(obj, name, None)
+    cls = type(obj)
+    if _on_class(cls, name):  # a property, slot or class attribute (or its instance value)
+        return getattr(obj, name, None)
+    fields = getattr(obj, "__dict__", None)
+    if fields is not None and name in fields:
+        return fields[name]
+    if _on_class(cls, "__pydantic_extra__"):  # a pydantic model: extras are its only other names
+        extra = obj.__pydantic_extra__
+        return extra.get(name) if isinstance(extra, dict) else None
+    if _on_class(cls, "__getattr__"):  # names made on demand
+        return getattr(obj, name, None)
+    return None
+
+
+def _holders(value: Any) -> Iterator[Any]:
+    yield _get(value, "usage")
+    yield _get(value, "usage_metadata")
+    yield _get(_get(value, "response_metadata"), "token_usage")
+    yield _get(_get(value, "llm_output"), "token_usage")
+
+
+_CLASS_NAMES: dict[tuple[type, str], bool] = {}
+
+
+def _on_class(cls: type, name: str) -> bool:
+    """Whether ``cls`` or a base defines ``name`` (memoised: ``hasattr`` on a pydantic model
+    class runs its metaclass's ``__getattr__`` and raises for every absent name)."""
+    key = (cls, name)
+    found = _CLASS_NAMES.get(key)
+    if found is None:
+        found = any(name in vars(base) for base in cls.__mro__)
+        if len(_CLASS_NAMES) > 4096:  # classes made on the fly: keep the memo bounded
+            _CLASS_NAMES.clear()
+        _CLASS_NAMES[key] = found
+    return found
 
 
 def _from_counts(obj: Any) -> Usage | None:
@@ -70,12 +115,7 @@ def usage_of(value: Any) -> Usage | None:
         return None
     if isinstance(value, Usage):
         return value
-    for holder in (
-        _get(value, "usage"),
-        _get(value, "usage_metadata"),
-        _get(_get(value, "response_metadata"), "token_usage"),
-        _get(_get(value, "llm_output"), "token_usage"),
-    ):
+    for holder in _holders(value):  # lazily: most answers carry ``usage``, the first asked
         found = _from_counts(holder)
         if found is not None:
             cost = _get(value, "cost_usd")  # a provider answer may carry its price beside usage
