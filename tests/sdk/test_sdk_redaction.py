@@ -197,7 +197,7 @@ SECRETS = {
     "authorization custom scheme": ("authorization=Token abc123xyz789", "abc123xyz789"),
     "authorization no scheme": ("Authorization: q8Zt3Kpq8Zt3Kp", "q8Zt3Kpq8Zt3Kp"),
     "bearer": ("sent bearer Zx81QmT4vB7nR2pL9sK3", "Zx81QmT4vB7nR2pL9sK3"),
-    "password in a url": ("GET https://bob:pw123zz@api.example/x", "pw123zz"),
+    "password in a url": ("connect postgres://bob:pw123zz@db:5432/orders", "pw123zz"),
     "openai key": ("using sk-proj-Zx81QmT4vB7nR2pL9sK3wY6d", "Zx81QmT4vB7nR2pL9sK3wY6d"),
     "aws key": ("using AKIAZ7QW3ER5TY1UI9OP", "AKIAZ7QW3ER5TY1UI9OP"),
     "github token": (
