@@ -75,7 +75,14 @@ TARGETS: dict[str, Target] = {
     ),
     "processor": Target(
         "ingest/processor.py",
-        ("process", "event_id"),
+        (
+            "derived_event_id",
+            "_sent_without_event_id",
+            "process",
+            "validate",
+            "_with_event_id",
+            "_invalid",
+        ),
         ("tests/foundation/test_processor.py", "tests/foundation/test_ingest_boundaries.py"),
     ),
 }
@@ -101,6 +108,32 @@ _EXCLUDED = re.compile(
     r"core/ReplaceComparisonOperator_(Is|IsNot)_(Lt|LtE|Gt|GtE)$"
     r"|core/ReplaceComparisonOperator_(Lt|LtE|Gt|GtE)_(Is|IsNot)$"
 )
+
+
+#: Survivors no test can kill, each with the reason: (module, function, operator, the
+#: original line stripped) -> why the mutant behaves as the original does.
+EQUIVALENT: dict[tuple[str, str, str, str], str] = {
+    (
+        "sdk/backoff.py",
+        "factor",
+        "core/ReplaceBinaryOperator_Add_Sub",
+        "return 1.0 + self.share * (2.0 * rng.random() - 1.0) if self.share else 1.0",
+    ): "2r-1 is uniform on [-1, 1], symmetric about 0: 1-share*(2r-1) has the same "
+    "distribution as 1+share*(2r-1); only one seeded draw differs, not the policy",
+}
+
+
+def _equivalence(module: str, function: str, operator: str, diff: str) -> str | None:
+    removed = [line[1:].strip() for line in diff.splitlines() if line.startswith("-")]
+    removed = [line for line in removed if line and not line.startswith("--")]
+    return next(
+        (
+            why
+            for (m, f, o, text), why in EQUIVALENT.items()
+            if (m, f, o) == (module, function, operator) and text in removed
+        ),
+        None,
+    )
 
 
 def _excluded(operator: str) -> bool:
@@ -150,7 +183,8 @@ def score(session: Path) -> dict[str, object]:
     """Killed, survived and timed-out mutants of a session, and its survivors' diffs."""
     db = sqlite3.connect(session)
     rows = db.execute(
-        "SELECT r.test_outcome, r.worker_outcome, r.diff, s.definition_name, s.start_pos_row "
+        "SELECT r.test_outcome, r.worker_outcome, r.diff, s.definition_name, s.start_pos_row, "
+        "s.module_path, s.operator_name "
         "FROM work_results r JOIN mutation_specs s ON s.job_id = r.job_id "
         "WHERE r.worker_outcome != 'SKIPPED'"
     ).fetchall()
@@ -158,12 +192,18 @@ def score(session: Path) -> dict[str, object]:
         "SELECT count(*) FROM work_items w LEFT JOIN work_results r ON r.job_id = w.job_id "
         "WHERE r.job_id IS NULL"
     ).fetchone()[0]
-    killed = sum(1 for t, w, *_ in rows if t == "killed" or w == "TIMEOUT")
-    survivors = [(f, line, diff) for t, w, diff, f, line in rows if t == "survived"]
+    killed = sum(1 for t, w, *_ in rows if t == "KILLED" or w == "TIMEOUT")
+    survivors, equivalent = [], []
+    for t, _w, diff, f, line, module, operator in rows:
+        if t != "SURVIVED":
+            continue
+        why = _equivalence(module, f, operator, diff or "")
+        (equivalent if why else survivors).append((f, line, why or diff))
     return {
         "mutants": len(rows),
         "killed": killed,
         "survived": len(survivors),
+        "equivalent": equivalent,
         "pending": pending,
         "survivors": survivors,
     }
@@ -171,7 +211,7 @@ def score(session: Path) -> dict[str, object]:
 
 def _baseline(name: str, target: Target) -> None:
     """The tests must pass on the unmutated module, or every mutant would count as killed."""
-    command = [sys.executable, *PYTEST.split()[1:], *target.tests]
+    command = [sys.executable, *PYTEST.split(), *target.tests]
     env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:
@@ -203,12 +243,15 @@ def run(name: str, timeout_s: float, *, rerun_survivors: bool = False) -> None:
     env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
     subprocess.run([*cosmic, "exec", str(config), str(session)], cwd=REPO, check=True, env=env)
     result = score(session)
-    mutants, killed = result["mutants"], result["killed"]
-    share = f"{killed / mutants:.0%}" if mutants else "n/a"
+    killed, equivalent = result["killed"], result["equivalent"]
+    scored = result["mutants"] - len(equivalent)  # type: ignore[arg-type, operator]
+    share = f"{killed / scored:.1%}" if scored else "n/a"  # type: ignore[operator]
     print(
-        f"{name}: {killed}/{mutants} killed ({share}), {result['survived']} survived, "
-        f"{result['pending']} pending"
+        f"{name}: {killed}/{scored} killed ({share}), {result['survived']} survived, "
+        f"{len(equivalent)} equivalent, {result['pending']} pending"  # type: ignore[arg-type]
     )
+    for function, line, why in equivalent:  # type: ignore[union-attr]
+        print(f"--- equivalent in {function} (line {line + 1}): {why}")
     for function, line, diff in result["survivors"]:  # type: ignore[union-attr]
         print(f"--- survivor in {function} (line {line + 1})\n{diff}")
 

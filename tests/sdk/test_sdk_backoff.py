@@ -153,3 +153,25 @@ def test_a_policy_compiles_into_the_wait_it_describes() -> None:
     assert "wait_retry_after" in repr(wait) and "wait_exponential(20" in repr(wait)
     off = parse_policy({"backoff": {"base_ms": 20, "honour_retry_after": False, "jitter": 0.0}})
     assert wait_from_policy(off.backoff)(_View(1, 500)) == 20
+
+
+def test_the_default_wait_is_the_default_policys_backoff() -> None:
+    """What a rule gets without a wait is what the default policy writes down (500 ms, ±30 %)."""
+    from retrylens.sdk import RetryPolicy
+    from retrylens.sdk.backoff import default_wait
+
+    policy_wait = wait_from_policy(RetryPolicy().backoff)
+    for seed in range(50):
+        for retries in (1, 2, 5, 9):
+            for retry_after in (None, 3_000, 90_000):
+                ours = default_wait()(_View(retries, retry_after, seed=seed))
+                theirs = policy_wait(_View(retries, retry_after, seed=seed))
+                assert ours == theirs
+    first = [default_wait()(_View(1, seed=s)) for s in range(400)]
+    assert 350 <= min(first) < 360 and 640 < max(first) <= 650
+
+
+def test_the_exponent_stops_at_thirty_so_huge_retry_counts_never_overflow() -> None:
+    unbounded = wait_exponential(1, cap_ms=float("inf"))
+    assert unbounded(_View(31)) == 2**30 and unbounded(_View(30)) == 2**29
+    assert unbounded(_View(10_000)) == 2**30
