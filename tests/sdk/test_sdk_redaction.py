@@ -271,3 +271,33 @@ def test_a_file_channel_built_raw_keeps_the_package_as_the_agent_had_it(tmp_path
     target = tmp_path / "handoffs.jsonl"
     _hand_off(FileChannel(target, raw=True))
     assert json.loads(target.read_text(encoding="utf-8"))["inputs"] == SENSITIVE_GOAL
+
+
+def _luhn_broken(card: str) -> str:
+    """``card`` with its check digit changed: the same shape, no longer a card number."""
+    last = card[-1]
+    return card[:-1] + str((int(last) + 5) % 10)
+
+
+@pytest.mark.parametrize("case", CARDS, ids=list(CARDS))
+def test_a_card_shaped_number_that_fails_the_checksum_is_kept(case: str) -> None:
+    number = _luhn_broken(CARDS[case])
+    _, messages = _emitted(f"reference {number} not found")
+    assert messages == [f"ConnectionError: reference {number} not found"]
+
+
+@pytest.mark.parametrize("first", ["0", "1", "7", "8", "9"])
+def test_a_luhn_valid_number_outside_the_card_ranges_is_kept(first: str) -> None:
+    number = _grouped(_luhn_completed(first + "41111111111111"), [4, 4, 4, 4], " ")
+    _, messages = _emitted(f"reference {number} not found")
+    assert messages == [f"ConnectionError: reference {number} not found"]
+
+
+def test_every_check_digit_but_the_right_one_is_refused() -> None:
+    """The checksum itself: of ten candidates for the last digit exactly one is a card."""
+    prefix = "4539 1488 0343 646"
+    redacted = []
+    for digit in "0123456789":
+        _, messages = _emitted(f"card {prefix}{digit} declined")
+        redacted += [digit] if "[CARD]" in messages[0] else []
+    assert redacted == [_luhn_completed(prefix.replace(" ", ""))[-1]]
