@@ -133,6 +133,13 @@ EQUIVALENT: dict[tuple[str, str, str, str], str] = {
         "self.spans[slot] = (first, last) if known is None else (min(known[0], first), max(known[ 0], last))",
     ): "max(known[0], last) for max(known[1], last): a partition's chunks are added in order "
     "(add's precondition), so both are the new chunk's last offset",
+    (
+        "ingest/batch.py",
+        "add",
+        "core/ReplaceComparisonOperator_Is_Eq",
+        "index for index, message in encoded.invalid if message.reason == "
+        "InvalidReason.PROJECT_NOT_BOUND_TO_TOPIC",
+    ): "an enum member equals only itself: == and is agree on InvalidReason",
 }
 
 

@@ -78,3 +78,28 @@ def test_a_batch_is_due_the_moment_it_holds_max_rows_messages() -> None:
     for at, due in ((0, False), (1, False), (2, True)):
         batch.add(_chunks([b"x"], [1], first=at)[0], EncodedChunk(1, b"", []))
         assert batch.is_due() is due
+
+
+def test_a_batchs_token_is_the_same_in_every_release() -> None:
+    """A batch inserted before an upgrade and replayed after it must still be recognised:
+    the token of given spans is pinned (changing it is a migration, not a refactor)."""
+    from retrylens.ingest.batch import dedup_token
+
+    spans = {("events", 3): (100, 250), ("events", 0): (0, 9)}
+    assert dedup_token(spans) == "55f4206bb00076f0ff21966a12b2c502e40de102"
+
+
+def test_a_batch_started_at_clock_zero_waits_its_full_age() -> None:
+    clock = [0.0]
+    batch = Batch(max_rows=100, max_seconds=2.0, clock=lambda: clock[0])
+    batch.add(_chunks([b"x"], [1])[0], EncodedChunk(1, b"", []))
+    clock[0] = 1.5
+    assert not batch.is_due()
+    clock[0] = 2.0
+    assert batch.is_due()
+
+
+def test_a_batch_overfilled_by_one_chunk_is_due() -> None:
+    batch = Batch(max_rows=3, max_seconds=60.0, clock=lambda: 5.0)
+    batch.add(_chunks([b"x"] * 5, [5])[0], EncodedChunk(5, b"", []))
+    assert batch.size == 5 and batch.is_due()
