@@ -140,6 +140,18 @@ EQUIVALENT: dict[tuple[str, str, str, str], str] = {
         "index for index, message in encoded.invalid if message.reason == "
         "InvalidReason.PROJECT_NOT_BOUND_TO_TOPIC",
     ): "an enum member equals only itself: == and is agree on InvalidReason",
+    (
+        "sdk/sanitizer.py",
+        "_luhn_ok",
+        "core/ReplaceComparisonOperator_Eq_Is",
+        "if i % 2 is parity:",
+    ): "0 and 1 are cached int objects in CPython: `is` and `==` agree on them",
+    (
+        "sdk/sanitizer.py",
+        "_luhn_ok",
+        "core/ReplaceComparisonOperator_Eq_LtE",
+        "return total % 10 <= 0",
+    ): "a remainder modulo 10 is never negative: <= 0 is == 0",
 }
 
 
