@@ -1,4 +1,4 @@
-.PHONY: demo test lint bench lock
+.PHONY: demo test lint bench lock mutate
 
 DEPS ?= locked
 PYTEST_ARGS ?=
@@ -16,6 +16,11 @@ lint:
 
 bench:
 	.venv/bin/python bench/ingest.py
+
+# Mutation testing of the guarantee modules (cosmic-ray; `uv sync --extra mutation` first).
+# TARGETS='backoff otlp' runs some; `.venv/bin/python infra/mutate.py --list` shows them all.
+mutate:
+	.venv/bin/python infra/mutate.py $(TARGETS)
 
 # Refresh uv.lock to the newest versions the registry serves (commit the result).
 lock:

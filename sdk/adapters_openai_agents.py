@@ -12,8 +12,9 @@ Mapping (openai-agents 0.24, ``agents.retry``):
   multi-turn run has no retries;
 - a failed call is recorded (classified by the sanitizer) and the runner asks the policy
   :func:`retry_settings` installs: it returns the governor's verdict as a ``RetryDecision``
-  (``delay`` = the verdict's backoff, ``reason`` = its reason) and writes it as a decision
-  event;
+  (``delay`` = the verdict's backoff, ``reason`` = its reason), writes it as a decision
+  event and applies it to the task as ``governor.call`` does (so the next wait grows as the
+  policy's backoff says);
 - ``replay_safety``: when the provider marks the failed request ``"unsafe"`` (it may already
   have done the work) or the request is stateful (``previous_response_id``/``conversation_id``)
   and not marked ``"safe"``, the runner vetoes a retry unless the application approves the
@@ -35,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from retrylens.schemas import Decision, TaskOutcome
 
 from . import attempt_scope
-from .rules import Verdict
+from .rules import Verdict, apply_verdict
 
 if TYPE_CHECKING:
     from .governor import Governor, TaskRun
@@ -144,6 +145,8 @@ class _Governed:
             verdict = Verdict(Decision.GIVE_UP, f"openai-agents: no replay, {why}")
         else:
             verdict = op.run.decide()
+        if verdict.retrying:  # as governor.call: counted (the next wait grows), then recorded
+            apply_verdict(op.run.state, verdict)
         op.run.record_decision(op.attempt, verdict)
         if not verdict.retrying:
             op.run.finish(_STOPPED.get(verdict.decision, TaskOutcome.FAILED))

@@ -18,9 +18,13 @@ import hashlib
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from .lazy_pattern import LazyPattern
 from .sanitizer import redact
+
+if TYPE_CHECKING:
+    import re
 
 FeatureValue = bool | int | float | str
 
@@ -30,7 +34,7 @@ _NUMBER = LazyPattern(r"\b\d+(?:[.,]\d+)?\b")
 _URL = LazyPattern(r"https?://\S+")
 _EMAIL = LazyPattern(r"\b[\w.+-]+@[\w-]+\.[\w.-]+\b")
 _CAPITALISED = LazyPattern(r"\b[A-Z][a-z]+(?:\s+[A-Z][a-z]+)*\b")
-_NAME_LIKE = LazyPattern(r"\b[A-Z][\w\-]*")  # capitalised words: names, never keywords
+_LETTER_WORD = LazyPattern(r"\b[^\W\d_][\w\-]*")  # a word that starts with a letter
 MAX_KEYWORDS = 12
 
 STOPWORDS = frozenset(
@@ -61,9 +65,15 @@ def _safe_word(word: str) -> bool:
     return not (len(word) >= 8 and any(c.isdigit() for c in word))
 
 
+def _drop_capitalised(match: re.Match[str]) -> str:
+    """A capitalised word in any script ("Álvarez", "CHEN") is a name: never a keyword."""
+    word = match.group(0)
+    return " " if word[0].isupper() else word
+
+
 def keywords(text: str, limit: int = MAX_KEYWORDS) -> list[str]:
     """Most frequent content words of the redacted text, without names (ties alphabetical)."""
-    cleaned = _NAME_LIKE.sub(" ", redact(text))
+    cleaned = _LETTER_WORD.sub(_drop_capitalised, redact(text))
     counts = Counter(w for w in _WORD.findall(normalise_input(cleaned)) if _safe_word(w))
     return [w for w, _ in sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:limit]]
 

@@ -1,9 +1,12 @@
 """Handing a task to a human: one package, pluggable channels (webhook, file, callback).
 
 The package holds what a person needs to pick the task up — inputs, the context the last
-attempt was given, the outputs verified so far, every failure and the governor's reason —
-all redacted. A channel that cannot deliver raises :class:`HandoffError`; the governor
-records that on the handoff event and still stops the task.
+attempt was given, the outputs verified so far, every failure and the governor's reason.
+Every channel delivers it redacted (secrets and people's names, as events are:
+:meth:`HandoffPackage.redacted`) unless it was built with ``raw=True``, for a channel the
+deployment trusts with the customer's data. A channel that cannot deliver raises
+:class:`HandoffError`; the governor records that on the handoff event and still stops the
+task.
 """
 
 from __future__ import annotations
@@ -17,7 +20,16 @@ from typing import Any, Protocol
 
 from retrylens.errors import HandoffError
 
+from .personal import redact_names
 from .sanitizer import redact
+
+
+def _clean(text: str, limit: int | None = None) -> str:
+    return redact_names(redact(text, limit=limit))
+
+
+def _clean_json(value: Any) -> Any:
+    return json.loads(_clean(json.dumps(value, default=str)))
 
 
 @dataclass
@@ -35,23 +47,29 @@ class HandoffPackage:
     failed_output: str = ""  # what the last attempt produced before it failed, if anything
     error: dict[str, Any] = field(default_factory=dict)  # the last error's detail
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready and redacted."""
+    def to_dict(self, *, raw: bool = False) -> dict[str, Any]:
+        """JSON-ready and redacted (``raw=True``: as the agent had it, secrets included)."""
         data = asdict(self)
-        data["reason"] = redact(self.reason, limit=2_000)
-        data["inputs"] = redact(self.inputs, limit=8_000)
-        data["failed_output"] = redact(self.failed_output, limit=8_000)
-        data["error"] = json.loads(redact(json.dumps(self.error, default=str)))
+        if raw:
+            return json.loads(json.dumps(data, default=str))
+        data["reason"] = _clean(self.reason, limit=2_000)
+        data["inputs"] = _clean(self.inputs, limit=8_000)
+        data["failed_output"] = _clean(self.failed_output, limit=8_000)
+        data["error"] = _clean_json(self.error)
         data["context"] = [
             {
                 "role": str(m.get("role", "")),
-                "content": redact(str(m.get("content", "")), limit=2_000),
+                "content": _clean(str(m.get("content", "")), limit=2_000),
             }
             for m in self.context[-20:]
         ]
-        data["outputs"] = json.loads(redact(json.dumps(self.outputs, default=str)))
-        data["errors"] = json.loads(redact(json.dumps(self.errors, default=str)))
+        data["outputs"] = _clean_json(self.outputs)
+        data["errors"] = _clean_json(self.errors)
         return data
+
+    def redacted(self) -> HandoffPackage:
+        """A copy with secrets and people's names removed from every text (what channels send)."""
+        return HandoffPackage(**self.to_dict())
 
 
 class HandoffChannel(Protocol):
@@ -65,13 +83,14 @@ class CallbackChannel:
 
     blocking = False  # runs inline, also on an event loop (the callback must be quick)
 
-    def __init__(self, fn: Callable[[HandoffPackage], object]) -> None:
+    def __init__(self, fn: Callable[[HandoffPackage], object], *, raw: bool = False) -> None:
         self.fn = fn
+        self.raw = raw  # True: ``fn`` gets the package unredacted, secrets and names included
 
     def send(self, package: HandoffPackage) -> Any:
         """Returns what ``fn`` returns: the governor awaits it when ``fn`` is ``async def``."""
         try:
-            return self.fn(package)
+            return self.fn(package if self.raw else package.redacted())
         except Exception as exc:  # noqa: BLE001 - any callback failure is a delivery failure
             raise HandoffError(f"handoff callback failed: {exc}") from exc
 
@@ -81,13 +100,14 @@ class FileChannel:
 
     blocking = True
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, raw: bool = False) -> None:
         # "handoffs/" (or an existing directory) means a file inside it, not a file "handoffs"
         as_dir = str(path).endswith(("/", "\\")) or Path(path).is_dir()
         self.path = Path(path) / "handoffs.jsonl" if as_dir else Path(path)
+        self.raw = raw  # True: the file keeps secrets and names (a store the deployment trusts)
 
     def send(self, package: HandoffPackage) -> None:
-        line = json.dumps(package.to_dict(), sort_keys=True) + "\n"
+        line = json.dumps(package.to_dict(raw=self.raw), sort_keys=True) + "\n"
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self.path.open("a", encoding="utf-8") as fh:
@@ -105,18 +125,27 @@ class WebhookChannel:
     blocking = True  # on an event loop the governor sends it from a worker thread
 
     def __init__(
-        self, url: str, *, timeout_s: float = 2.0, headers: dict[str, str] | None = None
+        self,
+        url: str,
+        *,
+        timeout_s: float = 2.0,
+        headers: dict[str, str] | None = None,
+        raw: bool = False,
     ) -> None:
         self.url = url
         self.timeout_s = timeout_s
         self.headers = headers or {}
+        self.raw = raw  # True: the receiver gets secrets and names (an endpoint one trusts)
 
     def send(self, package: HandoffPackage) -> None:
         try:
             import httpx  # only a webhook channel needs it
 
             response = httpx.post(
-                self.url, json=package.to_dict(), timeout=self.timeout_s, headers=self.headers
+                self.url,
+                json=package.to_dict(raw=self.raw),
+                timeout=self.timeout_s,
+                headers=self.headers,
             )
         except httpx.HTTPError as exc:
             raise HandoffError(f"handoff webhook {self.url} unreachable: {exc}") from exc

@@ -2,8 +2,9 @@
 
 Every event the governor emits goes through ``Governor.processors``: a list of callables
 ``processor(event) -> event | None`` applied in order (``None`` drops the event). The
-default chain is :class:`redact_event` (secrets, plus configurable personal-data
-patterns such as people's names, over every free-text field) then
+default chain is :class:`redact_event` (secrets, people's names found by
+:mod:`.personal`, plus any personal-data patterns a deployment adds, over every free-text
+field) then
 :class:`truncate_event` (the schema's limits, in one place). :class:`sample` is a hook
 to thin out events a deployment does not want to ship.
 
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from retrylens.schemas.limits import MAX_ERROR_MESSAGE_CHARS, MAX_MESSAGE_CHARS, MAX_REASON_CHARS
 
 from .lazy_pattern import LazyPattern
+from .personal import redact_names
 from .sanitizer import redact
 
 if TYPE_CHECKING:
@@ -28,23 +30,27 @@ if TYPE_CHECKING:
 
 Processor = Callable[["RetryEvent"], "RetryEvent | None"]
 
-#: Two or more capitalised words in a row ("Mei Chen", "Ana Silva"): treated as a name.
-NAME_PATTERN = r"\b[A-Z][a-z]+(?: [A-Z][a-z]+)+\b"  # not "Retry-After": words joined by spaces
+#: The old name rule (two or more ASCII-capitalised words in a row), for deployments that
+#: pass it as an extra pattern; the default finds names with :mod:`.personal` instead.
+NAME_PATTERN = r"\b[A-Z][a-z]+(?: [A-Z][a-z]+)+\b"
 
 
 class redact_event:  # noqa: N801 - reads as a sentence in a chain
-    """Redact secrets and personal-data ``patterns`` in an event's free-text fields."""
+    """Redact secrets, people's names (``names=False`` keeps them) and ``patterns``."""
 
     def __init__(
-        self, patterns: Iterable[str] = (NAME_PATTERN,), replacement: str = "[NAME]"
+        self, patterns: Iterable[str] = (), replacement: str = "[NAME]", *, names: bool = True
     ) -> None:
         self.patterns = [LazyPattern(p) for p in patterns]
         self.replacement = replacement
+        self.names = names
         self.clean = functools.lru_cache(maxsize=4_096)(self._clean)  # texts repeat a lot
         self._snapshots: dict[int, tuple[Any, Any]] = {}  # id → (snapshot, cleaned snapshot)
 
     def _clean(self, text: str, limit: int) -> str:
         text = redact(text, limit=limit)
+        if self.names:
+            text = redact_names(text, self.replacement)
         for pattern in self.patterns:
             text = pattern.sub(self.replacement, text)
         return text
@@ -113,7 +119,7 @@ class sample:  # noqa: N801
         return event if self.keep(event) else None
 
 
-def default_processors(pii_patterns: Sequence[str] = (NAME_PATTERN,)) -> list[Processor]:
+def default_processors(pii_patterns: Sequence[str] = ()) -> list[Processor]:
     return [redact_event(pii_patterns), truncate_event()]
 
 

@@ -3,8 +3,10 @@
 :func:`classify` maps an exception (ours, the standard library's, httpx's, or an SDK's
 recognised by name and status code) to a :class:`Failure`: error type, whether a retry can
 help, a short model-safe message, Retry-After. :func:`redact` removes API keys, bearer
-tokens, passwords in URLs, e-mail addresses and card numbers from any text before it is
-put on an event or shown to a model.
+tokens and ``Authorization`` values of any scheme, passwords in URLs, e-mail addresses and
+card numbers (Luhn-valid, written as cards are) from any text before it is put on an event
+or shown to a model. People's names are left to :mod:`.personal`: a model retrying the task
+must still see them.
 """
 
 from __future__ import annotations
@@ -26,6 +28,14 @@ if TYPE_CHECKING:
     from retrylens.schemas import ErrorDetail
 
 _REDACTIONS: list[tuple[LazyPattern, str]] = [
+    # "Authorization: Basic bWVp…", "Digest username=…, response=…", any scheme, or none
+    (
+        LazyPattern(
+            r"(?i)\b((?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?)([a-z][\w\-]*\s+)?"
+            r"((?:[\w\-]+=(?:\"[^\"]*\"|[^\s,\"']*)(?:\s*,\s*)?)+|[^\s\"',;]+)"
+        ),
+        r"\1\2[REDACTED]",
+    ),
     (LazyPattern(r"(?i)\b(bearer)\s+[a-z0-9._\-+/=]{8,}"), r"\1 [REDACTED]"),
     (LazyPattern(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/\s:@]+:[^@\s/]+@"), r"\1[REDACTED]@"),
     (LazyPattern(r"\b(sk|pk|rk)-[A-Za-z0-9_\-]{16,}\b"), "[REDACTED_KEY]"),
@@ -58,7 +68,14 @@ _REDACTIONS: list[tuple[LazyPattern, str]] = [
 _PAYLOAD = LazyPattern(
     r"[\[{].*$"
 )  # a quoted JSON payload: never echo a failed output to the model
-_CARD = LazyPattern(r"\b(?:\d[ \-]?){12,18}\d\b")
+#: a card number stands alone, unbroken or grouped as printed (4-4-4-4[-3], 4-6-5, 4-6-4);
+#: a digit run of a table ("12345 67890 13579") is not one, whatever its checksum
+_CARD = LazyPattern(
+    r"(?<![\d.,])(?<!\d[ \-])"
+    r"(?:\d{13,19}|\d{4}([ \-])\d{4}\1\d{4}\1\d{4}(?:\1\d{3})?|\d{4}([ \-])\d{6}\2\d{4,5})"
+    r"(?!\d)(?![ \-]\d)"
+)
+_CARD_FIRST_DIGITS = "23456"  # the card networks' ranges (Mastercard 2/5, Amex 3, Visa 4, …)
 
 
 def _luhn_ok(digits: str) -> bool:
@@ -73,7 +90,8 @@ def _luhn_ok(digits: str) -> bool:
 
 def _card(match: re.Match[str]) -> str:
     digits = re.sub(r"\D", "", match.group(0))
-    return "[CARD]" if 13 <= len(digits) <= 19 and _luhn_ok(digits) else match.group(0)
+    is_card = digits[0] in _CARD_FIRST_DIGITS and _luhn_ok(digits)
+    return "[CARD]" if is_card else match.group(0)
 
 
 def redact(text: str, *, limit: int | None = None) -> str:

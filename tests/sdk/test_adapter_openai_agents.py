@@ -22,7 +22,7 @@ from openai.types.responses import (
 )
 
 from retrylens.schemas import RETRYING_DECISIONS, Decision, EventKind, TaskOutcome
-from retrylens.sdk import PolicySource
+from retrylens.sdk import PolicySource, parse_policy
 from retrylens.sdk.adapters_openai_agents import governed_model, retry_settings
 from retrylens.store import EventStore
 
@@ -164,3 +164,27 @@ def test_a_retried_call_then_a_tool_turn_keeps_the_turns_apart(store: EventStore
     # turn 1: failed, retried (the tool call); turn 2: the answer, a first attempt
     assert (metrics.tasks, metrics.calls, metrics.failures) == (2, 3, 1)
     assert (metrics.retries, metrics.retry_successes) == (1, 1)
+
+
+def test_the_runner_waits_grow_as_the_policy_says_like_governor_call() -> None:
+    """Same policy, same failures: the runner's delays are governor.call's (50, 100, 200, 400)."""
+    policy = parse_policy(
+        {"backoff": {"jitter": 0.0, "base_ms": 50, "cap_ms": 1_000}, "caps": {"network": 4}}
+    )
+    fake = FakeModel({1, 2, 3, 4}, ConnectionResetError("connection reset by peer"))
+    with recording(policy=policy) as rec:
+        assert _run(governed_model(fake, rec.governor, agent="support")).final_output == "answer 5"
+        runner_waits = [e.backoff_ms for e in rec.captured.of_kind(EventKind.DECISION)]
+    calls = iter([ConnectionResetError("connection reset by peer")] * 4)
+
+    def flaky() -> str:
+        error = next(calls, None)
+        if error is not None:
+            raise error
+        return "done"
+
+    with recording(policy=policy, sleep=lambda _s: None) as rec:
+        assert rec.governor.call(flaky, goal="where is order 7?") == "done"
+        call_waits = [e.backoff_ms for e in rec.captured.of_kind(EventKind.DECISION)]
+    assert call_waits == [50, 100, 200, 400]
+    assert runner_waits == call_waits
