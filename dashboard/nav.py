@@ -39,5 +39,5 @@ def main() -> None:
     wanted = st.query_params.get("view", PAGE_OVERVIEW)
     wanted = wanted if wanted in TITLES else PAGE_OVERVIEW
     navigation = st.navigation([home(wanted), *(page(name) for name in TITLES)])
-    st.sidebar.caption("RetryLens · read-only operator dashboard")
+    st.sidebar.caption("RetryLens · operator dashboard")
     navigation.run()

@@ -122,10 +122,16 @@ def _state(state: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
     return {k: row.get(k) for k in _STATE_COLUMNS}
 
 
+def _slice_words(where: dict[str, Any]) -> str:
+    """``project=shop, agent=triage`` (a list reads ``a|b``); ``all`` when the rule watches everything."""
+    return ", ".join(f"{k}={'|'.join(map(str, v)) if isinstance(v, list | tuple) else v}"
+                     for k, v in where.items()) or "all"
+
+
 def _rule(rule: Any) -> dict[str, Any]:
     data = asdict(rule)
     where = {k: v for k, v in data.pop("where", {}).items() if v is not None}
     return {"name": data["name"], "condition": f"{data['metric']} {data['op']} {data['threshold']:g}",
-            "window_min": data["window_minutes"], "per": data["per"] or "—", "slice": str(where or "all"),
+            "window_min": data["window_minutes"], "per": data["per"] or "—", "slice": _slice_words(where),
             "min_calls": data["min_calls"], "enabled": data["enabled"], "webhook": bool(data["webhook_url"]),
             "rule_id": data["rule_id"]}

@@ -108,3 +108,15 @@ def test_over_the_api_a_rule_is_added_to_the_picked_project(seeded, api_source):
     app.run()
     _no_errors(app)
     assert _named(store, "shop retries") == []
+
+
+def test_the_rules_table_shows_each_rules_slice_in_words_not_as_a_python_literal(seeded, seeded_source):
+    store, _ = seeded
+    alerting.save_rule(store, alerting.AlertRule(name="shop handoffs", metric="handoff_rate", op=">",
+                                                 threshold=0.1, where=alerting.Slice(project="shop")))
+    app = run_page("alerts")
+    _no_errors(app)
+    rules = next(f.value for f in app.dataframe if "slice" in f.value.columns)
+    shown = dict(zip(rules["name"], rules["slice"], strict=True))
+    assert shown["shop handoffs"] == "project=shop"
+    assert not any(c in text for text in rules["slice"] for c in "{}'")
