@@ -81,6 +81,12 @@ class AlertRuleBody(BaseModel):
         where = Slice(project=project, agent=self.agent, phase=self.phase, error_type=self.error_type,
                       policy_version=self.policy_version)
         fields: dict[str, Any] = {"rule_id": rule_id} if rule_id else {}
+        try:
+            return self._build(where, fields)
+        except ValueError as exc:  # a combination the rule itself refuses (e.g. a metric's allowed `per`)
+            raise HTTPException(422, f"bad alert rule: {exc}") from exc
+
+    def _build(self, where: Slice, fields: dict[str, Any]) -> alerting.AlertRule:
         return alerting.AlertRule(name=self.name, metric=self.metric.value, op=self.op, threshold=float(self.threshold),
                                   window_minutes=self.window_minutes, per=self.per, min_calls=self.min_calls,
                                   webhook_url=self.webhook_url, enabled=self.enabled, where=where, **fields)

@@ -90,3 +90,11 @@ def test_a_firing_rule_is_posted_to_its_webhook(client, acme: RetryLensClient, a
 def test_store_operations_refuse_a_project_key(client) -> None:
     answer = client.post("/v1/ops/store.stats", json={}, headers=ACME)
     assert answer.status_code == 403 and "local token" in answer.json()["detail"]
+
+
+def test_a_rule_the_metric_refuses_to_split_answers_422_with_the_reason(client) -> None:
+    """Pre-check metrics are watched overall or per agent only: per error type is refused, not a 500."""
+    body = {**RULE, "metric": "precheck_brier", "per": "error_type"}
+    answer = client.post("/v1/projects/acme/alerts/rules", json=body, headers=ACME)
+    assert answer.status_code == 422, answer.text
+    assert "per error_type" in answer.text

@@ -11,7 +11,9 @@ pytestmark = pytest.mark.clickhouse
 
 
 def _call(client, method, path, headers=None):
-    body = {"enabled": True} if "kill-switch" in path else {"id": "p"} if method == "PUT" else None
+    # a JSON body on every write: a body-less POST is refused with 415 whatever the key
+    body = ({"enabled": True} if "kill-switch" in path else {"id": "p"} if method == "PUT"
+            else {} if method == "POST" else None)
     return client.request(method, path, headers=headers or {}, json=body)
 
 

@@ -51,6 +51,7 @@ class NoHttpx2:
 
 sys.meta_path.insert(0, NoHttpx2())
 from retrylens.cli.demo_loop import PrecheckLog, api_preflights
+from retrylens.cli.road import LocalRoad
 from retrylens.config import load_settings
 from retrylens.sdk.preflight import PrecheckRequest
 from retrylens.store import open_store
@@ -59,7 +60,7 @@ settings = load_settings(data_dir=Path(sys.argv[1]), kafka_bootstrap_servers="")
 store = open_store(settings)
 log = PrecheckLog()
 warnings.simplefilter("error")
-with api_preflights(settings, store, log) as preflight:
+with api_preflights(settings, LocalRoad(settings, store), log) as preflight:
     answer = preflight("shop").check(PrecheckRequest(project="shop", agent="a", task_input="refund order 42"))
 print("answered", answer is not None, log.checked)
 """
