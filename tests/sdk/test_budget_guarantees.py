@@ -16,7 +16,7 @@ from retrylens.errors import TaskStopped
 from retrylens.schemas import EventKind
 from retrylens.sdk import Governor, parse_policy
 from retrylens.sdk.budget import TaskLedger, stopping_budget
-from retrylens.sdk.policy import RetryPolicy, TaskBudget
+from retrylens.sdk.policy import RetryPolicy, TaskBudget, steps_allowance
 from retrylens.sdk.policy_source import PolicySource
 from retrylens.sdk.usage import Usage
 from retrylens.testing import capture_events
@@ -237,3 +237,68 @@ def test_each_stop_reason_names_its_budget_and_others_name_none(
     reason: str, name: str | None
 ) -> None:
     assert stopping_budget(reason) == name
+
+
+def always_timing_out() -> tuple[list[int], object]:
+    tries: list[int] = []
+
+    def ask() -> str:
+        tries.append(1)
+        raise TimeoutError("model timed out")
+
+    return tries, ask
+
+
+@pytest.mark.parametrize(
+    "budget",
+    [
+        {"retries": 2, "max_retries": 2},
+        {"retries": 0, "retries_per_step": 1.0, "max_retries": 3},
+        {"max_attempts": 4},
+    ],
+)
+def test_a_task_makes_as_many_attempts_as_its_budget_says_at_most(budget: dict) -> None:
+    policy = parse_policy({"caps": {"timeout": 30}, "budget": budget})
+    tries, ask = always_timing_out()
+    gov = Governor.with_virtual_time(policy, start=START, rng=random.Random(3))
+    with pytest.raises(TaskStopped):
+        gov.call(ask, goal="summarise", agent="a")
+    # no steps completed: what the base allows, which most_attempts bounds from above
+    assert len(tries) == policy.budget.allowance(0) + 1 <= policy.budget.most_attempts
+    assert policy.budget.most_attempts == min(
+        policy.budget.max_retries + 1, policy.budget.max_attempts or 10**9
+    )
+
+
+def test_most_attempts_is_the_ceiling_reached_by_a_task_with_many_steps() -> None:
+    policy = parse_policy({"caps": {"timeout": 30}, "budget": {"retries": 0, "max_retries": 3}})
+    tries: list[int] = []
+    gov = Governor.with_virtual_time(policy, start=START, rng=random.Random(3))
+
+    def tool(i: int) -> str:
+        tries.append(i)
+        if i >= 8:  # eight steps done (4 retries earned, 3 allowed), then the tool breaks
+            raise TimeoutError("down")
+        return "ok"
+
+    def task() -> None:
+        for i in range(20):
+            gov.step(f"call-{i}", tool, i)
+
+    with pytest.raises(TaskStopped) as stopped:
+        gov.call(task, goal="many steps", agent="a")
+    failed_tries = sum(1 for i in tries if i >= 8)
+    assert failed_tries == policy.budget.most_attempts == 4
+    assert stopped.value.verdict.reason.startswith("task retry allowance 3/3 after 8 steps")
+
+
+def test_a_whole_retry_per_step_is_earned_only_by_completed_steps() -> None:
+    budget = TaskBudget(retries=2, retries_per_step=1.0, max_retries=10)
+    assert [budget.allowance(n) for n in (0, 1, 3, 20)] == [2, 3, 5, 10]
+    assert budget.allowance(-3) == 2  # a negative count earns nothing and takes nothing
+    assert steps_allowance(2, 2.0, 10, -3) == 2  # the formula the replay repeats, alike
+
+
+def test_an_old_fixed_budget_earns_no_retries_per_step_and_says_so() -> None:
+    budget = parse_policy({"budget": {"max_attempts": 4}}).budget
+    assert (budget.retries, budget.retries_per_step, budget.max_retries) == (3, 0.0, 3)
