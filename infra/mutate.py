@@ -197,6 +197,25 @@ EQUIVALENT: dict[tuple[str, str, str, str], str] = {
         "core/ReplaceBinaryOperator_BitOr_BitAnd",
         "def stopping_budget(reason: str) -> str & None:",
     ): "a return annotation, never evaluated (the module has `from __future__ import annotations`)",
+    (
+        "sdk/effects.py",
+        "effect",
+        "core/ReplaceComparisonOperator_Is_Eq",
+        "ambiguous = isinstance(exc, Exception) and classify(exc).error_type == ErrorType.TIMEOUT",
+    ): "an enum member equals only itself: == and is agree on ErrorType",
+    (
+        "sdk/effects.py",
+        "effect",
+        "core/ReplaceComparisonOperator_Is_Eq",
+        "if record.status == SideEffectStatus.COMMITTED:",
+    ): "an enum member equals only itself: == and is agree on SideEffectStatus",
+    (
+        "sdk/effects.py",
+        "_verify",
+        "core/ReplaceBinaryOperator_BitOr_BitAnd",
+        "error: BaseException & None,",
+    ): "a parameter annotation, never evaluated (the module has `from __future__ import "
+    "annotations`)",
 }
 
 
