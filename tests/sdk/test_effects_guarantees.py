@@ -158,3 +158,217 @@ def test_a_function_alone_has_no_contract_and_each_declaration_is_one() -> None:
     assert has_contract(insert, rollback=lambda name: None)
     assert has_contract(insert, unsafe=True)
     assert has_contract(insert, repeat_on_timeout=True)
+
+
+def test_an_effect_of_a_completed_step_is_kept_when_the_attempt_then_fails() -> None:
+    """Rollback after a failed attempt spares the effects of steps marked complete: the
+    effect is keyed and judged by the step it declares, not by the tool's name."""
+    from retrylens.sdk import current_run
+
+    reserved: list[str] = []
+    released: list[str] = []
+    runs = 0
+    with capture_events() as captured:
+        g = governor(emit=captured.emit)
+        reserve = g.side_effect(
+            "inventory.reserve", step="reserve-stock", rollback=released.append
+        )(lambda item: reserved.append(item) or "r-1")
+
+        def task() -> str:
+            nonlocal runs
+            runs += 1
+            reserve("sku-1")
+            run = current_run()
+            assert run is not None
+            run.complete_step("reserve-stock", "r-1")
+            if runs == 1:
+                raise TimeoutError("the model timed out after the reservation")
+            return "ok"
+
+        assert g.call(task, goal="reserve and confirm") == "ok"
+        statuses = [
+            s.status for e in captured.of_kind(EventKind.SIDE_EFFECT) for s in e.side_effects
+        ]
+    assert released == [] and reserved == ["sku-1"]  # kept, and not performed twice
+    assert statuses == [SideEffectStatus.COMMITTED, SideEffectStatus.SKIPPED_DUPLICATE]
+
+
+def test_the_contract_options_are_keywords() -> None:
+    from retrylens.sdk.effects import has_contract
+
+    with pytest.raises(TypeError):  # a positional option could be read as any of them
+        has_contract(print, lambda: True)  # type: ignore[misc]
+
+
+def test_a_side_effect_without_a_contract_is_retried_after_a_failure_that_is_not_a_timeout() -> (
+    None
+):
+    """Refused before it reached the provider: nothing can have happened, so the safe
+    default does not stop the task (only an ambiguous timeout does)."""
+    rows: list[str] = []
+    tries = 0
+
+    def insert(name: str) -> str:
+        nonlocal tries
+        tries += 1
+        if tries == 1:
+            raise ConnectionRefusedError("crm refused the connection")
+        rows.append(name)
+        return "row-1"
+
+    with capture_events() as captured:
+        g = governor(emit=captured.emit)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            wrapped = g.side_effect("crm.insert")(insert)
+        assert g.call(lambda: wrapped("Ada"), goal="add Ada") == "row-1"
+        statuses = [
+            s.status for e in captured.of_kind(EventKind.SIDE_EFFECT) for s in e.side_effects
+        ]
+    assert rows == ["Ada"] and tries == 2
+    assert statuses == [SideEffectStatus.FAILED, SideEffectStatus.COMMITTED]
+
+
+# -- a task resumed with the key store of an earlier run (the process died mid-effect) ----
+def resumed(status: SideEffectStatus, result: object = None) -> tuple[Governor, Any, str]:
+    """A governor whose key store already holds ``payments`` for order A-17 of task t-1."""
+    from retrylens.sdk import MemoryKeyStore
+    from retrylens.sdk.side_effects import KeyRecord, idempotency_key
+
+    store = MemoryKeyStore()
+    key = idempotency_key("t-1", "payments", {"args": ("A-17",), "kwargs": {}})
+    store.put(KeyRecord(key, "t-1", "payments", status, result))
+    return governor(key_store=store), store, key
+
+
+@pytest.mark.parametrize("status", [SideEffectStatus.INTENDED, SideEffectStatus.FAILED])
+@pytest.mark.parametrize(("answer", "result"), [("ch_9", "ch_9"), (True, None)])
+def test_a_resumed_effect_that_verify_finds_done_is_not_performed_again(
+    status: SideEffectStatus, answer: object, result: object
+) -> None:
+    charged: list[str] = []
+    asked: list[str] = []
+
+    def verify(order: str) -> object:
+        asked.append(order)
+        return answer
+
+    g, store, key = resumed(status)
+    charge = g.side_effect("payments", verify=verify)(
+        lambda order: charged.append(order) or "ch_new"
+    )
+    assert g.call(lambda: charge("A-17"), goal="charge A-17", task_id="t-1") == result
+    assert charged == [] and asked == ["A-17"]
+    record = store.get(key)
+    assert record is not None and record.status is SideEffectStatus.COMMITTED
+    assert record.result == result
+
+
+@pytest.mark.parametrize("status", [SideEffectStatus.INTENDED, SideEffectStatus.FAILED])
+def test_a_resumed_effect_that_verify_finds_not_done_is_performed_once(
+    status: SideEffectStatus,
+) -> None:
+    charged: list[str] = []
+    g, store, key = resumed(status)
+    charge = g.side_effect("payments", verify=lambda order: False)(
+        lambda order: charged.append(order) or "ch_1"
+    )
+    assert g.call(lambda: charge("A-17"), goal="charge A-17", task_id="t-1") == "ch_1"
+    assert charged == ["A-17"]
+    assert store.get(key).status is SideEffectStatus.COMMITTED  # type: ignore[union-attr]
+
+
+def test_a_committed_effect_is_skipped_and_its_stored_result_returned() -> None:
+    charged: list[str] = []
+    asked: list[str] = []
+    g, _, _ = resumed(SideEffectStatus.COMMITTED, "ch_1")
+
+    def verify(order: str) -> bool:
+        asked.append(order)
+        return False
+
+    with capture_events() as captured:
+        g = Governor.with_virtual_time(
+            start=START, key_store=g.key_store, emit=captured.emit, rng=random.Random(5)
+        )
+        charge = g.side_effect("payments", verify=verify)(lambda order: charged.append(order))
+        assert g.call(lambda: charge("A-17"), goal="charge A-17", task_id="t-1") == "ch_1"
+        statuses = [
+            s.status for e in captured.of_kind(EventKind.SIDE_EFFECT) for s in e.side_effects
+        ]
+    assert charged == [] and asked == []
+    assert statuses == [SideEffectStatus.SKIPPED_DUPLICATE]
+
+
+def test_a_rolled_back_effect_is_performed_again_without_asking_verify() -> None:
+    charged: list[str] = []
+    asked: list[str] = []
+    g, _, _ = resumed(SideEffectStatus.ROLLED_BACK)
+
+    def verify(order: str) -> bool:
+        asked.append(order)
+        return True
+
+    charge = g.side_effect("payments", verify=verify)(lambda order: charged.append(order) or "ch_2")
+    assert g.call(lambda: charge("A-17"), goal="charge A-17", task_id="t-1") == "ch_2"
+    assert charged == ["A-17"] and asked == []
+
+
+def test_an_unsafe_tool_is_handed_off_after_a_timeout_even_with_an_idempotency_key() -> None:
+    keys: list[str] = []
+
+    def charge(order: str, *, idempotency_key: str) -> str:
+        keys.append(idempotency_key)
+        raise TimeoutError("provider timed out")
+
+    g = governor()
+    wrapped = g.side_effect("payments", unsafe=True)(charge)
+    with pytest.raises(TaskStopped) as stopped:
+        g.call(lambda: wrapped("A-17"), goal="charge A-17")
+    assert len(keys) == 1
+    assert "declared unsafe to repeat" in stopped.value.verdict.reason
+
+
+def test_a_tool_with_an_idempotency_key_is_repeated_with_the_same_key_after_a_timeout() -> None:
+    keys: list[str] = []
+
+    def charge(order: str, *, idempotency_key: str) -> str:
+        keys.append(idempotency_key)
+        if len(keys) == 1:
+            raise TimeoutError("provider timed out")
+        return "ch_1"
+
+    g = governor()
+    wrapped = g.side_effect("payments")(charge)
+    assert g.call(lambda: wrapped("A-17"), goal="charge A-17") == "ch_1"
+    assert len(keys) == 2 and keys[0] == keys[1] and keys[0].startswith("payments:")
+
+
+def test_an_effect_without_a_rollback_stays_done_when_its_attempt_then_fails() -> None:
+    sent: list[str] = []
+    runs = 0
+    with capture_events() as captured:
+        g = governor(emit=captured.emit)
+        send = g.side_effect("mailer.send", repeat_on_timeout=True)(
+            lambda to: sent.append(to) or "sent"
+        )
+
+        def task() -> str:
+            nonlocal runs
+            runs += 1
+            send("ada@example.com")
+            if runs == 1:
+                raise ValueError("the model's answer did not parse")
+            return "done"
+
+        assert g.call(task, goal="welcome Ada") == "done"
+        recorded = [
+            (s.status, s.rollback)
+            for e in captured.of_kind(EventKind.SIDE_EFFECT)
+            for s in e.side_effects
+        ]
+    assert sent == ["ada@example.com"]  # sent once; nothing to undo, nothing "failed"
+    assert recorded == [
+        (SideEffectStatus.COMMITTED, None),
+        (SideEffectStatus.SKIPPED_DUPLICATE, None),
+    ]
