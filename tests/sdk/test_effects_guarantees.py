@@ -242,7 +242,10 @@ def resumed(status: SideEffectStatus, result: object = None) -> tuple[Governor, 
 
 
 @pytest.mark.parametrize("status", [SideEffectStatus.INTENDED, SideEffectStatus.FAILED])
-@pytest.mark.parametrize(("answer", "result"), [("ch_9", "ch_9"), (True, None)])
+@pytest.mark.parametrize(
+    ("answer", "result"),
+    [("ch_9", "ch_9"), (1, 1), (True, None)],  # 1: a row id found, not a yes
+)
 def test_a_resumed_effect_that_verify_finds_done_is_not_performed_again(
     status: SideEffectStatus, answer: object, result: object
 ) -> None:
@@ -372,3 +375,40 @@ def test_an_effect_without_a_rollback_stays_done_when_its_attempt_then_fails() -
         (SideEffectStatus.COMMITTED, None),
         (SideEffectStatus.SKIPPED_DUPLICATE, None),
     ]
+
+
+def test_every_rollback_owed_runs_in_order_even_after_one_fails() -> None:
+    reserved: list[str] = []
+    released: list[str] = []
+    runs = 0
+
+    def release(item: str) -> None:
+        released.append(item)
+        if item == "sku-1":
+            raise ConnectionError("inventory unreachable")
+
+    with capture_events() as captured:
+        g = governor(emit=captured.emit)
+        reserve = g.side_effect("inventory.reserve", rollback=release)(
+            lambda item: reserved.append(item) or f"r-{item}"
+        )
+
+        def task() -> str:
+            nonlocal runs
+            runs += 1
+            reserve("sku-1")
+            reserve("sku-2")
+            if runs == 1:
+                raise TimeoutError("the model timed out after the reservations")
+            return "ok"
+
+        assert g.call(task, goal="reserve two and confirm") == "ok"
+        recorded = [
+            (s.status, s.rollback)
+            for e in captured.of_kind(EventKind.SIDE_EFFECT)
+            for s in e.side_effects
+        ]
+    assert released == ["sku-1", "sku-2"]
+    assert (SideEffectStatus.FAILED, "failed") in recorded  # sku-1's rollback, recorded
+    assert (SideEffectStatus.ROLLED_BACK, "done") in recorded  # sku-2's, done after it
+    assert reserved == ["sku-1", "sku-2", "sku-2"]  # sku-1 still committed: not performed again
