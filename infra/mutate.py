@@ -105,6 +105,7 @@ TARGETS: dict[str, Target] = {
         "sdk/effects.py",
         ("has_contract", "effect", "_verify", "_committed", "pay_debts", "_name", "accepts"),
         (
+            "tests/sdk/test_effects_guarantees.py",
             "tests/sdk/test_sdk_safe_defaults.py",
             "tests/sdk/test_sdk_promises.py",
             "tests/sdk/test_sdk_loop.py",
@@ -214,6 +215,34 @@ EQUIVALENT: dict[tuple[str, str, str, str], str] = {
         "_verify",
         "core/ReplaceBinaryOperator_BitOr_BitAnd",
         "error: BaseException & None,",
+    ): "a parameter annotation, never evaluated (the module has `from __future__ import "
+    "annotations`)",
+    (
+        "sdk/effects.py",
+        "effect",
+        "core/ReplaceBinaryOperator_BitOr_BitAnd",
+        "rollback: Callable[..., object] & None = None,",
+    ): "a parameter annotation, never evaluated (the module has `from __future__ import "
+    "annotations`)",
+    (
+        "sdk/effects.py",
+        "effect",
+        "core/ReplaceBinaryOperator_BitOr_BitAnd",
+        "key: str & None = None,",
+    ): "a parameter annotation, never evaluated (the module has `from __future__ import "
+    "annotations`)",
+    (
+        "sdk/effects.py",
+        "effect",
+        "core/ReplaceBinaryOperator_BitOr_BitAnd",
+        "verify: Callable[..., object] & None = None,",
+    ): "a parameter annotation, never evaluated (the module has `from __future__ import "
+    "annotations`)",
+    (
+        "sdk/effects.py",
+        "effect",
+        "core/ReplaceBinaryOperator_BitOr_BitAnd",
+        "step: str & None = None,",
     ): "a parameter annotation, never evaluated (the module has `from __future__ import "
     "annotations`)",
 }

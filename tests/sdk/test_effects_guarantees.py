@@ -412,3 +412,23 @@ def test_every_rollback_owed_runs_in_order_even_after_one_fails() -> None:
     assert (SideEffectStatus.FAILED, "failed") in recorded  # sku-1's rollback, recorded
     assert (SideEffectStatus.ROLLED_BACK, "done") in recorded  # sku-2's, done after it
     assert reserved == ["sku-1", "sku-2", "sku-2"]  # sku-1 still committed: not performed again
+
+
+@pytest.mark.parametrize("status", [SideEffectStatus.INTENDED, SideEffectStatus.FAILED])
+def test_a_resumed_effect_whose_verify_breaks_is_not_performed_blindly(
+    status: SideEffectStatus,
+) -> None:
+    charged: list[str] = []
+
+    def verify(order: str) -> bool:
+        raise ConnectionError("ledger unreachable")
+
+    g, store, key = resumed(status)
+    charge = g.side_effect("payments", verify=verify)(lambda order: charged.append(order))
+    with pytest.raises(TaskStopped) as stopped:
+        g.call(lambda: charge("A-17"), goal="charge A-17", task_id="t-1")
+    assert charged == []
+    assert "ambiguous outcome of side effect payments: its verify failed (ConnectionError" in (
+        stopped.value.verdict.reason
+    )
+    assert store.get(key).status is status  # type: ignore[union-attr]
