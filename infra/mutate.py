@@ -245,6 +245,13 @@ EQUIVALENT: dict[tuple[str, str, str, str], str] = {
         "step: str & None = None,",
     ): "a parameter annotation, never evaluated (the module has `from __future__ import "
     "annotations`)",
+    (
+        "sdk/effects.py",
+        "effect",
+        "core/ReplaceBinaryOperator_Mul_Div",
+        "/,",
+    ): "the keyword-only marker as a positional-only one: the one caller (TaskRun.effect) "
+    "passes the five leading arguments by position and every option by keyword",
 }
 
 

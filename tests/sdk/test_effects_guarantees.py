@@ -432,3 +432,25 @@ def test_a_resumed_effect_whose_verify_breaks_is_not_performed_blindly(
         stopped.value.verdict.reason
     )
     assert store.get(key).status is status  # type: ignore[union-attr]
+
+
+def test_the_run_api_repeats_a_side_effect_declared_harmless_twice() -> None:
+    """``TaskRun.side_effect`` without the decorator: only the options given apply."""
+    from retrylens.sdk import current_run
+
+    rows: list[str] = []
+
+    def upsert(name: str) -> str:
+        rows.append(name)
+        if len(rows) == 1:
+            raise TimeoutError("crm timed out after writing")
+        return "row-1"
+
+    def task() -> str:
+        run = current_run()
+        assert run is not None
+        return run.side_effect("crm.upsert", upsert, "Ada", repeat_on_timeout=True)
+
+    g = governor()
+    assert g.call(task, goal="upsert Ada") == "row-1"
+    assert rows == ["Ada", "Ada"]
