@@ -252,6 +252,18 @@ EQUIVALENT: dict[tuple[str, str, str, str], str] = {
         "/,",
     ): "the keyword-only marker as a positional-only one: the one caller (TaskRun.effect) "
     "passes the five leading arguments by position and every option by keyword",
+    (
+        "sdk/effects.py",
+        "_name",
+        "core/ReplaceBinaryOperator_BitOr_BitAnd",
+        "def _name(fn: Callable[..., object] & None) -> str | None:",
+    ): "an annotation, never evaluated (the module has `from __future__ import annotations`)",
+    (
+        "sdk/effects.py",
+        "_name",
+        "core/ReplaceBinaryOperator_BitOr_BitAnd",
+        "def _name(fn: Callable[..., object] | None) -> str & None:",
+    ): "an annotation, never evaluated (the module has `from __future__ import annotations`)",
 }
 
 

@@ -454,3 +454,24 @@ def test_the_run_api_repeats_a_side_effect_declared_harmless_twice() -> None:
     g = governor()
     assert g.call(task, goal="upsert Ada") == "row-1"
     assert rows == ["Ada", "Ada"]
+
+
+def test_the_run_api_without_options_does_not_repeat_a_timed_out_side_effect() -> None:
+    from retrylens.sdk import current_run
+
+    rows: list[str] = []
+
+    def insert(name: str) -> str:
+        rows.append(name)
+        raise TimeoutError("crm timed out after writing")
+
+    def task() -> str:
+        run = current_run()
+        assert run is not None
+        return run.side_effect("crm.insert", insert, "Ada")
+
+    g = governor()
+    with pytest.raises(TaskStopped) as stopped:
+        g.call(task, goal="add Ada")
+    assert rows == ["Ada"]
+    assert "crm.insert declares no way to tell" in stopped.value.verdict.reason
