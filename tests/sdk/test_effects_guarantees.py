@@ -475,3 +475,23 @@ def test_the_run_api_without_options_does_not_repeat_a_timed_out_side_effect() -
         g.call(task, goal="add Ada")
     assert rows == ["Ada"]
     assert "crm.insert declares no way to tell" in stopped.value.verdict.reason
+
+
+def test_a_tool_that_is_not_callable_fails_as_a_recorded_side_effect() -> None:
+    """Bad input at the boundary: the call's TypeError, recorded like any failed effect."""
+    from retrylens.sdk import current_run
+
+    def task() -> object:
+        run = current_run()
+        assert run is not None
+        return run.side_effect("crm.insert", "not a function", "Ada", repeat_on_timeout=True)
+
+    with capture_events() as captured:
+        g = governor(emit=captured.emit)
+        with pytest.raises(TaskStopped) as stopped:
+            g.call(task, goal="add Ada")
+        statuses = {
+            s.status for e in captured.of_kind(EventKind.SIDE_EFFECT) for s in e.side_effects
+        }
+    assert isinstance(stopped.value.last_error, TypeError)
+    assert statuses == {SideEffectStatus.FAILED}
