@@ -79,6 +79,40 @@ TARGETS: dict[str, Target] = {
         ("classify", "is_operation"),
         ("tests/api/test_otlp_status_codes.py", "tests/api/test_otlp.py"),
     ),
+    "budget": Target(  # the task ledger, the stop-reason mapping, the retry throttle (issue 24)
+        "sdk/budget.py",
+        (
+            "charge",
+            "complete_step",
+            "retries",
+            "exhausted",
+            "stopping_budget",
+            "record",
+            "allows_retry",
+        ),
+        (
+            "tests/sdk/test_budget_guarantees.py",
+            "tests/sdk/test_budget_steps.py",
+            "tests/sdk/test_sdk_promises.py",
+        ),
+    ),
+    "allowance": Target(  # the step allowance's formula and its policy fields (issue 24)
+        "sdk/policy.py",
+        ("_fixed_attempts", "_ceiling_above_base", "allowance", "most_attempts", "steps_allowance"),
+        ("tests/sdk/test_budget_steps.py", "tests/sdk/test_budget_guarantees.py"),
+    ),
+    "effects": Target(  # the side-effect protocol: repeat, verify, hand off (issue 20)
+        "sdk/effects.py",
+        ("has_contract", "effect", "_verify", "_committed", "pay_debts", "_name", "accepts"),
+        (
+            "tests/sdk/test_effects_guarantees.py",
+            "tests/sdk/test_sdk_safe_defaults.py",
+            "tests/sdk/test_sdk_promises.py",
+            "tests/sdk/test_sdk_loop.py",
+            "tests/sdk/test_sdk_loop_defects.py",
+            "tests/sdk/test_sdk_crash_resume.py",
+        ),
+    ),
     "processor": Target(
         "ingest/processor.py",
         (
@@ -152,6 +186,84 @@ EQUIVALENT: dict[tuple[str, str, str, str], str] = {
         "core/ReplaceComparisonOperator_Eq_LtE",
         "return total % 10 <= 0",
     ): "a remainder modulo 10 is never negative: <= 0 is == 0",
+    (
+        "sdk/budget.py",
+        "exhausted",
+        "core/ReplaceBinaryOperator_BitOr_BitAnd",
+        "def exhausted(self, budget: TaskBudget, now: float) -> str & None:",
+    ): "a return annotation, never evaluated (the module has `from __future__ import annotations`)",
+    (
+        "sdk/budget.py",
+        "stopping_budget",
+        "core/ReplaceBinaryOperator_BitOr_BitAnd",
+        "def stopping_budget(reason: str) -> str & None:",
+    ): "a return annotation, never evaluated (the module has `from __future__ import annotations`)",
+    (
+        "sdk/effects.py",
+        "effect",
+        "core/ReplaceComparisonOperator_Is_Eq",
+        "ambiguous = isinstance(exc, Exception) and classify(exc).error_type == ErrorType.TIMEOUT",
+    ): "an enum member equals only itself: == and is agree on ErrorType",
+    (
+        "sdk/effects.py",
+        "effect",
+        "core/ReplaceComparisonOperator_Is_Eq",
+        "if record.status == SideEffectStatus.COMMITTED:",
+    ): "an enum member equals only itself: == and is agree on SideEffectStatus",
+    (
+        "sdk/effects.py",
+        "_verify",
+        "core/ReplaceBinaryOperator_BitOr_BitAnd",
+        "error: BaseException & None,",
+    ): "a parameter annotation, never evaluated (the module has `from __future__ import "
+    "annotations`)",
+    (
+        "sdk/effects.py",
+        "effect",
+        "core/ReplaceBinaryOperator_BitOr_BitAnd",
+        "rollback: Callable[..., object] & None = None,",
+    ): "a parameter annotation, never evaluated (the module has `from __future__ import "
+    "annotations`)",
+    (
+        "sdk/effects.py",
+        "effect",
+        "core/ReplaceBinaryOperator_BitOr_BitAnd",
+        "key: str & None = None,",
+    ): "a parameter annotation, never evaluated (the module has `from __future__ import "
+    "annotations`)",
+    (
+        "sdk/effects.py",
+        "effect",
+        "core/ReplaceBinaryOperator_BitOr_BitAnd",
+        "verify: Callable[..., object] & None = None,",
+    ): "a parameter annotation, never evaluated (the module has `from __future__ import "
+    "annotations`)",
+    (
+        "sdk/effects.py",
+        "effect",
+        "core/ReplaceBinaryOperator_BitOr_BitAnd",
+        "step: str & None = None,",
+    ): "a parameter annotation, never evaluated (the module has `from __future__ import "
+    "annotations`)",
+    (
+        "sdk/effects.py",
+        "effect",
+        "core/ReplaceBinaryOperator_Mul_Div",
+        "/,",
+    ): "the keyword-only marker as a positional-only one: the one caller (TaskRun.effect) "
+    "passes the five leading arguments by position and every option by keyword",
+    (
+        "sdk/effects.py",
+        "_name",
+        "core/ReplaceBinaryOperator_BitOr_BitAnd",
+        "def _name(fn: Callable[..., object] & None) -> str | None:",
+    ): "an annotation, never evaluated (the module has `from __future__ import annotations`)",
+    (
+        "sdk/effects.py",
+        "_name",
+        "core/ReplaceBinaryOperator_BitOr_BitAnd",
+        "def _name(fn: Callable[..., object] | None) -> str & None:",
+    ): "an annotation, never evaluated (the module has `from __future__ import annotations`)",
 }
 
 
