@@ -103,6 +103,8 @@ def estimate_rows(data: Mapping[str, Any]) -> list[dict[str, str]]:
                 d = (p.get("diff_vs_live") or {}).get(m) or {}
                 row[f"Δ {LABELS.get(m, m)}"] = (f"{_signed(d.get('value'), m)} [{_signed(d.get('lo'), m)}, "
                                                 f"{_signed(d.get('hi'), m)}]")
+            else:  # every row has every column: a missing cell renders as "None" on some pandas
+                row[f"Δ {LABELS.get(m, m)}"] = "—"
         row["stopped earlier"] = fmt(p.get("truncated_share"), "share")
         row["imputed"] = fmt(p.get("imputed_share"), "share")
         rows.append(row)

@@ -164,7 +164,8 @@ def serve_in_thread(app: Any) -> Iterator[str]:
 
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on"))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
+                                           ws="none"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="retrylens-demo-api",
                               daemon=True)
     thread.start()
