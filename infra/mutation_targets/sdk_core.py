@@ -1,0 +1,128 @@
+"""Mutation targets: the SDK decision loop and what it decides with: backoff, budgets, side effects (issues 20, 24, 25)."""
+
+from __future__ import annotations
+
+from .target import Equivalent, Target
+
+TARGETS: dict[str, Target] = {
+    "backoff": Target(
+        "sdk/backoff.py",
+        ("__call__", "factor", "wait_from_policy", "default_wait"),
+        ("tests/sdk/test_sdk_backoff.py", "tests/sdk/test_rules_params.py"),
+    ),
+    "budget": Target(
+        "sdk/budget.py",
+        (
+            "charge",
+            "complete_step",
+            "retries",
+            "exhausted",
+            "stopping_budget",
+            "record",
+            "allows_retry",
+        ),
+        (
+            "tests/sdk/test_budget_guarantees.py",
+            "tests/sdk/test_budget_steps.py",
+            "tests/sdk/test_sdk_promises.py",
+        ),
+    ),
+    "allowance": Target(
+        "sdk/policy.py",
+        ("_fixed_attempts", "_ceiling_above_base", "allowance", "most_attempts", "steps_allowance"),
+        ("tests/sdk/test_budget_steps.py", "tests/sdk/test_budget_guarantees.py"),
+    ),
+    "effects": Target(
+        "sdk/effects.py",
+        ("has_contract", "effect", "_verify", "_committed", "pay_debts", "_name", "accepts"),
+        (
+            "tests/sdk/test_effects_guarantees.py",
+            "tests/sdk/test_sdk_safe_defaults.py",
+            "tests/sdk/test_sdk_promises.py",
+            "tests/sdk/test_sdk_loop.py",
+            "tests/sdk/test_sdk_loop_defects.py",
+            "tests/sdk/test_sdk_crash_resume.py",
+        ),
+    ),
+}
+
+EQUIVALENT: Equivalent = {
+    (
+        "sdk/backoff.py",
+        "factor",
+        "core/ReplaceBinaryOperator_Add_Sub",
+        "return 1.0 - self.share * (2.0 * rng.random() - 1.0) if self.share else 1.0",
+    ): "2r-1 is uniform on [-1, 1], symmetric about 0: 1-share*(2r-1) has the same distribution as 1+share*(2r-1); only one seeded draw differs, not the policy",
+    (
+        "sdk/budget.py",
+        "exhausted",
+        "core/ReplaceBinaryOperator_BitOr_BitAnd",
+        "def exhausted(self, budget: TaskBudget, now: float) -> str & None:",
+    ): "a return annotation, never evaluated (the module has `from __future__ import annotations`)",
+    (
+        "sdk/budget.py",
+        "stopping_budget",
+        "core/ReplaceBinaryOperator_BitOr_BitAnd",
+        "def stopping_budget(reason: str) -> str & None:",
+    ): "a return annotation, never evaluated (the module has `from __future__ import annotations`)",
+    (
+        "sdk/effects.py",
+        "effect",
+        "core/ReplaceComparisonOperator_Is_Eq",
+        "ambiguous = isinstance(exc, Exception) and classify(exc).error_type == ErrorType.TIMEOUT",
+    ): "an enum member equals only itself: == and is agree on ErrorType",
+    (
+        "sdk/effects.py",
+        "effect",
+        "core/ReplaceComparisonOperator_Is_Eq",
+        "if record.status == SideEffectStatus.COMMITTED:",
+    ): "an enum member equals only itself: == and is agree on SideEffectStatus",
+    (
+        "sdk/effects.py",
+        "_verify",
+        "core/ReplaceBinaryOperator_BitOr_BitAnd",
+        "error: BaseException & None,",
+    ): "a parameter annotation, never evaluated (the module has `from __future__ import annotations`)",
+    (
+        "sdk/effects.py",
+        "effect",
+        "core/ReplaceBinaryOperator_BitOr_BitAnd",
+        "rollback: Callable[..., object] & None = None,",
+    ): "a parameter annotation, never evaluated (the module has `from __future__ import annotations`)",
+    (
+        "sdk/effects.py",
+        "effect",
+        "core/ReplaceBinaryOperator_BitOr_BitAnd",
+        "key: str & None = None,",
+    ): "a parameter annotation, never evaluated (the module has `from __future__ import annotations`)",
+    (
+        "sdk/effects.py",
+        "effect",
+        "core/ReplaceBinaryOperator_BitOr_BitAnd",
+        "verify: Callable[..., object] & None = None,",
+    ): "a parameter annotation, never evaluated (the module has `from __future__ import annotations`)",
+    (
+        "sdk/effects.py",
+        "effect",
+        "core/ReplaceBinaryOperator_BitOr_BitAnd",
+        "step: str & None = None,",
+    ): "a parameter annotation, never evaluated (the module has `from __future__ import annotations`)",
+    (
+        "sdk/effects.py",
+        "effect",
+        "core/ReplaceBinaryOperator_Mul_Div",
+        "/,",
+    ): "the keyword-only marker as a positional-only one: the one caller (TaskRun.effect) passes the five leading arguments by position and every option by keyword",
+    (
+        "sdk/effects.py",
+        "_name",
+        "core/ReplaceBinaryOperator_BitOr_BitAnd",
+        "def _name(fn: Callable[..., object] & None) -> str | None:",
+    ): "an annotation, never evaluated (the module has `from __future__ import annotations`)",
+    (
+        "sdk/effects.py",
+        "_name",
+        "core/ReplaceBinaryOperator_BitOr_BitAnd",
+        "def _name(fn: Callable[..., object] | None) -> str & None:",
+    ): "an annotation, never evaluated (the module has `from __future__ import annotations`)",
+}
