@@ -371,9 +371,9 @@ class Governor(GovernorTools):
         """
         goal = goal if goal is not None else _describe_call(fn, args, kwargs)
         wants_attempt = _accepts_attempt(fn)
-        from .drivers import call as _call  # loads with the first governed call
-
-        return _call(self, fn, args, kwargs, goal, agent, phase, dependency, task_id, wants_attempt)
+        return (_DRIVERS or _load_drivers()).call(
+            self, fn, args, kwargs, goal, agent, phase, dependency, task_id, wants_attempt
+        )
 
     async def acall(
         self,
@@ -392,9 +392,7 @@ class Governor(GovernorTools):
         ``cancel_chain`` cancels the awaiting task."""
         goal = goal if goal is not None else _describe_call(fn, args, kwargs)
         wants_attempt = _accepts_attempt(fn)
-        from .drivers import acall as _acall  # loads with the first governed call
-
-        return await _acall(
+        return await (_DRIVERS or _load_drivers()).acall(
             self, fn, args, kwargs, goal, agent, phase, dependency, task_id, wants_attempt, parent
         )
 
@@ -404,6 +402,19 @@ class Governor(GovernorTools):
 
 
 _ATTEMPT_CACHE: dict[Any, bool] = {}
+
+#: The drivers module, loaded with the first governed call (importing the governor does not
+#: load the attempt loop). Kept here once loaded: an ``import`` statement inside ``call``
+#: would run the import machinery on every call, about a tenth of a clean first try.
+_DRIVERS: Any = None
+
+
+def _load_drivers() -> Any:
+    global _DRIVERS
+    from . import drivers
+
+    _DRIVERS = drivers
+    return drivers
 
 
 @functools.lru_cache(maxsize=1024)
