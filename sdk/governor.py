@@ -306,9 +306,9 @@ class Governor(GovernorTools):
             dependency=dependency,
             context=ContextBuilder.for_input(goal, system=system, history=history),
         )
-        from .run import TaskRun  # the loop's machinery loads with the first task run
-
-        run = TaskRun(self, state, root=root, compact=compact, source_policy=source_policy)
+        if _TASK_RUN is None:  # the loop's machinery loads with the first task run
+            _load_drivers()
+        run = _TASK_RUN(self, state, root=root, compact=compact, source_policy=source_policy)
         if self.preflight is not None:
             self.preflight.adapt(run)
             if state.preflight_note:
@@ -403,17 +403,19 @@ class Governor(GovernorTools):
 
 _ATTEMPT_CACHE: dict[Any, bool] = {}
 
-#: The drivers module, loaded with the first governed call (importing the governor does not
-#: load the attempt loop). Kept here once loaded: an ``import`` statement inside ``call``
+#: The drivers module and TaskRun, loaded with the first governed call (importing the governor
+#: does not load the attempt loop). Kept here once loaded: an ``import`` statement inside ``call``
 #: would run the import machinery on every call, about a tenth of a clean first try.
 _DRIVERS: Any = None
+_TASK_RUN: Any = None
 
 
 def _load_drivers() -> Any:
-    global _DRIVERS
+    global _DRIVERS, _TASK_RUN
     from . import drivers
+    from .run import TaskRun
 
-    _DRIVERS = drivers
+    _DRIVERS, _TASK_RUN = drivers, TaskRun
     return drivers
 
 

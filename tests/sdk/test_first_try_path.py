@@ -1,4 +1,4 @@
-"""A warm clean first try runs only the governor's own fast path: no import machinery.
+"""A warm governed call runs only the governor's own code per call: no import machinery.
 
 The first try is held to tenacity's cost (``bench/sdk_overhead.py``), a budget of ~11 µs a
 call on this machine, so anything that runs per call matters. Timings flake on a shared
@@ -83,4 +83,26 @@ def test_a_warm_async_first_try_runs_no_import_machinery() -> None:
 
     calls = asyncio.run(main())
     assert any(c.endswith(":succeed") for c in calls), "the fast path ran"
+    assert _import_machinery(calls) == []
+
+
+def test_a_warm_retried_call_runs_no_import_machinery() -> None:
+    """The retry path opens a TaskRun: its class is looked up, not imported, per call."""
+    events: list[Any] = []
+    g = _governor(events)
+    tries = {"n": 0}
+
+    def flaky() -> int:
+        tries["n"] += 1
+        if tries["n"] % 2:
+            raise TimeoutError("timed out")
+        return 1
+
+    def call() -> object:
+        return g.call(flaky, goal="look up the order", agent="support")
+
+    _warm(call)
+    with python_calls() as calls:
+        assert call() == 1
+    assert any(c.endswith(":record_failure") for c in calls), "the retry path ran"
     assert _import_machinery(calls) == []
