@@ -8,6 +8,8 @@ An adapter that records model calls as attempts of its own, without owning the p
 client's retries (pydantic-ai's ``run_governed``, the LangChain callback handler), sets
 :data:`recorded` instead: the client keeps its retries and :func:`retrylens.sdk.observe`
 leaves the call to the adapter, so it is not counted twice.
+Outside governed calls, :data:`operation` is the observed provider call in progress
+(:func:`retrylens.sdk.observe`): the provider hook reports each request to it.
 It lives here, apart from the governor, so that reading it imports nothing else.
 """
 
@@ -21,4 +23,8 @@ current: contextvars.ContextVar[Any] = contextvars.ContextVar("retrylens_run", d
 #: true while an adapter records the model calls made in this context (observe() skips them)
 recorded: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "retrylens_adapter_records", default=False
+)
+#: the observed provider call (an operation of :mod:`.observing`) in progress, else None
+operation: contextvars.ContextVar[Any] = contextvars.ContextVar(
+    "retrylens_provider_operation", default=None
 )
