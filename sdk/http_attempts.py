@@ -38,6 +38,7 @@ class Physical:
     resend_count: int = 0  # the client's x-stainless-retry-count: 0 for a first request
     latency_ms: int = 0
     message: str = ""
+    path: str = ""  # the URL's path: a resend goes to the same method, host and path
 
     @property
     def failed(self) -> bool:
@@ -128,7 +129,14 @@ def of_response(request: Any, response: Any, latency_ms: int) -> Physical:
     """A request that got a response (any status)."""
     status = int(response.status_code)
     if status < 400:  # the common case: nothing to read from the headers
-        return Physical(_host(request), _method(request), status, None, latency_ms=latency_ms)
+        return Physical(
+            _host(request),
+            _method(request),
+            status,
+            None,
+            latency_ms=latency_ms,
+            path=_path(request),
+        )
     headers = response.headers
     error_type = status_type(status)
     code = "overloaded" if status == 529 else (f"http_{status}" if error_type else "")
@@ -144,6 +152,7 @@ def of_response(request: Any, response: Any, latency_ms: int) -> Physical:
         resend_count=resend_count(request.headers),
         latency_ms=latency_ms,
         message=f"HTTP {status}" if error_type else "",
+        path=_path(request),
     )
 
 
@@ -160,6 +169,7 @@ def of_exception(request: Any, error: BaseException, latency_ms: int) -> Physica
         resend_count=resend_count(request.headers),
         latency_ms=latency_ms,
         message=type(error).__name__,
+        path=_path(request),
     )
 
 
@@ -176,5 +186,12 @@ def _method(request: Any) -> str:
 def _host(request: Any) -> str:
     try:
         return str(request.url.host)
+    except Exception:  # noqa: BLE001
+        return ""
+
+
+def _path(request: Any) -> str:
+    try:
+        return str(request.url.path)
     except Exception:  # noqa: BLE001
         return ""

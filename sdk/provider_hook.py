@@ -178,6 +178,11 @@ def _wrap_send(original: Any) -> Any:
     def send(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
         scope = attempt_scope.current.get()
         if scope is None:
+            recorder = attempt_scope.recorded.get()
+            if recorder:  # an adapter's attempt: its recorder counts the client's retries
+                if recorder is True:
+                    return original(self, request, *args, **kwargs)
+                return send_seen(self, request, *args, **kwargs)
             observer = _observer
             if observer is None:
                 return original(self, request, *args, **kwargs)
@@ -211,6 +216,11 @@ def _wrap_asend(original: Any) -> Any:
     async def send(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
         scope = attempt_scope.current.get()
         if scope is None:
+            recorder = attempt_scope.recorded.get()
+            if recorder:  # an adapter's attempt: its recorder counts the client's retries
+                if recorder is True:
+                    return await original(self, request, *args, **kwargs)
+                return await send_seen(self, request, *args, **kwargs)
             observer = _observer
             if observer is None:
                 return await original(self, request, *args, **kwargs)
@@ -247,8 +257,6 @@ def _idle() -> bool:
 def _plain_client(request: Any) -> str | None:
     """The provider a request outside any client call goes to (see :mod:`.plain_calls`)."""
     global _plain
-    if attempt_scope.recorded.get():
-        return None  # an adapter records this call
     if _plain is None:
         from . import plain_calls
 
@@ -280,9 +288,7 @@ def _trace_connections(client: Any, request: Any, scope: Any, is_async: bool) ->
             if _owns_retries():
                 raise error  # the connection's own error, now final: the governor retries
             return
-        observer = _observer
-        if observer is not None:
-            _report(observer, request, None, error, latency_ms)
+        _report(_observer, request, None, error, latency_ms)
 
     return resends.trace_connections(request, on_retry, is_async)
 
@@ -315,9 +321,7 @@ def _after(
             return None  # not a stainless client: the caller re-raises ``error``
         resends.refuse_client_retry(response)
         return response
-    observer = _observer
-    if observer is not None:
-        _report(observer, request, response, error, latency_ms)
+    _report(_observer, request, response, error, latency_ms)
     return response
 
 
@@ -327,11 +331,24 @@ def _op_var() -> Any:
 
 
 def _report(
-    observer: Observer, request: Any, response: Any, error: BaseException | None, latency_ms: int
+    observer: Observer | None,
+    request: Any,
+    response: Any,
+    error: BaseException | None,
+    latency_ms: int,
 ) -> None:
+    """Hand one request to the adapter's recorder or the observed operation in progress."""
     try:
-        if _op_var().get() is None:
-            return
+        recorder = attempt_scope.recorded.get()
+        if recorder:
+            if recorder is True:
+                return  # an adapter records the call, without counting its requests
+            report = recorder.physical
+        else:
+            operation = _op_var().get()
+            if operation is None or observer is None:
+                return  # only requests of a provider call
+            report = functools.partial(observer.physical, operation)
         from . import http_attempts
 
         physical = (
@@ -339,7 +356,7 @@ def _report(
             if error is not None
             else http_attempts.of_response(request, response, latency_ms)
         )
-        observer.physical(_op_var().get(), physical)  # only requests of a provider call
+        report(physical)
     except Exception:  # noqa: BLE001 - observing never changes the call
         return
 
