@@ -18,6 +18,8 @@ from typing import Any
 
 from retrylens.schemas.taxonomy import ErrorType
 
+from .http_status import status_type
+
 #: statuses a stainless client (openai, anthropic, …) retries on its own
 CLIENT_RETRIED_STATUSES = frozenset({408, 409, 429})
 #: the response extension where the hook keeps the server's own ``x-should-retry``
@@ -43,21 +45,6 @@ class Physical:
     @property
     def failed(self) -> bool:
         return self.error_type is not None
-
-
-def status_type(status: int) -> ErrorType | None:
-    """The error type of an HTTP status, or ``None`` for a success."""
-    if status < 400:
-        return None
-    if status == 429:
-        return ErrorType.RATE_LIMIT
-    if status in (408, 504):
-        return ErrorType.TIMEOUT
-    if status >= 500:
-        return ErrorType.SERVER_ERROR
-    if status == 413:
-        return ErrorType.CONTEXT_OVERFLOW
-    return ErrorType.VALIDATION
 
 
 def retry_after_ms(headers: Any) -> int | None:
