@@ -2,10 +2,10 @@
 
 :mod:`.provider_hook` sees every request a provider client sends; this module turns what
 came back (a status and headers, or a transport exception) into a :class:`Physical`:
-its error type in the closed taxonomy (``rate_limit`` for 429, ``timeout`` for 408/504
-and client timeouts, ``server_error`` for other 5xx — Anthropic's 529 "overloaded" stays
-a server error with ``code='overloaded'`` and status 529, as the taxonomy has no class
-of its own for it — ``network`` for connection errors), what the server said of a retry
+its error type in the closed taxonomy (:mod:`.http_status`: ``rate_limit`` for 429 and
+Anthropic's 529 "overloaded" — with ``code='overloaded'`` and status 529 —, ``timeout``
+for 408/504 and client timeouts, ``server_error`` for other 5xx, ``network`` for
+connection errors), what the server said of a retry
 (``x-should-retry``) and how long it asked to wait (``retry-after-ms``, ``Retry-After``
 in seconds or as an HTTP date). Broken headers are read as absent: typing never raises.
 """

@@ -185,6 +185,7 @@ def _safe_message(error_type: ErrorType, message: str, output: str) -> str:
 
 _BY_NAME: dict[str, ErrorType] = {
     "RateLimitError": ErrorType.RATE_LIMIT,
+    "OverloadedError": ErrorType.RATE_LIMIT,  # Anthropic's 529 (an InternalServerError): see http_status
     "APITimeoutError": ErrorType.TIMEOUT,
     "APIConnectionError": ErrorType.NETWORK,
     "InternalServerError": ErrorType.SERVER_ERROR,

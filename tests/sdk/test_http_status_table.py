@@ -37,6 +37,7 @@ def test_the_table_is_the_one_both_modules_use() -> None:
     assert http_status.status_type(200) is None
     assert http_status.status_type(429) == ErrorType.RATE_LIMIT
     assert http_status.status_type(503) == ErrorType.SERVER_ERROR
+    assert http_status.status_type(529) == ErrorType.RATE_LIMIT  # Anthropic's "overloaded"
     assert http_status.status_type(504) == ErrorType.TIMEOUT
     assert http_status.status_type(413) == ErrorType.CONTEXT_OVERFLOW
     assert http_status.status_type(404) == ErrorType.VALIDATION

@@ -120,9 +120,9 @@ def test_an_async_loop_is_governed_and_overloaded_is_told_from_other_server_erro
         assert answer == "ok"
         assert fake.count == 3
         failed = captured.of_kind(EventKind.ATTEMPT_FAILED)
-        assert [(e.error_detail.status, e.error_detail.code) for e in failed] == [
-            (529, "overloaded"),
-            (503, "http_503"),
+        assert [(e.error_type, e.error_detail.status, e.error_detail.code) for e in failed] == [
+            (ErrorType.RATE_LIMIT, 529, "overloaded"),
+            (ErrorType.SERVER_ERROR, 503, "http_503"),
         ]
 
 
