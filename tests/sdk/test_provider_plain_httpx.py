@@ -283,3 +283,56 @@ def test_a_stainless_call_the_code_repeats_in_one_attempt_is_refused_with_its_ty
         assert {(e.error_detail.status, e.error_detail.code) for e in failed} == {
             (529, "overloaded")
         }
+
+
+def test_an_async_transport_retrying_its_connections_is_governed_the_same_way(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    url = f"http://127.0.0.1:{closed_port()}"
+
+    async def ask() -> str:
+        transport = httpx2.AsyncHTTPTransport(retries=2)
+        async with httpx2.AsyncClient(transport=transport, timeout=5) as client:
+            return (await client.post(f"{url}/v1/chat/completions", json=BODY)).text
+
+    caplog.set_level(logging.DEBUG, logger="httpcore2")
+    with capture_events() as captured:
+        governor = virtual_governor(captured)
+        with pytest.raises(GaveUp):
+            asyncio.run(governor.acall(ask, goal="g", agent="a", dependency="llm"))
+        recorded, failed = counts(captured)
+        assert connect_tries(caplog) == recorded == failed > 1
+
+
+def test_leaving_the_retries_to_the_client_lets_the_loop_resend(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("RETRYLENS_PROVIDER_RETRIES", "client")
+    script = [RATE_LIMITED, RATE_LIMITED, Reply(body=openai_completion("hi"))]
+    with FakeProvider(script) as fake, capture_events() as captured:
+        answer = virtual_governor(captured).call(
+            lambda: ask_with_a_loop(httpx, fake.url), goal="g", agent="a"
+        )
+        assert answer == "hi"
+        assert fake.count == 3
+        assert counts(captured) == (1, 0)  # the opt-out: one attempt per call, as before
+
+
+@pytest.mark.parametrize("observed", [False, True], ids=["bare", "observed"])
+def test_a_dropped_connection_raises_the_same_with_and_without_observe(
+    observed: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RETRYLENS_PROVIDER_HOSTS", " 127.0.0.1 ,, ")  # untidy, still read
+    with capture_events() as captured:
+        if observed:
+            observe(emit=captured.emit)
+        try:
+            with FakeProvider([Reply(drop=True), Reply(429, {"retry-after": "soon"})]) as fake:
+                client = httpx.Client()
+                with pytest.raises(httpx.RemoteProtocolError):
+                    client.post(f"{fake.url}/v1/chat/completions", json=BODY)
+                broken = client.post(f"{fake.url}/v1/chat/completions", json=BODY)
+                assert (broken.status_code, broken.headers["retry-after"]) == (429, "soon")
+        finally:
+            stop_observing()
+        assert counts(captured) == ((2, 2) if observed else (0, 0))
