@@ -276,7 +276,7 @@ def _refuse_resend(scope: Any, request: Any) -> None:
 def _trace_connections(client: Any, request: Any, scope: Any, is_async: bool) -> Any:
     """Watch the connection retries of a transport that makes them (``HTTPTransport(retries=…)``)."""
     try:
-        transport = client._transport_for_url(request.url)
+        transport = client._transport_for_url(request.url) if client._mounts else client._transport
         if not getattr(getattr(transport, "_pool", None), "_retries", 0):
             return _NOT_TRACED
     except Exception:  # noqa: BLE001 - a transport we do not know: nothing to watch
