@@ -45,8 +45,10 @@ class ResendRefused(Failure):
 
 
 def _attempt_of(scope: Any) -> Any:
-    """The attempt in progress: a task run's last begun attempt, or the fast first try itself."""
-    attempt = getattr(scope, "last_attempt", None)
+    """The attempt in progress: a task run's last begun attempt (also of a fast first try
+    that became a run, e.g. for a step the governor retries in place), else the first try."""
+    run = getattr(scope, "run", None)
+    attempt = getattr(scope if run is None else run, "last_attempt", None)
     return scope if attempt is None else attempt
 
 

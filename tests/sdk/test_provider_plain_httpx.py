@@ -336,3 +336,20 @@ def test_a_dropped_connection_raises_the_same_with_and_without_observe(
         finally:
             stop_observing()
         assert counts(captured) == ((2, 2) if observed else (0, 0))
+
+
+def test_a_step_the_governor_retries_in_place_sends_its_request_again() -> None:
+    """The governor's own retry of a step is a new attempt: its request is not a refused resend."""
+    script = [RATE_LIMITED, Reply(body=openai_completion("hi"))]
+    with FakeProvider(script) as fake, capture_events() as captured:
+        governor = virtual_governor(captured)
+
+        def fetch() -> str:
+            response = httpx.Client().post(f"{fake.url}/v1/chat/completions", json=BODY)
+            response.raise_for_status()
+            return str(response.json()["choices"][0]["message"]["content"])
+
+        answer = governor.call(lambda: governor.step("fetch", fetch), goal="g", agent="a")
+        assert answer == "hi"
+        assert fake.count == 2
+        assert counts(captured) == (2, 1)
