@@ -353,3 +353,15 @@ def test_a_step_the_governor_retries_in_place_sends_its_request_again() -> None:
         assert answer == "hi"
         assert fake.count == 2
         assert counts(captured) == (2, 1)
+
+
+def test_a_server_saying_do_not_retry_stops_the_governed_loop_at_one_request() -> None:
+    refused = Reply(503, {"x-should-retry": "false"}, b"{}")
+    with FakeProvider(default=refused) as fake, capture_events() as captured:
+        with pytest.raises(GaveUp):
+            virtual_governor(captured).call(
+                lambda: ask_with_a_loop(httpx, fake.url), goal="g", agent="a"
+            )
+        assert fake.count == 1
+        (failed,) = captured.of_kind(EventKind.ATTEMPT_FAILED)
+        assert (failed.error_type, failed.retryable) == (ErrorType.SERVER_ERROR, False)
