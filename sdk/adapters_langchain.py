@@ -29,6 +29,7 @@ from uuid import UUID
 from retrylens.schemas import Decision, TaskOutcome
 
 from . import attempt_scope
+from .client_retries import ClientRetries
 from .rules import Verdict
 
 if TYPE_CHECKING:
@@ -125,7 +126,7 @@ class _Observer:
     ) -> None:
         text = " ".join(str(getattr(m, "content", m)) for batch in messages for m in batch)
         self._start(run_id, parent_run_id, text, _name(serialized, kwargs, "chat_model"))
-        attempt_scope.recorded.set(True)  # this run is our attempt: observe() must skip it
+        self._record_client_retries(run_id)
 
     def on_llm_start(
         self,
@@ -137,7 +138,7 @@ class _Observer:
         **kwargs: Any,
     ) -> None:
         self._start(run_id, parent_run_id, " ".join(prompts), _name(serialized, kwargs, "llm"))
-        attempt_scope.recorded.set(True)  # this run is our attempt: observe() must skip it
+        self._record_client_retries(run_id)
 
     def on_tool_start(
         self,
@@ -151,10 +152,9 @@ class _Observer:
         self._start(run_id, parent_run_id, str(input_str), _name(serialized, kwargs, "tool"))
 
     def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> None:
-        attempt_scope.recorded.set(False)
         tokens_in, tokens_out = _usage(response)
         with self._lock:
-            op = self._live.pop(run_id, None)
+            op = self._client_attempt(run_id)
             if op is not None and op.attempt is not None:
                 latency = int((self.g.clock() - op.attempt.started_at) * 1000)
                 op.held = {"tokens_in": tokens_in, "tokens_out": tokens_out, "latency_ms": latency}
@@ -170,9 +170,8 @@ class _Observer:
             self._forget(run_id)
 
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
-        attempt_scope.recorded.set(False)
         with self._lock:
-            self._fail(self._live.pop(run_id, None), error)
+            self._fail(self._client_attempt(run_id), error)
             self._forget(run_id)
 
     on_tool_error = on_llm_error
@@ -231,6 +230,23 @@ class _Observer:
             op.attempt = op.run.begin(dependency=name)
             op.failed_at = None
             self._live[run_id] = op
+
+    def _record_client_retries(self, run_id: UUID) -> None:
+        """This model run is our attempt: observe() must skip it, and the client's own
+        retries inside it are attempts too (the provider hook advances the recorder)."""
+        with self._lock:
+            op = self._live.get(run_id)
+        recorder = ClientRetries(op.run, op.attempt) if op and op.attempt else True
+        attempt_scope.recorded.set(recorder)
+
+    def _client_attempt(self, run_id: UUID) -> _Operation | None:
+        """The ended run's operation, its attempt the last one its client's retries began."""
+        recorder = attempt_scope.recorded.get()
+        attempt_scope.recorded.set(False)
+        op = self._live.pop(run_id, None)
+        if op is not None and isinstance(recorder, ClientRetries) and recorder.run is op.run:
+            op.attempt = recorder.attempt
+        return op
 
     def _succeed(self, op: _Operation) -> None:
         assert op.attempt is not None

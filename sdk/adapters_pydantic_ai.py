@@ -19,19 +19,21 @@ Mapping (read from the run's own nodes, ``Agent.iter``; pydantic-ai keeps its lo
 - ``UsageLimitExceeded`` fails the attempt as ``budget_exhausted`` with a give-up decision;
   :func:`usage_limits` adds the governor policy's token budget to a ``UsageLimits``;
   pydantic-ai's own "exceeded max retries" ends the operation with a give-up as well;
-- token usage of each model response is the attempt's usage.
+- token usage of each model response is the attempt's usage;
+- the model client's own retries (openai's ``max_retries=2``) stay the client's, each
+  request one attempt of the turn (:mod:`.client_retries`).
 
 pydantic-ai is imported only inside the functions.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from retrylens.schemas import Decision, TaskOutcome
 
 from . import attempt_scope
+from .client_retries import ClientRetries
 from .rules import Verdict
 from .sanitizer import Failure
 
@@ -40,12 +42,15 @@ if TYPE_CHECKING:
     from .state import Attempt
 
 
-@dataclass
-class _Turn:
-    run: TaskRun
-    attempt: Attempt
-    tokens_in: int = 0
-    tokens_out: int = 0
+class _Turn(ClientRetries):
+    """A model turn's task run and attempt in progress (the client's own retries advance it)."""
+
+    __slots__ = ("tokens_in", "tokens_out")
+
+    def __init__(self, run: TaskRun, attempt: Attempt) -> None:
+        super().__init__(run, attempt)
+        self.tokens_in = 0
+        self.tokens_out = 0
 
 
 def usage_limits(governor: Governor, base: Any = None) -> Any:
@@ -77,7 +82,7 @@ async def run_governed(
     model = dependency or _model_name(agent, run_kwargs)
     turn: _Turn | None = None
     # this task records each model turn: observe() must not record the requests again (the
-    # model's client keeps its own retries; they happen inside the turn's attempt)
+    # model's client keeps its own retries; each is counted as an attempt of the turn)
     recorded = attempt_scope.recorded.set(True)
     try:
         async with agent.iter(prompt, **run_kwargs) as agent_run:
@@ -87,7 +92,9 @@ async def run_governed(
                     if turn is not None and failure is not None:
                         verdict = turn.run.fail(turn.attempt, failure, **_usage(turn))
                         await turn.run.await_backoff(verdict)
-                        turn.attempt, turn.tokens_in, turn.tokens_out = turn.run.begin(), 0, 0
+                        turn.restart(turn.run.begin())
+                        turn.tokens_in, turn.tokens_out = 0, 0
+                        attempt_scope.recorded.set(turn)  # the request is sent next
                         continue
                     if turn is not None:
                         _succeed(turn)
@@ -95,7 +102,11 @@ async def run_governed(
                         goal or _text(prompt), agent=name, dependency=model, compact=True
                     )
                     turn = _Turn(run, run.begin())
+                    # the node's model request is sent as the run advances: the client's
+                    # own retries of it are attempts of this turn
+                    attempt_scope.recorded.set(turn)
                 elif Agent.is_call_tools_node(node) and turn is not None:
+                    attempt_scope.recorded.set(True)  # tools run next: not the model call
                     usage = getattr(node.model_response, "usage", None)
                     turn.tokens_in += int(getattr(usage, "input_tokens", 0) or 0)
                     turn.tokens_out += int(getattr(usage, "output_tokens", 0) or 0)

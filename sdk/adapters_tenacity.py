@@ -19,6 +19,7 @@ from typing import Any
 from retrylens.schemas import RETRYING_DECISIONS, Decision, TaskOutcome
 
 from . import attempt_scope
+from .client_retries import ClientRetries
 from .governor import Governor, TaskRun
 from .rules import Verdict
 from .state import Attempt
@@ -47,7 +48,7 @@ class TenacityHooks:
             phase,
             veto,
         )
-        self._runs: dict[int, tuple[TaskRun, Attempt | None]] = {}
+        self._runs: dict[int, tuple[TaskRun, ClientRetries | None]] = {}
 
     def kwargs(
         self,
@@ -76,15 +77,16 @@ class TenacityHooks:
             )
             self._runs[key] = (run, None)
         run, _ = self._runs[key]
-        self._runs[key] = (run, run.begin())
-        # the attempt is ours to record: observe() must not record its provider calls again
-        attempt_scope.recorded.set(True)
+        attempt = ClientRetries(run, run.begin())
+        self._runs[key] = (run, attempt)
+        # the attempt is ours to record: observe() must not record its provider calls again,
+        # and the client's own retries inside it are attempts too (the hook advances it)
+        attempt_scope.recorded.set(attempt)
 
     def wrap_retry(self, inner: Callable[[Any], bool]) -> Callable[[Any], bool]:
         def retry(rs: Any) -> bool:
             attempt_scope.recorded.set(False)  # the attempt is over
-            run, attempt = self._runs[id(rs)]
-            assert attempt is not None
+            run, attempt = self._attempt(rs)
             wants = bool(inner(rs))
             if not rs.outcome.failed:
                 if not wants:
@@ -127,8 +129,7 @@ class TenacityHooks:
         return stop
 
     def before_sleep(self, rs: Any) -> None:
-        run, attempt = self._runs[id(rs)]
-        assert attempt is not None
+        run, attempt = self._attempt(rs)
         sleep_ms = int(round((rs.next_action.sleep if rs.next_action else 0) * 1000))
         decision = Decision.RETRY_BACKOFF if sleep_ms else Decision.RETRY_SAME
         run.record_decision(
@@ -141,9 +142,14 @@ class TenacityHooks:
         )
 
     # -- internals -----------------------------------------------------------------------
+    def _attempt(self, rs: Any) -> tuple[TaskRun, Attempt]:
+        """The task run and its attempt in progress (the client's retries advance it)."""
+        run, recorder = self._runs[id(rs)]
+        assert recorder is not None
+        return run, recorder.attempt
+
     def _decide(self, rs: Any, verdict: Verdict) -> None:
-        run, attempt = self._runs[id(rs)]
-        assert attempt is not None
+        run, attempt = self._attempt(rs)
         run.record_decision(attempt, verdict)
         self._finish(rs, TaskOutcome.FAILED)
 

@@ -5,9 +5,12 @@ attempt); :func:`retrylens.sdk.current_run` reads it, and so does the provider h
 (:mod:`.provider_hook`): a provider request made while it is set belongs to a governed
 attempt, so the governor, not the provider client, decides whether it is retried.
 An adapter that records model calls as attempts of its own, without owning the provider
-client's retries (pydantic-ai's ``run_governed``, the LangChain callback handler), sets
-:data:`recorded` instead: the client keeps its retries and :func:`retrylens.sdk.observe`
-leaves the call to the adapter, so it is not counted twice.
+client's retries (pydantic-ai's ``run_governed``, the LangChain callback handler, the
+tenacity hooks), sets :data:`recorded` instead: the client keeps its retries, each of
+them counted as an attempt of the adapter's task (:mod:`.client_retries`), and
+:func:`retrylens.sdk.observe` leaves the call to the adapter, so it is not counted twice.
+Outside governed calls, :data:`operation` is the observed provider call in progress
+(:func:`retrylens.sdk.observe`): the provider hook reports each request to it.
 It lives here, apart from the governor, so that reading it imports nothing else.
 """
 
@@ -18,7 +21,13 @@ from typing import Any
 
 #: the TaskRun or FirstTry of the governed attempt in progress, else None
 current: contextvars.ContextVar[Any] = contextvars.ContextVar("retrylens_run", default=None)
-#: true while an adapter records the model calls made in this context (observe() skips them)
-recorded: contextvars.ContextVar[bool] = contextvars.ContextVar(
+#: truthy while an adapter records the model calls made in this context (observe() skips
+#: them): ``True``, or a :class:`~.client_retries.ClientRetries` that also counts the
+#: provider client's own retries as attempts of the adapter's task
+recorded: contextvars.ContextVar[Any] = contextvars.ContextVar(
     "retrylens_adapter_records", default=False
+)
+#: the observed provider call (an operation of :mod:`.observing`) in progress, else None
+operation: contextvars.ContextVar[Any] = contextvars.ContextVar(
+    "retrylens_provider_operation", default=None
 )

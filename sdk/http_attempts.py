@@ -2,10 +2,10 @@
 
 :mod:`.provider_hook` sees every request a provider client sends; this module turns what
 came back (a status and headers, or a transport exception) into a :class:`Physical`:
-its error type in the closed taxonomy (``rate_limit`` for 429, ``timeout`` for 408/504
-and client timeouts, ``server_error`` for other 5xx — Anthropic's 529 "overloaded" stays
-a server error with ``code='overloaded'`` and status 529, as the taxonomy has no class
-of its own for it — ``network`` for connection errors), what the server said of a retry
+its error type in the closed taxonomy (:mod:`.http_status`: ``rate_limit`` for 429 and
+Anthropic's 529 "overloaded" — with ``code='overloaded'`` and status 529 —, ``timeout``
+for 408/504 and client timeouts, ``server_error`` for other 5xx, ``network`` for
+connection errors), what the server said of a retry
 (``x-should-retry``) and how long it asked to wait (``retry-after-ms``, ``Retry-After``
 in seconds or as an HTTP date). Broken headers are read as absent: typing never raises.
 """
@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from retrylens.schemas.taxonomy import ErrorType
+
+from .http_status import status_type
 
 #: statuses a stainless client (openai, anthropic, …) retries on its own
 CLIENT_RETRIED_STATUSES = frozenset({408, 409, 429})
@@ -38,25 +40,11 @@ class Physical:
     resend_count: int = 0  # the client's x-stainless-retry-count: 0 for a first request
     latency_ms: int = 0
     message: str = ""
+    path: str = ""  # the URL's path: a resend goes to the same method, host and path
 
     @property
     def failed(self) -> bool:
         return self.error_type is not None
-
-
-def status_type(status: int) -> ErrorType | None:
-    """The error type of an HTTP status, or ``None`` for a success."""
-    if status < 400:
-        return None
-    if status == 429:
-        return ErrorType.RATE_LIMIT
-    if status in (408, 504):
-        return ErrorType.TIMEOUT
-    if status >= 500:
-        return ErrorType.SERVER_ERROR
-    if status == 413:
-        return ErrorType.CONTEXT_OVERFLOW
-    return ErrorType.VALIDATION
 
 
 def retry_after_ms(headers: Any) -> int | None:
@@ -128,7 +116,14 @@ def of_response(request: Any, response: Any, latency_ms: int) -> Physical:
     """A request that got a response (any status)."""
     status = int(response.status_code)
     if status < 400:  # the common case: nothing to read from the headers
-        return Physical(_host(request), _method(request), status, None, latency_ms=latency_ms)
+        return Physical(
+            _host(request),
+            _method(request),
+            status,
+            None,
+            latency_ms=latency_ms,
+            path=_path(request),
+        )
     headers = response.headers
     error_type = status_type(status)
     code = "overloaded" if status == 529 else (f"http_{status}" if error_type else "")
@@ -144,6 +139,7 @@ def of_response(request: Any, response: Any, latency_ms: int) -> Physical:
         resend_count=resend_count(request.headers),
         latency_ms=latency_ms,
         message=f"HTTP {status}" if error_type else "",
+        path=_path(request),
     )
 
 
@@ -160,6 +156,7 @@ def of_exception(request: Any, error: BaseException, latency_ms: int) -> Physica
         resend_count=resend_count(request.headers),
         latency_ms=latency_ms,
         message=type(error).__name__,
+        path=_path(request),
     )
 
 
@@ -176,5 +173,12 @@ def _method(request: Any) -> str:
 def _host(request: Any) -> str:
     try:
         return str(request.url.host)
+    except Exception:  # noqa: BLE001
+        return ""
+
+
+def _path(request: Any) -> str:
+    try:
+        return str(request.url.path)
     except Exception:  # noqa: BLE001
         return ""

@@ -73,6 +73,59 @@ def stop_observing() -> None:
         _active = None
 
 
+def model_call(client: str = "model") -> _ModelCall:
+    """Mark a model call made with a client RetryLens does not know (plain httpx or httpx2).
+
+        with observing.model_call("my-llm"):
+            answer = my_client.complete(prompt)   # its own retry loop, on httpx
+
+    Under :func:`observe`, every HTTP request sent inside is one physical attempt of one
+    operation named ``client`` (whatever the host; see :mod:`.plain_calls` for requests
+    outside a marked call), and the block's exception, if any, is its failure. Without
+    ``observe()``, inside a governed attempt, or inside an adapter's model call it does
+    nothing: those record the requests themselves. Usable as ``with`` and ``async with``.
+    """
+    return _ModelCall(client)
+
+
+class _ModelCall:
+    __slots__ = ("client", "_observer", "_operation", "_token")
+
+    def __init__(self, client: str) -> None:
+        self.client = client
+        self._observer: Observer | None = None
+        self._operation: Any = None
+        self._token: Any = None
+
+    def __enter__(self) -> _ModelCall:
+        from . import attempt_scope
+
+        observer = _active
+        if (
+            observer is None
+            or attempt_scope.current.get() is not None
+            or attempt_scope.recorded.get()
+            or not provider_hook._idle()
+        ):
+            return self  # recorded elsewhere, or not observed
+        self._observer, self._operation = observer, observer.begin(self.client)
+        self._token = provider_hook._op_var().set(self._operation)
+        return self
+
+    def __exit__(self, kind: object, error: BaseException | None, tb: object) -> None:
+        observer, self._observer = self._observer, None
+        if observer is None:
+            return
+        provider_hook._op_var().reset(self._token)
+        provider_hook._end(observer, self._operation, error, None)
+
+    async def __aenter__(self) -> _ModelCall:
+        return self.__enter__()
+
+    async def __aexit__(self, kind: object, error: BaseException | None, tb: object) -> None:
+        self.__exit__(kind, error, tb)
+
+
 class _Operation:
     """One client call being recorded.
 

@@ -18,9 +18,16 @@ exactly what it raises with ``max_retries=0``). So each request is one governed 
 the policy's attempt budget bounds the requests, and the fleet budget and breaker see
 every one. ``RETRYLENS_PROVIDER_RETRIES=client`` leaves the retries to the client.
 
+A client on httpx that is not stainless-generated retries where no option reaches: a
+hand-written loop resending a failed request, or a transport retrying its connections.
+Inside a governed attempt such a resend is not sent and a connection retry is not made:
+the earlier failure is raised and the governor decides (:mod:`.http_resends`).
+
 Under :func:`retrylens.sdk.observe` (no governor) the hook reports each request to the
 observer instead, grouped into one operation per client call (the stainless
-``request`` method is wrapped for that); what the call returns or raises is untouched.
+``request`` method is wrapped for that; for other clients see :mod:`.plain_calls`: a
+known provider host or :func:`~retrylens.sdk.observing.model_call`); what the call
+returns or raises is untouched.
 """
 
 from __future__ import annotations
@@ -76,6 +83,8 @@ def uninstall() -> None:
         if _finder is not None and _finder in sys.meta_path:
             sys.meta_path.remove(_finder)
         _finder = None
+        if _plain is not None and _observer is not None:
+            _plain.close_open()
         _observer = None
         while _patched:
             cls, attribute, original = _patched.pop()
@@ -88,7 +97,9 @@ def installed() -> bool:
 
 def stop_observing() -> None:
     global _observer
-    _observer = None
+    observer, _observer = _observer, None
+    if _plain is not None and observer is not None:
+        _plain.close_open()  # the operations whose last request failed end as failed
 
 
 def _owns_retries() -> bool:
@@ -157,18 +168,45 @@ class _PostImportFinder:
 
 
 # -- the send path ----------------------------------------------------------------------------
+_resends: Any = None  # the http_resends module, loaded with the first failed governed request
+_plain: Any = None  # the plain_calls module, loaded with the first request under observe()
+_NOT_TRACED = object()
+
+
 def _wrap_send(original: Any) -> Any:
     @functools.wraps(original)
     def send(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
-        if attempt_scope.current.get() is None and (_observer is None or _idle()):
-            return original(self, request, *args, **kwargs)
+        scope = attempt_scope.current.get()
+        if scope is None:
+            recorder = attempt_scope.recorded.get()
+            if recorder:  # an adapter's attempt: its recorder counts the client's retries
+                if recorder is True:
+                    return original(self, request, *args, **kwargs)
+                return send_seen(self, request, *args, **kwargs)
+            observer = _observer
+            if observer is None:
+                return original(self, request, *args, **kwargs)
+            if _idle():
+                client = _plain_client(request)
+                if client is None:
+                    return original(self, request, *args, **kwargs)
+                return _plain.send(observer, client, send_seen, self, request, args, kwargs)
+        return send_seen(self, request, *args, **kwargs)
+
+    def send_seen(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
+        scope = attempt_scope.current.get()
+        _refuse_resend(scope, request)
+        traced = _trace_connections(self, request, scope, False)
         started = time.perf_counter()
         try:
             response = original(self, request, *args, **kwargs)
         except Exception as error:
-            _after(request, None, error, started)
+            _after(request, None, error, started, scope)
             raise
-        return _after(request, response, None, started)
+        finally:
+            if traced is not _NOT_TRACED:
+                _resends.untrace(request, traced)
+        return _after(request, response, None, started, scope)
 
     return send
 
@@ -176,103 +214,141 @@ def _wrap_send(original: Any) -> Any:
 def _wrap_asend(original: Any) -> Any:
     @functools.wraps(original)
     async def send(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
-        if attempt_scope.current.get() is None and (_observer is None or _idle()):
-            return await original(self, request, *args, **kwargs)
+        scope = attempt_scope.current.get()
+        if scope is None:
+            recorder = attempt_scope.recorded.get()
+            if recorder:  # an adapter's attempt: its recorder counts the client's retries
+                if recorder is True:
+                    return await original(self, request, *args, **kwargs)
+                return await send_seen(self, request, *args, **kwargs)
+            observer = _observer
+            if observer is None:
+                return await original(self, request, *args, **kwargs)
+            if _idle():
+                client = _plain_client(request)
+                if client is None:
+                    return await original(self, request, *args, **kwargs)
+                return await _plain.asend(observer, client, send_seen, self, request, args, kwargs)
+        return await send_seen(self, request, *args, **kwargs)
+
+    async def send_seen(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
+        scope = attempt_scope.current.get()
+        _refuse_resend(scope, request)
+        traced = _trace_connections(self, request, scope, True)
         started = time.perf_counter()
         try:
             response = await original(self, request, *args, **kwargs)
         except Exception as error:
-            _after(request, None, error, started)
+            _after(request, None, error, started, scope)
             raise
-        return _after(request, response, None, started)
+        finally:
+            if traced is not _NOT_TRACED:
+                _resends.untrace(request, traced)
+        return _after(request, response, None, started, scope)
 
     return send
 
 
 def _idle() -> bool:
     """No provider call is being observed in this context."""
-    return _operation is None or _operation.get() is None
+    return attempt_scope.operation.get() is None
 
 
-def _after(request: Any, response: Any, error: BaseException | None, started: float) -> Any:
+def _plain_client(request: Any) -> str | None:
+    """The provider a request outside any client call goes to (see :mod:`.plain_calls`)."""
+    global _plain
+    if _plain is None:
+        from . import plain_calls
+
+        _plain = plain_calls
+    return _plain.provider_of(request)  # type: ignore[no-any-return]
+
+
+def _refuse_resend(scope: Any, request: Any) -> None:
+    """Inside a governed attempt, raise a failed request's resend's refusal instead of sending."""
+    if scope is None or _resends is None or not _owns_retries():
+        return
+    refused = _resends.refusal(scope, request)
+    if refused is not None:
+        raise refused
+
+
+def _trace_connections(client: Any, request: Any, scope: Any, is_async: bool) -> Any:
+    """Watch the connection retries of a transport that makes them (``HTTPTransport(retries=…)``)."""
+    try:
+        transport = client._transport_for_url(request.url) if client._mounts else client._transport
+        if not getattr(getattr(transport, "_pool", None), "_retries", 0):
+            return _NOT_TRACED
+    except Exception:  # noqa: BLE001 - a transport we do not know: nothing to watch
+        return _NOT_TRACED
+    resends = _load_resends()
+
+    def on_retry(error: BaseException, latency_ms: int) -> None:
+        if scope is not None:
+            if _owns_retries():
+                raise error  # the connection's own error, now final: the governor retries
+            return
+        _report(_observer, request, None, error, latency_ms)
+
+    return resends.trace_connections(request, on_retry, is_async)
+
+
+def _load_resends() -> Any:
+    global _resends
+    if _resends is None:
+        from . import http_resends
+
+        _resends = http_resends
+    return _resends
+
+
+def _after(
+    request: Any, response: Any, error: BaseException | None, started: float, scope: Any = None
+) -> Any:
     """Note one request; inside a governed attempt, keep the client from retrying it."""
     latency_ms = int((time.perf_counter() - started) * 1000)
-    if attempt_scope.current.get() is not None:
+    if scope is not None:
         if not _owns_retries():
             return response
+        if error is None and response.status_code < 400:
+            return response
+        resends = _load_resends()
+        resends.note_failure(scope, request, response, error, latency_ms)
         if error is not None:
-            final = _client_final_error(request, error)
+            final = resends.client_final_error(request, error)
             if final is not None:
                 raise final from error
             return None  # not a stainless client: the caller re-raises ``error``
-        _refuse_client_retry(response)
+        resends.refuse_client_retry(response)
         return response
-    observer = _observer
-    if observer is not None:
-        _report(observer, request, response, error, latency_ms)
+    _report(_observer, request, response, error, latency_ms)
     return response
 
 
-def _refuse_client_retry(response: Any) -> None:
-    try:
-        if response.status_code < 400:
-            return
-        from . import http_attempts  # loaded with the first failed provider request
-
-        headers = response.headers
-        response.extensions[http_attempts.SHOULD_RETRY_EXTENSION] = http_attempts.should_retry(
-            headers
-        )
-        headers["x-should-retry"] = "false"
-    except Exception:  # noqa: BLE001 - a response we cannot mark is left as it came
-        return
-
-
-def _client_final_error(request: Any, error: BaseException) -> BaseException | None:
-    """The error a stainless client raises for ``error`` when it has no retries left."""
-    package = _calling_package()
-    if package is None:
-        return None
-    timeout = "TimeoutException" in {cls.__name__ for cls in type(error).__mro__}
-    kind = getattr(package, "APITimeoutError" if timeout else "APIConnectionError", None)
-    if kind is None:
-        return None
-    try:
-        return kind(request=request)  # type: ignore[no-any-return]
-    except Exception:  # noqa: BLE001 - an unexpected signature: leave the client its own way
-        return None
-
-
-def _calling_package() -> Any:
-    """The stainless client package (``openai``, ``anthropic``…) whose retry loop called send."""
-    frame = sys._getframe(3)
-    while frame is not None:
-        name = frame.f_globals.get("__name__", "")
-        if name.endswith("._base_client"):
-            return sys.modules.get(name.rpartition(".")[0].partition(".")[0] or name)
-        frame = frame.f_back  # type: ignore[assignment]
-    return None
-
-
 # -- one operation per client call (observation without a governor) -------------------------
-_operation: Any = None  # a ContextVar, made on first use
-
-
 def _op_var() -> Any:
-    global _operation
-    if _operation is None:
-        import contextvars
-
-        _operation = contextvars.ContextVar("retrylens_provider_operation", default=None)
-    return _operation
+    return attempt_scope.operation
 
 
 def _report(
-    observer: Observer, request: Any, response: Any, error: BaseException | None, latency_ms: int
+    observer: Observer | None,
+    request: Any,
+    response: Any,
+    error: BaseException | None,
+    latency_ms: int,
 ) -> None:
+    """Hand one request to the adapter's recorder or the observed operation in progress."""
     try:
-        if _op_var().get() is None:
-            return
+        recorder = attempt_scope.recorded.get()
+        if recorder:
+            if recorder is True:
+                return  # an adapter records the call, without counting its requests
+            report = recorder.physical
+        else:
+            operation = _op_var().get()
+            if operation is None or observer is None:
+                return  # only requests of a provider call
+            report = functools.partial(observer.physical, operation)
         from . import http_attempts
 
         physical = (
@@ -280,7 +356,7 @@ def _report(
             if error is not None
             else http_attempts.of_response(request, response, latency_ms)
         )
-        observer.physical(_op_var().get(), physical)  # only requests of a provider call
+        report(physical)
     except Exception:  # noqa: BLE001 - observing never changes the call
         return
 
@@ -289,7 +365,13 @@ def _wrap_request(original: Any) -> Any:
     @functools.wraps(original)
     def request(self: Any, *args: Any, **kwargs: Any) -> Any:
         if attempt_scope.current.get() is not None:
-            return original(self, *_without_retries(args), **kwargs)
+            try:
+                return original(self, *_without_retries(args), **kwargs)
+            except Exception as error:
+                refused = _refused_cause(error)
+                if refused is None:
+                    raise
+                raise refused from None
         observer = _observer
         if observer is None or attempt_scope.recorded.get():  # an adapter records this call
             return original(self, *args, **kwargs)
@@ -315,7 +397,13 @@ def _wrap_arequest(original: Any) -> Any:
     @functools.wraps(original)
     async def request(self: Any, *args: Any, **kwargs: Any) -> Any:
         if attempt_scope.current.get() is not None:
-            return await original(self, *_without_retries(args), **kwargs)
+            try:
+                return await original(self, *_without_retries(args), **kwargs)
+            except Exception as error:
+                refused = _refused_cause(error)
+                if refused is None:
+                    raise
+                raise refused from None
         observer = _observer
         if observer is None or attempt_scope.recorded.get():  # an adapter records this call
             return await original(self, *args, **kwargs)
@@ -335,6 +423,14 @@ def _wrap_arequest(original: Any) -> Any:
         return result
 
     return request
+
+
+def _refused_cause(error: BaseException) -> BaseException | None:
+    """The refused resend a stainless client wrapped as its connection error, if it was one."""
+    cause = error.__cause__
+    if _resends is not None and isinstance(cause, _resends.ResendRefused):
+        return cause
+    return None
 
 
 def _without_retries(args: tuple[Any, ...]) -> tuple[Any, ...]:

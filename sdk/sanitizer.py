@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from retrylens.schemas.limits import MAX_ERROR_MESSAGE_CHARS
 from retrylens.schemas.taxonomy import ErrorType
 
+from .http_status import status_type
 from .lazy_pattern import LazyPattern
 
 if TYPE_CHECKING:
@@ -184,6 +185,7 @@ def _safe_message(error_type: ErrorType, message: str, output: str) -> str:
 
 _BY_NAME: dict[str, ErrorType] = {
     "RateLimitError": ErrorType.RATE_LIMIT,
+    "OverloadedError": ErrorType.RATE_LIMIT,  # Anthropic's 529 (an InternalServerError): see http_status
     "APITimeoutError": ErrorType.TIMEOUT,
     "APIConnectionError": ErrorType.NETWORK,
     "InternalServerError": ErrorType.SERVER_ERROR,
@@ -200,15 +202,8 @@ _OVERFLOW_TEXT = LazyPattern(
 
 
 def _status_type(status: int) -> ErrorType:
-    if status == 429:
-        return ErrorType.RATE_LIMIT
-    if status in (408, 504):
-        return ErrorType.TIMEOUT
-    if status >= 500:
-        return ErrorType.SERVER_ERROR
-    if status == 413:
-        return ErrorType.CONTEXT_OVERFLOW
-    return ErrorType.VALIDATION
+    """The class of a status an exception carries (the hook's table; a success status: validation)."""
+    return status_type(status) or ErrorType.VALIDATION
 
 
 def _retry_after_ms(exc: BaseException) -> int | None:

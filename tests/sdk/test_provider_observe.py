@@ -76,7 +76,7 @@ def test_a_call_the_client_gives_up_on_is_a_failed_task_with_every_request(
         assert counts(captured) == (3, 3)
         failed = captured.of_kind(EventKind.ATTEMPT_FAILED)
         assert {(e.error_type, e.error_detail.status, e.error_detail.code) for e in failed} == {
-            (ErrorType.SERVER_ERROR, 529, "overloaded")
+            (ErrorType.RATE_LIMIT, 529, "overloaded")
         }
         assert captured.decisions()[-1] == Decision.GIVE_UP
         assert list(captured.outcomes().values()) == [TaskOutcome.FAILED]

@@ -26,7 +26,7 @@ from fake_provider import (
 )
 
 from retrylens.schemas import Decision, ErrorType, EventKind, TaskOutcome
-from retrylens.sdk import GaveUp, Governor
+from retrylens.sdk import GaveUp, Governor, RetryPolicy
 from retrylens.testing import CapturedEvents, capture_events
 
 START = datetime(2026, 12, 1, tzinfo=UTC)
@@ -78,7 +78,9 @@ def test_a_provider_that_never_recovers_gets_no_more_requests_than_the_policy_al
             )
         recorded, failed = attempts(captured)
         assert fake.count == recorded == failed
-        assert recorded <= governor.policy.budget.retries + 1  # no step completed: the base allowance
+        assert (
+            recorded <= governor.policy.budget.retries + 1
+        )  # no step completed: the base allowance
 
 
 def test_anthropic_overloaded_twice_then_an_answer_is_three_attempts_typed_overloaded() -> None:
@@ -96,9 +98,9 @@ def test_anthropic_overloaded_twice_then_an_answer_is_three_attempts_typed_overl
         assert fake.count == 3
         assert attempts(captured) == (3, 2)
         failed = captured.of_kind(EventKind.ATTEMPT_FAILED)
-        # the closed taxonomy has no "overloaded": a server error, status 529, code OverloadedError
+        # overloaded is the provider asking to back off, as a 429 does: rate_limit, status 529
         assert [(e.error_type, e.error_detail.status, e.error_detail.code) for e in failed] == [
-            (ErrorType.SERVER_ERROR, 529, "OverloadedError")
+            (ErrorType.RATE_LIMIT, 529, "OverloadedError")
         ] * 2
 
 
@@ -373,3 +375,30 @@ def test_the_fleet_budget_is_charged_once_per_request_the_provider_received() ->
             )
         throttle = governor.throttles["openai"]
         assert throttle.policy.max_tokens - throttle.tokens == fake.count  # one token per failure
+
+
+def test_rules_tell_overloaded_from_other_server_errors() -> None:
+    """A policy allowing no server-error retry still waits out an overloaded provider."""
+    policy = RetryPolicy(caps={ErrorType.SERVER_ERROR: 0, ErrorType.RATE_LIMIT: 3})
+    answer = Reply(body=anthropic_message("fine"))
+    for script, answered in (
+        ([OVERLOADED, OVERLOADED, answer], True),
+        ([Reply(503), answer], False),
+    ):
+        with FakeProvider(script) as fake, capture_events() as captured:
+            governor = Governor.with_virtual_time(
+                policy, start=START, emit=captured.emit, rng=random.Random(1)
+            )
+            client = anthropic.Anthropic(base_url=fake.url, api_key="sk-ant-test")
+
+            def ask() -> str:
+                message = client.messages.create(model="claude-test", max_tokens=10, messages=HI)
+                return str(message.content[0].text)
+
+            if answered:
+                assert governor.call(ask, goal="g", agent="a", dependency="anthropic") == "fine"
+                assert fake.count == 3
+            else:
+                with pytest.raises(GaveUp):
+                    governor.call(ask, goal="g", agent="a", dependency="anthropic")
+                assert fake.count == 1

@@ -192,3 +192,46 @@ def test_a_governed_openai_agents_model_owns_the_client_retries_under_it(
         assert tasks_and_attempts(captured) == (1, 3, 2)
     finally:
         set_tracing_disabled(False)
+
+
+def _hand_written_loop(url: str) -> str:
+    """A plain httpx client resending on 429, as many in-house model clients do."""
+    import httpx
+
+    client = httpx.Client()
+    for _ in range(5):
+        response = client.post(f"{url}/v1/chat/completions", json={"model": "m", "messages": HI})
+        if response.status_code != 429:
+            break
+    response.raise_for_status()
+    return str(response.json()["choices"][0]["message"]["content"])
+
+
+def test_a_hand_written_httpx_loop_to_a_provider_host(observed, provider, monkeypatch) -> None:
+    monkeypatch.setenv("RETRYLENS_PROVIDER_HOSTS", "127.0.0.1")  # stands for api.openai.com
+    assert _hand_written_loop(provider.url) == "ok"
+    assert provider.count == 3
+    assert tasks_and_attempts(observed) == (1, 3, 2)
+
+
+def test_a_governed_hand_written_httpx_loop_is_owned_by_the_governor(provider, governed) -> None:
+    captured, governor = governed
+    assert governor.call(lambda: _hand_written_loop(provider.url), goal="g", agent="a") == "ok"
+    assert provider.count == 3
+    assert tasks_and_attempts(captured) == (1, 3, 2)
+
+
+def test_pydantic_ai_run_governed_counts_the_client_retries_under_it(provider, governed) -> None:
+    from pydantic_ai import Agent
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    from retrylens.sdk.adapters_pydantic_ai import run_governed_sync
+
+    captured, governor = governed
+    model = OpenAIChatModel(
+        "m", provider=OpenAIProvider(base_url=f"{provider.url}/v1", api_key="sk-test")
+    )
+    assert run_governed_sync(Agent(model), "hi", governor).output == "ok"
+    assert provider.count == 3  # the client still retries: counted, not owned
+    assert tasks_and_attempts(captured) == (1, 3, 2)

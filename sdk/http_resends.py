@@ -1,0 +1,214 @@
+"""The retries a client makes on httpx itself, seen and (inside a governed attempt) refused.
+
+A stainless-generated client retries in a loop the provider hook can switch off
+(``max_retries=0``). Any other client on httpx or httpx2 retries in ways no option
+reaches: a hand-written loop that sends the same request again after a 429, a library
+doing the same, or a transport retrying its connections (``httpx.HTTPTransport(retries=2)``,
+below ``Client.send``). This module recognises both:
+
+* **a resend**: inside one governed attempt, a request to the same method, host and path
+  as one that failed earlier in that attempt (an error status, a timeout or a dropped
+  connection). The governor owns the retrying, so the resend is not sent: the earlier
+  failure is raised instead, as a :class:`ResendRefused` typed from its status and
+  headers, and the governor decides (its attempt budget, the fleet budget and breaker,
+  the backoff honouring ``Retry-After``). Each request the provider received is thus one
+  governed attempt. A failed request the code does not send again is left to the code.
+* **a connection retry**: httpcore announces each one through the request's ``trace``
+  extension (``connection.retry.started``, after ``connection.connect_tcp.failed``); the
+  hook adds a trace (chained before any the caller set) that raises the failed
+  connection's own error inside a governed attempt, and reports it as a physical attempt
+  to an observed call. Only requests whose transport retries get the trace.
+
+Loaded with the first request that failed inside a governed attempt or the first request
+through a retrying transport: an app whose requests succeed never imports it.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from . import http_attempts
+from .sanitizer import Failure
+
+#: (the governed scope, its attempt, {endpoint: the failed request}) of this context
+_failures: contextvars.ContextVar[tuple[Any, Any, dict[tuple[str, str, str], Any]] | None] = (
+    contextvars.ContextVar("retrylens_failed_requests", default=None)
+)
+
+
+class ResendRefused(Failure):
+    """A failed request's resend inside one governed attempt, not sent: the governor retries."""
+
+
+def _attempt_of(scope: Any) -> Any:
+    """The attempt in progress: a task run's last begun attempt (also of a fast first try
+    that became a run, e.g. for a step the governor retries in place), else the first try."""
+    run = getattr(scope, "run", None)
+    attempt = getattr(scope if run is None else run, "last_attempt", None)
+    return scope if attempt is None else attempt
+
+
+def endpoint(request: Any) -> tuple[str, str, str]:
+    """What makes a request "the same request again": its method, host and path."""
+    try:
+        url = request.url
+        return (str(request.method), str(url.host), str(url.path))
+    except Exception:  # noqa: BLE001 - an unreadable request is its own endpoint
+        return ("", "", str(id(request)))
+
+
+def refusal(scope: Any, request: Any) -> ResendRefused | None:
+    """The error to raise instead of sending ``request``, when it resends a failed one."""
+    log = _failures.get()
+    if log is None or log[0] is not scope or log[1] is not _attempt_of(scope):
+        return None
+    physical = log[2].get(endpoint(request))
+    if physical is None:
+        return None
+    return ResendRefused(
+        physical.error_type,
+        message=f"{physical.message or physical.code} from {physical.host}; the client's resend "
+        "inside the same governed attempt was not sent (the governor retries)",
+        retryable=physical.should_retry,
+        code=physical.code,
+        status=physical.status,
+        retry_after_ms=physical.retry_after_ms,
+    )
+
+
+def note_failure(
+    scope: Any, request: Any, response: Any, error: BaseException | None, latency_ms: int
+) -> None:
+    """Remember that ``request`` failed in the governed attempt in progress."""
+    try:
+        physical = physical_of(request, response, error, latency_ms)
+    except Exception:  # noqa: BLE001 - a request we cannot read is not refused later
+        return
+    attempt = _attempt_of(scope)
+    log = _failures.get()
+    if log is None or log[0] is not scope or log[1] is not attempt:
+        log = (scope, attempt, {})
+        _failures.set(log)
+    log[2][endpoint(request)] = physical
+
+
+def physical_of(
+    request: Any, response: Any, error: BaseException | None, latency_ms: int
+) -> http_attempts.Physical:
+    if error is not None:
+        return http_attempts.of_exception(request, error, latency_ms)
+    return http_attempts.of_response(request, response, latency_ms)
+
+
+# -- the stainless client's own retries, refused ----------------------------------------------
+def refuse_client_retry(response: Any) -> None:
+    try:
+        if response.status_code < 400:
+            return
+        headers = response.headers
+        response.extensions[http_attempts.SHOULD_RETRY_EXTENSION] = http_attempts.should_retry(
+            headers
+        )
+        headers["x-should-retry"] = "false"
+    except Exception:  # noqa: BLE001 - a response we cannot mark is left as it came
+        return
+
+
+def client_final_error(request: Any, error: BaseException) -> BaseException | None:
+    """The error a stainless client raises for ``error`` when it has no retries left."""
+    package = _calling_package()
+    if package is None:
+        return None
+    timeout = "TimeoutException" in {cls.__name__ for cls in type(error).__mro__}
+    kind = getattr(package, "APITimeoutError" if timeout else "APIConnectionError", None)
+    if kind is None:
+        return None
+    try:
+        return kind(request=request)  # type: ignore[no-any-return]
+    except Exception:  # noqa: BLE001 - an unexpected signature: leave the client its own way
+        return None
+
+
+def _calling_package() -> Any:
+    """The stainless client package (``openai``, ``anthropic``…) whose retry loop called send."""
+    frame = sys._getframe(3)
+    while frame is not None:
+        name = frame.f_globals.get("__name__", "")
+        if name.endswith("._base_client"):
+            return sys.modules.get(name.rpartition(".")[0].partition(".")[0] or name)
+        frame = frame.f_back  # type: ignore[assignment]
+    return None
+
+
+# -- connection retries below Client.send ------------------------------------------------------
+def retries_connections(client: Any, request: Any) -> bool:
+    """Whether the transport ``client`` sends ``request`` through retries failed connections."""
+    try:
+        transport = client._transport_for_url(request.url)
+        return bool(getattr(getattr(transport, "_pool", None), "_retries", 0))
+    except Exception:  # noqa: BLE001 - a transport we do not know: nothing to trace
+        return False
+
+
+class _ConnectionTrace:
+    """httpcore's ``trace`` extension: calls ``on_retry(error)`` before each connection retry."""
+
+    __slots__ = ("inner", "on_retry", "failed", "started")
+
+    def __init__(self, inner: Any, on_retry: Callable[[BaseException, int], None]) -> None:
+        self.inner = inner
+        self.on_retry = on_retry
+        self.failed: BaseException | None = None
+        self.started = time.perf_counter()
+
+    def __call__(self, name: str, info: dict[str, Any]) -> None:
+        if self.inner is not None:
+            self.inner(name, info)
+        self.see(name, info)
+
+    def see(self, name: str, info: dict[str, Any]) -> None:
+        if not name.startswith("connection."):
+            return
+        if name == "connection.retry.started":
+            failed, self.failed = self.failed, None
+            if failed is not None:
+                latency_ms = int((time.perf_counter() - self.started) * 1000)
+                self.on_retry(failed, latency_ms)
+        elif name == "connection.retry.complete":
+            self.started = time.perf_counter()  # the next connection's try begins
+        elif name.endswith(".failed"):
+            self.failed = info.get("exception")
+
+
+class _AsyncConnectionTrace(_ConnectionTrace):
+    __slots__ = ()
+
+    async def __call__(self, name: str, info: dict[str, Any]) -> None:  # type: ignore[override]
+        if self.inner is not None:
+            await self.inner(name, info)
+        self.see(name, info)
+
+
+def trace_connections(
+    request: Any, on_retry: Callable[[BaseException, int], None], is_async: bool
+) -> Any:
+    """Add the connection-retry trace to ``request``; returns what :func:`untrace` restores."""
+    extensions = request.extensions
+    inner = extensions.get("trace")
+    kind = _AsyncConnectionTrace if is_async else _ConnectionTrace
+    extensions["trace"] = kind(inner, on_retry)
+    return inner
+
+
+def untrace(request: Any, inner: Any) -> None:
+    try:
+        if inner is None:
+            request.extensions.pop("trace", None)
+        else:
+            request.extensions["trace"] = inner
+    except Exception:  # noqa: BLE001
+        return
