@@ -9,9 +9,16 @@ into memory, events flushed) and ``tenacity`` (``Retrying``), each on a clean fi
 and on one failure then success (zero wait). Ratios are governed / tenacity; the targets
 are the timing bench's (first try ≤ 1.0, retried call ≤ 2.0 per attempt).
 
+``--provider`` counts instead a real openai client's call answered at once by an in-process
+``httpx2.MockTransport`` (no network): ``plain`` (no hook), ``observed`` (``observe()``),
+``governed`` and ``governed_unhooked`` (``governor.call(lambda: client...)`` with the
+provider hook and without). Targets (issue 21): what ``observe()`` adds to the call, and
+what the hook adds to a governed call, each at most what ``governor.call`` adds to it
+without the hook (the first try's overhead on this very call).
+
 Run another checkout's code with that checkout's interpreter:
 ``/other/.venv/bin/python bench/instructions.py --json``. Needs valgrind on PATH.
-Usage: ``python bench/instructions.py [--json] [--calls N]``.
+Usage: ``python bench/instructions.py [--json] [--calls N] [--provider]``.
 """
 
 from __future__ import annotations
@@ -68,6 +75,45 @@ for _ in range(calls):
 settle()
 """
 
+_PROVIDER_CHILD = r"""
+import json, sys
+side, calls = sys.argv[1], int(sys.argv[3])
+import httpx2, openai
+from retrylens.sdk import Governor, observe, provider_hook
+from retrylens.sdk.transport.emitter import Emitter
+from retrylens.testing import MemorySink
+body = json.dumps({
+    "id": "c", "object": "chat.completion", "created": 1, "model": "m",
+    "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"},
+                 "finish_reason": "stop"}],
+    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+}).encode()
+transport = httpx2.MockTransport(lambda request: httpx2.Response(
+    200, content=body, headers={"content-type": "application/json"}))
+client = openai.OpenAI(base_url="http://provider.test/v1", api_key="sk-bench",
+                       http_client=httpx2.Client(transport=transport))
+hi = [{"role": "user", "content": "hi"}]
+def ask():
+    return client.chat.completions.create(model="m", messages=hi)
+emitter = Emitter(sink=MemorySink(), spool=None, queue_size=1_000_000)
+governor = Governor(emit=emitter.emit)
+if side in ("plain", "governed_unhooked"):
+    provider_hook.uninstall()
+if side == "observed":
+    observe(emit=emitter.emit)
+if side.startswith("governed"):
+    def once():
+        governor.call(ask, goal="bench", agent="a", dependency="openai")
+else:
+    once = ask
+for _ in range(30):
+    once()
+emitter.flush(timeout_s=600)
+for _ in range(calls):
+    once()
+emitter.flush(timeout_s=600)
+"""
+
 _REFS = re.compile(r"I\s+refs:\s+([\d,]+)")
 
 
@@ -75,7 +121,7 @@ def count(side: str, path: str, calls: int, python: str) -> int:
     """Instructions of one child run (start-up included)."""
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "child.py"
-        script.write_text(_CHILD)
+        script.write_text(_PROVIDER_CHILD if path == "provider" else _CHILD)
         done = subprocess.run(
             [
                 "valgrind",
@@ -117,14 +163,34 @@ def measure(calls: int, python: str) -> dict[str, float | int]:
     return results
 
 
+def measure_provider(calls: int, python: str) -> dict[str, float | int]:
+    sides = ("plain", "observed", "governed", "governed_unhooked")
+    got = {side: per_call(side, "provider", calls, python) for side in sides}
+    first_try = got["governed_unhooked"] - got["plain"]
+    observed_added = got["observed"] - got["plain"]
+    hook_added = got["governed"] - got["governed_unhooked"]
+    return {
+        **{f"{side}_instructions": round(n) for side, n in got.items()},
+        "first_try_added_instructions": round(first_try),
+        "observed_added_instructions": round(observed_added),
+        "governed_hook_added_instructions": round(hook_added),
+        "observed_target_met": int(observed_added <= first_try),
+        "governed_target_met": int(hook_added <= first_try),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--calls", type=int, default=200, help="calls in the short loop")
+    parser.add_argument(
+        "--provider", action="store_true", help="a real openai call: plain, observed, governed"
+    )
     args = parser.parse_args()
     if shutil.which("valgrind") is None:
         sys.exit("valgrind is not on PATH")
-    results = measure(args.calls, sys.executable)
+    measuring = measure_provider if args.provider else measure
+    results = measuring(args.calls, sys.executable)
     if args.json:
         print(json.dumps(results))
         return
