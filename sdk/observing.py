@@ -35,6 +35,19 @@ if TYPE_CHECKING:
     from .run import TaskRun
     from .state import Attempt
 
+#: :class:`~.first_try.FirstTry`, loaded with the first recorded request and kept (an
+#: ``import`` statement per request runs the import machinery on every observed call).
+_FIRST_TRY: Any = None
+
+
+def _load_first_try() -> Any:
+    global _FIRST_TRY
+    from .first_try import FirstTry
+
+    _FIRST_TRY = FirstTry
+    return FirstTry
+
+
 _lock = _thread.allocate_lock()  # not threading: an app that never observes pays nothing for it
 _active: Observer | None = None
 
@@ -202,8 +215,6 @@ class Observer:
 
     # -- recording ------------------------------------------------------------------------
     def _record(self, op: _Operation, request: Physical) -> None:
-        from .first_try import FirstTry
-
         now = time.monotonic()
         if self._tracing():
             from .observe_spans import attempt_span
@@ -213,7 +224,9 @@ class Observer:
         if op.first is None:  # the call's first request
             g = self.governor
             goal = f"{op.client} call to {request.host}"
-            op.first = FirstTry(g, goal, self.agent, "execution", op.client, None)
+            op.first = (_FIRST_TRY or _load_first_try())(
+                g, goal, self.agent, "execution", op.client, None
+            )
             op.first.started = g.clock() - request.latency_ms / 1000
             op.last_end = now
             if not request.failed:

@@ -326,6 +326,19 @@ def _after(
 
 
 # -- one operation per client call (observation without a governor) -------------------------
+#: :mod:`.http_attempts`, loaded with the first reported request and kept: an ``import``
+#: statement per request would run the import machinery on every observed call.
+_ATTEMPTS: Any = None
+
+
+def _load_attempts() -> Any:
+    global _ATTEMPTS
+    from . import http_attempts
+
+    _ATTEMPTS = http_attempts
+    return http_attempts
+
+
 def _op_var() -> Any:
     return attempt_scope.operation
 
@@ -349,12 +362,11 @@ def _report(
             if operation is None or observer is None:
                 return  # only requests of a provider call
             report = functools.partial(observer.physical, operation)
-        from . import http_attempts
-
+        attempts = _ATTEMPTS or _load_attempts()
         physical = (
-            http_attempts.of_exception(request, error, latency_ms)
+            attempts.of_exception(request, error, latency_ms)
             if error is not None
-            else http_attempts.of_response(request, response, latency_ms)
+            else attempts.of_response(request, response, latency_ms)
         )
         report(physical)
     except Exception:  # noqa: BLE001 - observing never changes the call
