@@ -45,6 +45,8 @@ from retrylens.sdk.preflight import Recommendation
 from retrylens.store import EventStore
 from retrylens.store.sql import query_rows
 
+from .advice_effects import advice_effects
+from .advice_effects import retired as retired_kinds
 from .failure_classes import persistence_of
 from .filters import Slice
 from .fingerprints import FingerprintStats
@@ -171,7 +173,8 @@ _CLASSES = (
 
 
 def build_advice_book(store: EventStore, where: Slice = Slice()) -> dict[str, Any]:
-    """Per ``project/agent``: the evidence :func:`advise` reads (JSON-able, saved with the model)."""
+    """Per ``project/agent``: the evidence :func:`advise` reads (JSON-able, saved with the model),
+    and each advice kind's measured effect on stored pre-checks with the kinds retired for it."""
     clause, params = where.where()
     evidence: dict[str, dict[str, Any]] = {}
     for row in query_rows(store.client, store.sql(_RETRIES.replace("{where}", clause)),
@@ -187,7 +190,9 @@ def build_advice_book(store: EventStore, where: Slice = Slice()) -> dict[str, An
     for row in query_rows(store.client, store.sql(_CLASSES.replace("{where}", clause)), params):
         e = evidence.setdefault(f"{row['project']}/{row['agent']}", AgentEvidence().as_dict())
         e.setdefault("classes", {})[str(row["cls"])] = [int(row["retried"]), int(row["recovered"])]
-    return {"version": 1, "agents": evidence}
+    # what each kind did where it was given vs withheld (stored pre-checks): kinds that do not help retire
+    effects = advice_effects(store, project=where.project, start=where.start, end=where.end)
+    return {"version": 1, "agents": evidence, "effects": effects, "retired": retired_kinds(effects)}
 
 
 def _sum(items: list[AgentEvidence]) -> AgentEvidence:
@@ -217,12 +222,14 @@ def evidence_for(book: dict[str, Any] | None, project: str, agent: str) -> tuple
 @dataclass(frozen=True)
 class Advice:
     recommendation: Recommendation
-    #: one entry per advice kind given: {"advice", "action", "evidence"} in words
+    #: one entry per advice kind the history supports: {"advice", "action", "evidence", "status"}
+    #: in words; ``status`` is ``given``, ``withheld`` or ``retired`` (see :func:`advise`)
     evidence: list[dict[str, str]]
 
     @property
     def kinds(self) -> list[str]:
-        return [e["advice"] for e in self.evidence]
+        """The kinds given (withheld and retired ones are not)."""
+        return [e["advice"] for e in self.evidence if e.get("status", "given") == "given"]
 
 
 def hopeless(stats: FingerprintStats) -> bool:
@@ -232,36 +239,60 @@ def hopeless(stats: FingerprintStats) -> bool:
             and persistence_of(stats.recent_error_types) == "permanent")
 
 
-def advise(risk: float, stats: FingerprintStats, *, project: str, agent: str, book: dict[str, Any] | None,
-           human_review_threshold: float) -> Advice:
-    """The advice for one pre-checked task, each kind only where the evidence says it pays."""
-    given: list[dict[str, str]] = []
-    rec = Recommendation()
+def _candidates(risk: float, stats: FingerprintStats, project: str, agent: str, book: dict[str, Any] | None,
+                human_review_threshold: float) -> list[tuple[dict[str, Any], dict[str, str]]]:
+    """Each kind the history supports for this input: ``(recommendation fields, entry in words)``."""
     failed_once = (risk >= human_review_threshold and stats.tasks >= 1 and stats.tasks_failed >= stats.tasks
                    and persistence_of(stats.recent_error_types) == "permanent")
     if hopeless(stats) or failed_once:
-        rec = rec.model_copy(update={"human_review": True, "max_attempts": 1})
-        given.append({"advice": "human_review", "action": "hand to a person before the first attempt",
-                      "evidence": f"risk {risk:.0%}; this input failed in all {stats.tasks} earlier task(s) "
-                                  f"({', '.join(stats.recent_error_types[:3]) or 'unclassified'}, not transient)"})
-        return Advice(rec, given)
+        return [({"human_review": True, "max_attempts": 1},
+                 {"advice": "human_review", "action": "hand to a person before the first attempt",
+                  "evidence": f"risk {risk:.0%}; this input failed in all {stats.tasks} earlier task(s) "
+                              f"({', '.join(stats.recent_error_types[:3]) or 'unclassified'}, not transient)"})]
+    out: list[tuple[dict[str, Any], dict[str, str]]] = []
     own = AgentEvidence.from_dict(((book or {}).get("agents") or {}).get(f"{project}/{agent}") or {})
     class_caps = own.class_caps()
     if class_caps:
-        rec = rec.model_copy(update={"caps": {cls: 0 for cls, _ in class_caps}})
-        given.append({"advice": "no_retry_of", "action": "no retry of " + ", ".join(c for c, _ in class_caps)
-                      + " failures", "evidence": f"{agent}'s history: " + "; ".join(w for _, w in class_caps)})
+        out.append(({"caps": {cls: 0 for cls, _ in class_caps}},
+                    {"advice": "no_retry_of", "action": "no retry of " + ", ".join(c for c, _ in class_caps)
+                     + " failures", "evidence": f"{agent}'s history: " + "; ".join(w for _, w in class_caps)}))
     evidence, level = evidence_for(book, project, agent)
     if risk >= max(DEGRADE_AT, 0.0):
         helps, words = evidence.degrade_helps()
         if helps:
-            rec = rec.model_copy(update={"degrade_first": True})
-            given.append({"advice": "degrade_first", "action": "simplified mode from the first attempt",
-                          "evidence": f"risk {risk:.0%}; {level}: {words}"})
+            out.append(({"degrade_first": True},
+                        {"advice": "degrade_first", "action": "simplified mode from the first attempt",
+                         "evidence": f"risk {risk:.0%}; {level}: {words}"}))
     if risk >= CAP_AT:
         cap, words = evidence.cap()
         if cap is not None:
-            rec = rec.model_copy(update={"max_attempts": cap})
-            given.append({"advice": "lower_max_attempts", "action": f"at most {cap} attempt(s)",
-                          "evidence": f"risk {risk:.0%}; {level}: {words}"})
-    return Advice(rec, given)
+            out.append(({"max_attempts": cap},
+                        {"advice": "lower_max_attempts", "action": f"at most {cap} attempt(s)",
+                         "evidence": f"risk {risk:.0%}; {level}: {words}"}))
+    return out
+
+
+def advise(risk: float, stats: FingerprintStats, *, project: str, agent: str, book: dict[str, Any] | None,
+           human_review_threshold: float, holdout: bool = False) -> Advice:
+    """The advice for one pre-checked task, each kind only where the evidence says it pays.
+
+    Every entry carries a ``status``: ``given``; ``retired`` (the book's measured effect of
+    that kind on earlier pre-checks says it does not help: :mod:`.advice_effects`, with the
+    figures as its evidence); or ``withheld`` (``holdout``: this task is one of the few the
+    advice is withheld from, so that its effect can be measured at all).
+    """
+    retired = (book or {}).get("retired") or {}
+    rec: dict[str, Any] = {}
+    entries: list[dict[str, str]] = []
+    for fields, entry in _candidates(risk, stats, project, agent, book, human_review_threshold):
+        kind = entry["advice"]
+        if kind in retired:
+            entries.append({**entry, "status": "retired",
+                            "evidence": f"retired: measured on earlier pre-checks, {retired[kind]}"})
+        elif holdout:
+            entries.append({**entry, "status": "withheld",
+                            "evidence": f"withheld from this task to measure its effect; {entry['evidence']}"})
+        else:
+            rec.update(fields)
+            entries.append({**entry, "status": "given"})
+    return Advice(Recommendation(**rec), entries)
