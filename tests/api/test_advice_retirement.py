@@ -111,3 +111,19 @@ def test_held_out_advice_is_named_but_not_given_nor_stored_as_given() -> None:
     row = stored_row(PrecheckRequest(project="acme", agent="planner", task_input="x", task_id="t1"), answer,
                      {"fingerprint": "f" * 32})
     assert row.advice == () and row.explanation["advice"][0]["status"] == "withheld"
+
+
+def test_the_cli_reads_each_kinds_effect_and_says_which_is_retired(seeded, settings, monkeypatch) -> None:
+    from typer.testing import CliRunner
+
+    from retrylens.cli.main import app as cli
+
+    _record(seeded, {"given": [False] * 10 + [True] * 2, "withheld": [True] * 12})
+    monkeypatch.setenv("RETRYLENS_DATA_DIR", str(settings.data_dir))
+    monkeypatch.setenv("RETRYLENS_CLICKHOUSE_DSN", settings.clickhouse_dsn)
+    monkeypatch.setenv("RETRYLENS_CLICKHOUSE_DATABASE", settings.clickhouse_database)
+    shown = CliRunner().invoke(cli, ["advice-effects", "--project", "acme"])
+    assert shown.exit_code == 0, shown.output
+    assert shown.output.startswith("degrade_first") and "RETIRED" in shown.output and "lowers success" in shown.output
+    data = CliRunner().invoke(cli, ["advice-effects", "--project", "acme", "--json"])
+    assert list(__import__("json").loads(data.output)["retired"]) == ["degrade_first"]
