@@ -56,12 +56,16 @@ def verdict(effect: dict[str, Any]) -> tuple[str, str]:
     """``(helps | hurts | unclear | too few, words)`` for one kind's measured effect."""
     n_given, n_withheld = effect["given"], effect["withheld"]
     if n_given < MIN_ARM or n_withheld < MIN_ARM:
-        return "too few", (f"{n_given} judged task(s) given it, {n_withheld} withheld; {MIN_ARM} of each needed "
-                           "to judge it")
+        return "too few", (
+            f"{n_given} judged task(s) given it, {n_withheld} withheld; {MIN_ARM} of each needed "
+            "to judge it"
+        )
     s, c, h = effect["success"], effect["cost_usd"], effect["handoff"]
-    words = (f"given to {n_given} tasks vs withheld from {n_withheld}: success {s['value']:+.1%} "
-             f"[{s['lo']:+.1%}, {s['hi']:+.1%}], cost per task {c['value']:+.5f} USD [{c['lo']:+.5f}, {c['hi']:+.5f}], "
-             f"hand-offs {h['value']:+.1%} [{h['lo']:+.1%}, {h['hi']:+.1%}] (95 % CIs)")
+    words = (
+        f"given to {n_given} tasks vs withheld from {n_withheld}: success {s['value']:+.1%} "
+        f"[{s['lo']:+.1%}, {s['hi']:+.1%}], cost per task {c['value']:+.5f} USD [{c['lo']:+.5f}, {c['hi']:+.5f}], "
+        f"hand-offs {h['value']:+.1%} [{h['lo']:+.1%}, {h['hi']:+.1%}] (95 % CIs)"
+    )
     if s["hi"] < 0:
         return "hurts", f"it lowers success: {words}"
     if s["lo"] <= 0 and (c["lo"] > 0 or h["lo"] > 0):
@@ -78,8 +82,11 @@ def measure(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     for r in rows:
         if r.get("failed") is None:  # no outcome yet: not judged
             continue
-        figures = {"success": float(r["outcome"] == "succeeded"), "cost_usd": float(r.get("cost_usd") or 0.0),
-                   "handoff": float(r["outcome"] == "handed_off")}
+        figures = {
+            "success": float(r["outcome"] == "succeeded"),
+            "cost_usd": float(r.get("cost_usd") or 0.0),
+            "handoff": float(r["outcome"] == "handed_off"),
+        }
         for kind, status in statuses(r.get("explanation")).items():
             if status in ("given", "withheld"):
                 arm = arms.setdefault(kind, {}).setdefault(status, {m: [] for m in METRICS})
@@ -89,8 +96,11 @@ def measure(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     for kind in sorted(arms):
         given = arms[kind].get("given") or {m: [] for m in METRICS}
         withheld = arms[kind].get("withheld") or {m: [] for m in METRICS}
-        effect: dict[str, Any] = {"advice": kind, "given": len(given["success"]),
-                                  "withheld": len(withheld["success"])}
+        effect: dict[str, Any] = {
+            "advice": kind,
+            "given": len(given["success"]),
+            "withheld": len(withheld["success"]),
+        }
         for m in METRICS:
             effect[m] = _diff(given[m], withheld[m])
         effect["verdict"], effect["words"] = verdict(effect)
@@ -98,8 +108,13 @@ def measure(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def advice_effects(store: EventStore, *, project: str | None = None, start: datetime | None = None,
-                   end: datetime | None = None) -> list[dict[str, Any]]:
+def advice_effects(
+    store: EventStore,
+    *,
+    project: str | None = None,
+    start: datetime | None = None,
+    end: datetime | None = None,
+) -> list[dict[str, Any]]:
     """:func:`measure` over the stored pre-checks of ``project`` (every project when ``None``)."""
     return measure(joined_prechecks(store, project=project, start=start, end=end))
 
