@@ -15,6 +15,12 @@ stored history shows it pays for such inputs, and every answer carries the evide
   simplified retry after an output failure (schema mismatch, validation, planning)
   succeeded clearly more often than any other retry (the 95 % lower bound of the
   difference above zero, at least :data:`MIN_RETRIES` of each).
+- ``no_retry_of`` (a tighter cap for one failure class) — in this agent's own history at
+  least :data:`MIN_CLASS_TASKS` tasks were retried after a failure of that (non-transient)
+  class and (almost) none of them succeeded later (95 % upper bound of the rate below
+  :data:`CLASS_UNRECOVERABLE`): the retry only spends. The cap bites only on that class,
+  so it needs no risk threshold, and a task a retry could save is one of the (almost)
+  none. Another agent's record is no evidence here: what recovers depends on the work.
 - ``lower_max_attempts`` (tighter cap) — the input is risky (risk ≥ :data:`CAP_AT`) and
   in this agent's history tasks that had already failed ``cap`` times almost never
   succeeded later (upper 95 % bound of that rate below :data:`UNRECOVERABLE`): further
@@ -39,6 +45,8 @@ from retrylens.sdk.preflight import Recommendation
 from retrylens.store import EventStore
 from retrylens.store.sql import query_rows
 
+from .advice_effects import advice_effects
+from .advice_effects import retired as retired_kinds
 from .failure_classes import persistence_of
 from .filters import Slice
 from .fingerprints import FingerprintStats
@@ -48,9 +56,16 @@ MIN_RETRIES = 10
 DEGRADE_AT = 0.2
 CAP_AT = 0.3
 UNRECOVERABLE = 0.1
+#: ``no_retry_of``: at least this many tasks retried after the class, and the 95 % upper bound of
+#: their later success below a third (0 of 8 gives 32 %): at most one such retry in three could pay.
+MIN_CLASS_TASKS = 8
+CLASS_UNRECOVERABLE = 1 / 3
+#: Failure classes a retry cap advice may lower: transient ones recover by waiting, and a
+#: context overflow is answered by a smaller scope, not by a retry of the same attempt.
+CAPPABLE = ("logic", "tool_error", "validation", "schema_mismatch", "unknown")
 Z95 = 1.96
 OUTPUT_FAILURES = ("schema_mismatch", "validation")
-KINDS = ("human_review", "degrade_first", "lower_max_attempts")
+KINDS = ("human_review", "degrade_first", "no_retry_of", "lower_max_attempts")
 
 
 @dataclass(frozen=True)
@@ -63,6 +78,8 @@ class AgentEvidence:
     other_n: int = 0
     #: attempts already failed → (tasks that reached that many failures, of which later succeeded)
     recovery: dict[int, tuple[int, int]] = field(default_factory=dict)
+    #: failure class → (tasks retried after a failure of that class, of which later succeeded)
+    classes: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     def degrade_helps(self) -> tuple[bool, str]:
         if self.relaxed_n < MIN_RETRIES or self.other_n < MIN_RETRIES:
@@ -88,15 +105,30 @@ class AgentEvidence:
                                 f"later ({rate:.0%}, 95 % upper bound {hi:.0%})")
         return None, "retries of this agent's failed tasks recover often enough to keep its cap"
 
+    def class_caps(self) -> list[tuple[str, str]]:
+        """The failure classes retries of this agent's tasks (almost) never recovered from, with why."""
+        out = []
+        for cls in CAPPABLE:
+            retried, recovered = self.classes.get(cls, (0, 0))
+            if retried < MIN_CLASS_TASKS:
+                continue
+            hi = _wilson_hi(recovered, retried)
+            if hi < CLASS_UNRECOVERABLE:
+                out.append((cls, f"of {retried} earlier tasks retried after a {cls} failure, {recovered} succeeded "
+                                 f"later ({recovered / retried:.0%}, 95 % upper bound {hi:.0%})"))
+        return out
+
     def as_dict(self) -> dict[str, Any]:
         return {"relaxed_ok": self.relaxed_ok, "relaxed_n": self.relaxed_n, "other_ok": self.other_ok,
-                "other_n": self.other_n, "recovery": {str(k): list(v) for k, v in self.recovery.items()}}
+                "other_n": self.other_n, "recovery": {str(k): list(v) for k, v in self.recovery.items()},
+                "classes": {k: list(v) for k, v in self.classes.items()}}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> AgentEvidence:
         return cls(int(data.get("relaxed_ok", 0)), int(data.get("relaxed_n", 0)), int(data.get("other_ok", 0)),
                    int(data.get("other_n", 0)),
-                   {int(k): (int(v[0]), int(v[1])) for k, v in (data.get("recovery") or {}).items()})
+                   {int(k): (int(v[0]), int(v[1])) for k, v in (data.get("recovery") or {}).items()},
+                   {str(k): (int(v[0]), int(v[1])) for k, v in (data.get("classes") or {}).items()})
 
 
 def _wilson_hi(k: int, n: int) -> float:
@@ -128,9 +160,21 @@ _RECOVERY = (
     " GROUP BY project, agent, failed"
 )
 
+_CLASSES = (
+    "SELECT f.project AS project, f.agent AS agent, f.cls AS cls, count() AS retried, countIf(t.ok) AS recovered"
+    " FROM (SELECT project, any(agent_name) AS agent, task_id, toString(error_type) AS cls, min(attempt) AS first"
+    "   FROM [[db]].events FINAL WHERE kind = 'attempt_failed' AND {where} GROUP BY project, task_id, cls) AS f"
+    " INNER JOIN (SELECT project, task_id, max(attempt) AS last,"
+    "   argMaxIf(toString(outcome), ts, outcome != '') = 'succeeded' AS ok"
+    "   FROM [[db]].events FINAL WHERE {where} GROUP BY project, task_id) AS t"
+    " ON f.project = t.project AND f.task_id = t.task_id"
+    " WHERE t.last > f.first GROUP BY project, agent, cls"
+)
+
 
 def build_advice_book(store: EventStore, where: Slice = Slice()) -> dict[str, Any]:
-    """Per ``project/agent``: the evidence :func:`advise` reads (JSON-able, saved with the model)."""
+    """Per ``project/agent``: the evidence :func:`advise` reads (JSON-able, saved with the model),
+    and each advice kind's measured effect on stored pre-checks with the kinds retired for it."""
     clause, params = where.where()
     evidence: dict[str, dict[str, Any]] = {}
     for row in query_rows(store.client, store.sql(_RETRIES.replace("{where}", clause)),
@@ -143,7 +187,12 @@ def build_advice_book(store: EventStore, where: Slice = Slice()) -> dict[str, An
         # "failed k times and later succeeded" needs a task that failed more than k times or succeeded after k
         e = evidence.setdefault(f"{row['project']}/{row['agent']}", AgentEvidence().as_dict())
         e["recovery"][str(int(row["failed"]))] = [int(row["reached"]), int(row["recovered"])]
-    return {"version": 1, "agents": evidence}
+    for row in query_rows(store.client, store.sql(_CLASSES.replace("{where}", clause)), params):
+        e = evidence.setdefault(f"{row['project']}/{row['agent']}", AgentEvidence().as_dict())
+        e.setdefault("classes", {})[str(row["cls"])] = [int(row["retried"]), int(row["recovered"])]
+    # what each kind did where it was given vs withheld (stored pre-checks): kinds that do not help retire
+    effects = advice_effects(store, project=where.project, start=where.start, end=where.end)
+    return {"version": 1, "agents": evidence, "effects": effects, "retired": retired_kinds(effects)}
 
 
 def _sum(items: list[AgentEvidence]) -> AgentEvidence:
@@ -173,12 +222,14 @@ def evidence_for(book: dict[str, Any] | None, project: str, agent: str) -> tuple
 @dataclass(frozen=True)
 class Advice:
     recommendation: Recommendation
-    #: one entry per advice kind given: {"advice", "action", "evidence"} in words
+    #: one entry per advice kind the history supports: {"advice", "action", "evidence", "status"}
+    #: in words; ``status`` is ``given``, ``withheld`` or ``retired`` (see :func:`advise`)
     evidence: list[dict[str, str]]
 
     @property
     def kinds(self) -> list[str]:
-        return [e["advice"] for e in self.evidence]
+        """The kinds given (withheld and retired ones are not)."""
+        return [e["advice"] for e in self.evidence if e.get("status", "given") == "given"]
 
 
 def hopeless(stats: FingerprintStats) -> bool:
@@ -188,30 +239,60 @@ def hopeless(stats: FingerprintStats) -> bool:
             and persistence_of(stats.recent_error_types) == "permanent")
 
 
-def advise(risk: float, stats: FingerprintStats, *, project: str, agent: str, book: dict[str, Any] | None,
-           human_review_threshold: float) -> Advice:
-    """The advice for one pre-checked task, each kind only where the evidence says it pays."""
-    given: list[dict[str, str]] = []
-    rec = Recommendation()
+def _candidates(risk: float, stats: FingerprintStats, project: str, agent: str, book: dict[str, Any] | None,
+                human_review_threshold: float) -> list[tuple[dict[str, Any], dict[str, str]]]:
+    """Each kind the history supports for this input: ``(recommendation fields, entry in words)``."""
     failed_once = (risk >= human_review_threshold and stats.tasks >= 1 and stats.tasks_failed >= stats.tasks
                    and persistence_of(stats.recent_error_types) == "permanent")
     if hopeless(stats) or failed_once:
-        rec = rec.model_copy(update={"human_review": True, "max_attempts": 1})
-        given.append({"advice": "human_review", "action": "hand to a person before the first attempt",
-                      "evidence": f"risk {risk:.0%}; this input failed in all {stats.tasks} earlier task(s) "
-                                  f"({', '.join(stats.recent_error_types[:3]) or 'unclassified'}, not transient)"})
-        return Advice(rec, given)
+        return [({"human_review": True, "max_attempts": 1},
+                 {"advice": "human_review", "action": "hand to a person before the first attempt",
+                  "evidence": f"risk {risk:.0%}; this input failed in all {stats.tasks} earlier task(s) "
+                              f"({', '.join(stats.recent_error_types[:3]) or 'unclassified'}, not transient)"})]
+    out: list[tuple[dict[str, Any], dict[str, str]]] = []
+    own = AgentEvidence.from_dict(((book or {}).get("agents") or {}).get(f"{project}/{agent}") or {})
+    class_caps = own.class_caps()
+    if class_caps:
+        out.append(({"caps": {cls: 0 for cls, _ in class_caps}},
+                    {"advice": "no_retry_of", "action": "no retry of " + ", ".join(c for c, _ in class_caps)
+                     + " failures", "evidence": f"{agent}'s history: " + "; ".join(w for _, w in class_caps)}))
     evidence, level = evidence_for(book, project, agent)
     if risk >= max(DEGRADE_AT, 0.0):
         helps, words = evidence.degrade_helps()
         if helps:
-            rec = rec.model_copy(update={"degrade_first": True})
-            given.append({"advice": "degrade_first", "action": "simplified mode from the first attempt",
-                          "evidence": f"risk {risk:.0%}; {level}: {words}"})
+            out.append(({"degrade_first": True},
+                        {"advice": "degrade_first", "action": "simplified mode from the first attempt",
+                         "evidence": f"risk {risk:.0%}; {level}: {words}"}))
     if risk >= CAP_AT:
         cap, words = evidence.cap()
         if cap is not None:
-            rec = rec.model_copy(update={"max_attempts": cap})
-            given.append({"advice": "lower_max_attempts", "action": f"at most {cap} attempt(s)",
-                          "evidence": f"risk {risk:.0%}; {level}: {words}"})
-    return Advice(rec, given)
+            out.append(({"max_attempts": cap},
+                        {"advice": "lower_max_attempts", "action": f"at most {cap} attempt(s)",
+                         "evidence": f"risk {risk:.0%}; {level}: {words}"}))
+    return out
+
+
+def advise(risk: float, stats: FingerprintStats, *, project: str, agent: str, book: dict[str, Any] | None,
+           human_review_threshold: float, holdout: bool = False) -> Advice:
+    """The advice for one pre-checked task, each kind only where the evidence says it pays.
+
+    Every entry carries a ``status``: ``given``; ``retired`` (the book's measured effect of
+    that kind on earlier pre-checks says it does not help: :mod:`.advice_effects`, with the
+    figures as its evidence); or ``withheld`` (``holdout``: this task is one of the few the
+    advice is withheld from, so that its effect can be measured at all).
+    """
+    retired = (book or {}).get("retired") or {}
+    rec: dict[str, Any] = {}
+    entries: list[dict[str, str]] = []
+    for fields, entry in _candidates(risk, stats, project, agent, book, human_review_threshold):
+        kind = entry["advice"]
+        if kind in retired:
+            entries.append({**entry, "status": "retired",
+                            "evidence": f"retired: measured on earlier pre-checks, {retired[kind]}"})
+        elif holdout:
+            entries.append({**entry, "status": "withheld",
+                            "evidence": f"withheld from this task to measure its effect; {entry['evidence']}"})
+        else:
+            rec.update(fields)
+            entries.append({**entry, "status": "given"})
+    return Advice(Recommendation(**rec), entries)

@@ -201,3 +201,12 @@ def alerts_evaluate(store: EventStore, _settings: Settings, *, webhook: str = ""
 
     sent = alerts.evaluate_alerts(store, webhook_url=webhook)
     return [n.payload() for n in sent]
+
+
+@operation("advice.effects")
+def advice_effects(store: EventStore, _settings: Settings, *, project: str | None = None) -> Any:
+    """Each advice kind's measured effect (given vs withheld) and the kinds that retire for it."""
+    from . import advice_effects as effects
+
+    measured = effects.advice_effects(store, project=project)
+    return {"effects": measured, "retired": effects.retired(measured)}

@@ -17,6 +17,7 @@ for a minute, and the model is evaluated as plain arithmetic (:mod:`.fast_model`
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import time
@@ -203,7 +204,8 @@ class RiskScorer:
         known_bad = hopeless(stats)
         advice = advise(risk, stats, project=request.project, agent=request.agent,
                         book=loaded.meta.get("advice_book") if loaded is not None else None,
-                        human_review_threshold=self.settings.human_review_threshold)
+                        human_review_threshold=self.settings.human_review_threshold,
+                        holdout=held_out(request.task_id, self.settings.advice_holdout_share))
         response = PrecheckResponse(
             risk=risk, model_version=version, precheck_id=uuid.uuid4().hex, top_features=[name for name, _ in contributions],
             known_bad_fingerprint=known_bad, recommended=advice.recommendation, advice=advice.evidence,
@@ -241,8 +243,20 @@ async def precheck(body: PrecheckRequest, request: Request, who: Principal = Dep
 
 def advice_kinds(response: PrecheckResponse) -> list[str]:
     """The advice of an answer as kind names (what the model page and the effect tables group by):
-    the kinds the advice book gave, each once (human review's cap of one attempt is part of it)."""
-    return list(dict.fromkeys(a["advice"] for a in response.advice if a.get("advice")))
+    the kinds the advice book gave, each once (human review's cap of one attempt is part of it);
+    kinds withheld from this task or retired are not given."""
+    return list(dict.fromkeys(a["advice"] for a in response.advice
+                              if a.get("advice") and a.get("status", "given") == "given"))
+
+
+def held_out(task_id: str, share: float) -> bool:
+    """Whether this task is one of the ``share`` the advice is withheld from (the control group of
+    :mod:`~retrylens.analytics.advice_effects`): a hash of the task id, so the same tasks every
+    run; a pre-check without a task id can never be judged, so it is never held out."""
+    if not task_id or share <= 0:
+        return False
+    digest = hashlib.sha256(f"advice-holdout:{task_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64 < share
 
 
 def stored_row(body: PrecheckRequest, response: PrecheckResponse, details: dict[str, Any]) -> PrecheckRow:

@@ -12,8 +12,8 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request
 
+from retrylens.analytics import advice_effects, prechecks
 from retrylens.analytics import alerts as alerting
-from retrylens.analytics import prechecks
 from retrylens.analytics.failure_groups import failure_groups
 from retrylens.analytics.filters import Slice
 from retrylens.analytics.fingerprints import fingerprint_stats, top_failing_fingerprints
@@ -211,6 +211,21 @@ def get_precheck_monitor(request: Request, store: StoreDep, project: ProjectDep,
     request.app.state.precheck_log.flush()
     return {"over_time": plain(prechecks.calibration_over_time(store, project, days=days, bucket_hours=bucket_hours)),
             "advice": plain(prechecks.advice_vs_outcome(store, project, days=days))}
+
+
+@router.get("/projects/{project}/prechecks/advice-effects",
+            summary="Each advice kind's measured effect (given vs withheld: success, cost, hand-offs with 95 % "
+            "CIs) and the kinds retired for not helping")
+def get_advice_effects(request: Request, store: StoreDep, project: ProjectDep) -> dict[str, Any]:
+    request.app.state.precheck_log.flush()
+    effects = advice_effects.advice_effects(store, project=project)
+    model = request.app.state.scorer.current_model()
+    book = (model.meta.get("advice_book") or {}) if model is not None else {}
+    return {"holdout_share": request.app.state.settings.advice_holdout_share, "effects": plain(effects),
+            "retired_now": advice_effects.retired(effects),
+            # what the model in force retires (measured when it was trained): what pre-checks do today
+            "retired_in_force": book.get("retired") or {},
+            "model_version": model.version if model is not None else "none"}
 
 
 @router.get("/projects/{project}/shadow-reports", summary="Shadow-policy reports (from the evaluation area)")

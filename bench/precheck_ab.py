@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from retrylens.cli import demo_loop
+from retrylens.cli.road import LocalRoad
 from retrylens.config import load_settings
 from retrylens.simulation import load_scenario, run_fleet
 from retrylens.store import open_store
@@ -43,36 +44,59 @@ def scenarios() -> list[Path]:
 
 
 def _store_events(store: Any, events: list[Any], offset: int) -> int:
-    store.insert_rows([event_row(e, topic="bench", partition=0, offset=offset + i) for i, e in enumerate(events)])
+    store.insert_rows(
+        [event_row(e, topic="bench", partition=0, offset=offset + i) for i, e in enumerate(events)]
+    )
     return offset + len(events)
 
 
-def one_run(scenario_path: Path, seed: int, tasks: int, learn_share: float, chdb: Path, data: Path) -> dict[str, Any]:
-    settings = load_settings(data_dir=data / uuid.uuid4().hex[:8], clickhouse_dsn=f"chdb://{chdb}",
-                             clickhouse_database=f"ab_{uuid.uuid4().hex[:10]}", kafka_bootstrap_servers="")
+def one_run(
+    scenario_path: Path, seed: int, tasks: int, learn_share: float, chdb: Path, data: Path
+) -> dict[str, Any]:
+    settings = load_settings(
+        data_dir=data / uuid.uuid4().hex[:8],
+        clickhouse_dsn=f"chdb://{chdb}",
+        clickhouse_database=f"ab_{uuid.uuid4().hex[:10]}",
+        kafka_bootstrap_servers="",
+    )
     store = open_store(settings)
     scenario = load_scenario(scenario_path)
     first, rest = range(0, int(tasks * learn_share)), range(int(tasks * learn_share), tasks)
     events: list[Any] = []
     run_fleet(scenario, tasks=tasks, seed=seed, emit=events.append, task_range=first, start=START)
     offset = _store_events(store, events, 0)
-    model = demo_loop.train(settings, store)
+    road = LocalRoad(settings, store)
+    model = demo_loop.train(road)
     log = demo_loop.PrecheckLog()
     events = []
-    with demo_loop.api_preflights(settings, store, log) as preflight:
-        checked = demo_loop.run_part(scenario, tasks=tasks, seed=seed, part=rest, start=START, emit=events.append,
-                                     preflight=preflight)
+    with demo_loop.api_preflights(settings, road, log) as preflight:
+        checked = demo_loop.run_part(
+            scenario,
+            tasks=tasks,
+            seed=seed,
+            part=rest,
+            start=START,
+            emit=events.append,
+            preflight=preflight,
+        )
     _store_events(store, events, offset)
     plain = demo_loop.run_part(scenario, tasks=tasks, seed=seed, part=rest, start=START)
     store.client.command(f"DROP DATABASE IF EXISTS `{settings.clickhouse_database}`")
-    return {"scenario": scenario.name, "seed": seed, "model": model, "advice": dict(log.advice),
-            **paired(checked, plain, log.by_task)}
+    return {
+        "scenario": scenario.name,
+        "seed": seed,
+        "model": model,
+        "advice": dict(log.advice),
+        **paired(checked, plain, log.by_task),
+    }
 
 
 def _task_figures(tallies: list[Any]) -> dict[str, np.ndarray]:
-    return {"success": np.array([t.outcome.value == "succeeded" for t in tallies], dtype=float),
-            "cost_usd": np.array([t.cost_usd for t in tallies]),
-            "handoff": np.array([t.handed_off for t in tallies], dtype=float)}
+    return {
+        "success": np.array([t.outcome.value == "succeeded" for t in tallies], dtype=float),
+        "cost_usd": np.array([t.cost_usd for t in tallies]),
+        "handoff": np.array([t.handed_off for t in tallies], dtype=float),
+    }
 
 
 def paired(checked: Any, plain: Any, advice: dict[str, list[str]]) -> dict[str, Any]:
@@ -85,10 +109,16 @@ def paired(checked: Any, plain: Any, advice: dict[str, list[str]]) -> dict[str, 
             kinds.setdefault(kind, []).append(i)
     return {
         "tasks": len(ids),
-        "with_prechecks": {"success_rate": float(a["success"].mean()), "cost_usd": float(a["cost_usd"].sum()),
-                           "handoffs": int(a["handoff"].sum())},
-        "without": {"success_rate": float(b["success"].mean()), "cost_usd": float(b["cost_usd"].sum()),
-                    "handoffs": int(b["handoff"].sum())},
+        "with_prechecks": {
+            "success_rate": float(a["success"].mean()),
+            "cost_usd": float(a["cost_usd"].sum()),
+            "handoffs": int(a["handoff"].sum()),
+        },
+        "without": {
+            "success_rate": float(b["success"].mean()),
+            "cost_usd": float(b["cost_usd"].sum()),
+            "handoffs": int(b["handoff"].sum()),
+        },
         "diffs": {m: (a[m] - b[m]).tolist() for m in a},
         "kinds": kinds,
     }
@@ -100,8 +130,12 @@ def bootstrap(values: np.ndarray, *, replicates: int = 2000, seed: int = 0) -> d
         return {"n": 0, "value": float("nan"), "lo": float("nan"), "hi": float("nan")}
     rng = np.random.default_rng(seed)
     means = values[rng.integers(0, len(values), size=(replicates, len(values)))].mean(axis=1)
-    return {"n": int(len(values)), "value": float(values.mean()), "lo": float(np.quantile(means, 0.025)),
-            "hi": float(np.quantile(means, 0.975))}
+    return {
+        "n": int(len(values)),
+        "value": float(values.mean()),
+        "lo": float(np.quantile(means, 0.025)),
+        "hi": float(np.quantile(means, 0.975)),
+    }
 
 
 def effects(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -111,7 +145,10 @@ def effects(runs: list[dict[str, Any]]) -> dict[str, Any]:
         for kind, rows in run["kinds"].items():
             for m, diffs in run["diffs"].items():
                 pooled.setdefault(kind, {}).setdefault(m, []).extend(diffs[i] for i in rows)
-    return {kind: {m: bootstrap(np.array(v)) for m, v in by.items()} for kind, by in sorted(pooled.items())}
+    return {
+        kind: {m: bootstrap(np.array(v)) for m, v in by.items()}
+        for kind, by in sorted(pooled.items())
+    }
 
 
 def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -120,13 +157,33 @@ def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
         mine = [r for r in runs if r["scenario"] == name]
         out[name] = {
             "seeds": [r["seed"] for r in mine],
-            "per_seed": [{"seed": r["seed"], "with": r["with_prechecks"], "without": r["without"],
-                          "advice": r["advice"], "model_auc": r["model"].get("roc_auc")} for r in mine],
-            "success_not_lower_every_seed": all(r["with_prechecks"]["success_rate"] >= r["without"]["success_rate"]
-                                                for r in mine),
-            "cost_lower_every_seed": all(r["with_prechecks"]["cost_usd"] < r["without"]["cost_usd"] for r in mine),
-            "pooled": {m: bootstrap(np.array([d for r in mine for d in r["diffs"][m]]))
-                       for m in ("success", "cost_usd", "handoff")},
+            "per_seed": [
+                {
+                    "seed": r["seed"],
+                    "with": r["with_prechecks"],
+                    "without": r["without"],
+                    "advice": r["advice"],
+                    "model_auc": r["model"].get("roc_auc"),
+                    "success_not_lower": r["with_prechecks"]["success_rate"]
+                    >= r["without"]["success_rate"],
+                    "cost_lower": r["with_prechecks"]["cost_usd"] < r["without"]["cost_usd"],
+                    "diff": {
+                        m: bootstrap(np.array(r["diffs"][m]))
+                        for m in ("success", "cost_usd", "handoff")
+                    },
+                }
+                for r in mine
+            ],
+            "success_not_lower_every_seed": all(
+                r["with_prechecks"]["success_rate"] >= r["without"]["success_rate"] for r in mine
+            ),
+            "cost_lower_every_seed": all(
+                r["with_prechecks"]["cost_usd"] < r["without"]["cost_usd"] for r in mine
+            ),
+            "pooled": {
+                m: bootstrap(np.array([d for r in mine for d in r["diffs"][m]]))
+                for m in ("success", "cost_usd", "handoff")
+            },
             "by_advice": effects(mine),
         }
     return out
@@ -138,7 +195,9 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=1000)
     parser.add_argument("--seeds", default="7,8,9")
     parser.add_argument("--learn-share", type=float, default=0.5)
-    parser.add_argument("--scenario", type=Path, action="append", help="scenario file(s); default: every one")
+    parser.add_argument(
+        "--scenario", type=Path, action="append", help="scenario file(s); default: every one"
+    )
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",") if s]
     runs = []
@@ -146,25 +205,50 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="precheck-ab-") as tmp:
         for path in args.scenario or scenarios():
             for seed in seeds:
-                runs.append(one_run(path, seed, args.tasks, args.learn_share, Path(tmp) / "chdb", Path(tmp)))
+                runs.append(
+                    one_run(path, seed, args.tasks, args.learn_share, Path(tmp) / "chdb", Path(tmp))
+                )
                 if not args.json:
                     r = runs[-1]
-                    print(f"{r['scenario']} seed {seed}: success {r['with_prechecks']['success_rate']:.4f} vs "
-                          f"{r['without']['success_rate']:.4f}, cost {r['with_prechecks']['cost_usd']:.4f} vs "
-                          f"{r['without']['cost_usd']:.4f}, hand-offs {r['with_prechecks']['handoffs']} vs "
-                          f"{r['without']['handoffs']}; advice {r['advice']}", file=sys.stderr)
-    result = {"tasks": args.tasks, "learn_share": args.learn_share, "seconds": round(time.perf_counter() - began, 1),
-              "scenarios": summary(runs)}
+                    print(
+                        f"{r['scenario']} seed {seed}: success {r['with_prechecks']['success_rate']:.4f} vs "
+                        f"{r['without']['success_rate']:.4f}, cost {r['with_prechecks']['cost_usd']:.4f} vs "
+                        f"{r['without']['cost_usd']:.4f}, hand-offs {r['with_prechecks']['handoffs']} vs "
+                        f"{r['without']['handoffs']}; advice {r['advice']}",
+                        file=sys.stderr,
+                    )
+    result = {
+        "tasks": args.tasks,
+        "learn_share": args.learn_share,
+        "seconds": round(time.perf_counter() - began, 1),
+        "scenarios": summary(runs),
+    }
     if args.json:
         print(json.dumps(result, indent=1))
         return
     for name, s in result["scenarios"].items():
-        print(f"\n{name}: success not lower on every seed: {s['success_not_lower_every_seed']}; "
-              f"cost lower on every seed: {s['cost_lower_every_seed']}")
+        print(
+            f"\n{name}: success not lower on every seed: {s['success_not_lower_every_seed']}; "
+            f"cost lower on every seed: {s['cost_lower_every_seed']}"
+        )
+        print(
+            "  seed | success with / without [Δ 95 % CI] | cost USD with / without [Δ per task 95 % CI] | hand-offs"
+        )
+        for r in s["per_seed"]:
+            ds, dc = r["diff"]["success"], r["diff"]["cost_usd"]
+            print(
+                f"  {r['seed']} | {r['with']['success_rate']:.4f} / {r['without']['success_rate']:.4f} "
+                f"[{ds['lo']:+.4f}, {ds['hi']:+.4f}] | {r['with']['cost_usd']:.4f} / {r['without']['cost_usd']:.4f} "
+                f"[{dc['lo']:+.6f}, {dc['hi']:+.6f}] | {r['with']['handoffs']} / {r['without']['handoffs']}"
+            )
         for m, e in s["pooled"].items():
-            print(f"  pooled Δ{m} per task {e['value']:+.5f} [{e['lo']:+.5f}, {e['hi']:+.5f}] (n={e['n']})")
+            print(
+                f"  pooled Δ{m} per task {e['value']:+.5f} [{e['lo']:+.5f}, {e['hi']:+.5f}] (n={e['n']})"
+            )
         for kind, by in s["by_advice"].items():
-            words = ", ".join(f"Δ{m} {e['value']:+.4f} [{e['lo']:+.4f}, {e['hi']:+.4f}]" for m, e in by.items())
+            words = ", ".join(
+                f"Δ{m} {e['value']:+.4f} [{e['lo']:+.4f}, {e['hi']:+.4f}]" for m, e in by.items()
+            )
             print(f"  {kind} (n={by['success']['n']}): {words}")
 
 

@@ -150,6 +150,9 @@ class Settings(BaseSettings):
     human_review_threshold: float = Field(
         default=0.7, ge=0, le=1, description="Pre-check risk from which one earlier permanent failure of the same input is enough to advise human review before spending (a risk alone never is)."
     )
+    advice_holdout_share: float = Field(
+        default=0.1, ge=0, le=0.5, description="Share of pre-checked tasks (by a hash of the task id) from which the advice they are eligible for is withheld, so that each advice kind's effect is measured against them and a kind that does not help is retired."
+    )
     alert_webhook_url: str = Field(default="", description="Webhook that `serve` notifies of alerts (empty = log only).")
     maintenance_interval_s: float = Field(
         default=60.0, gt=0, description="How often `serve` seals rollups and evaluates alert rules."

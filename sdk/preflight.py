@@ -16,6 +16,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from retrylens.errors import ApiError
+from retrylens.schemas import ErrorType
 
 from .client import RetryLensClient
 from .policy import TaskBudget
@@ -43,6 +44,9 @@ class Recommendation(BaseModel):
     max_attempts: int | None = Field(default=None, ge=1)
     degrade_first: bool = False
     human_review: bool = False
+    #: Tighter retry caps per failure class (``{"logic": 0}``: do not retry a logic error);
+    #: only ever lowers the policy's cap, and a class this SDK does not know is ignored.
+    caps: dict[str, int] = Field(default_factory=dict)
 
 
 class PrecheckResponse(BaseModel):
@@ -127,6 +131,10 @@ def apply_advice(run: TaskRun, advice: PrecheckResponse) -> None:
             }
         )
         notes.append(f"max_attempts {rec.max_attempts}")
+    tighter = _tighter_caps(s.policy.caps, rec.caps)
+    if tighter:
+        s.policy = s.policy.model_copy(update={"caps": {**s.policy.caps, **tighter}})
+        notes.append("caps " + ", ".join(f"{k.value} {v}" for k, v in tighter.items()))
     if rec.degrade_first:
         s.relaxed = s.degraded = True
         notes.append("degrade first")
@@ -137,6 +145,19 @@ def apply_advice(run: TaskRun, advice: PrecheckResponse) -> None:
         run.g.history.mark_bad(s.fingerprint, s.policy.rules.fingerprint_failure_limit)
         notes.append("known bad input")
     s.preflight_note = "; ".join(notes)
+
+
+def _tighter_caps(caps: dict[ErrorType, int], advised: dict[str, int]) -> dict[ErrorType, int]:
+    """The advised caps that are below the policy's, by known failure class."""
+    out: dict[ErrorType, int] = {}
+    for name, cap in advised.items():
+        try:
+            error = ErrorType(name)
+        except ValueError:
+            continue
+        if 0 <= cap < caps.get(error, 0):
+            out[error] = int(cap)
+    return out
 
 
 def _plain(features: dict[str, Any]) -> dict[str, bool | int | float | str]:

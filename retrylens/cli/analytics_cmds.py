@@ -41,6 +41,7 @@ def register(app: typer.Typer) -> None:
     app.command()(patterns)
     app.command()(train)
     app.command()(evaluate)
+    app.command("advice-effects")(advice_effects)
     app.command("backfill-rollups")(backfill)
     app.add_typer(alerts_app, name="alerts")
     app.add_typer(rollups_app, name="rollups")
@@ -87,6 +88,21 @@ def groups(
         return
     for g in found:
         typer.echo(f"{g['failures']:6} failures {g['tasks']:5} tasks  {g['trend']:8} {g['error_type']:16} {g['pattern']}")
+
+
+@handle_errors
+def advice_effects(config: Path | None = ConfigOption, project: str | None = ProjectOption,
+                   as_json: bool = JsonOption) -> None:
+    """Each pre-check advice kind's measured effect (given vs withheld, 95 % CIs) and whether it is retired."""
+    found = store_operation(settings_from(config), "advice.effects", project=project)
+    if as_json:
+        _echo_json(found)
+        return
+    if not found["effects"]:
+        typer.echo("No advice given or withheld on pre-checks whose tasks ended yet.")
+    for e in found["effects"]:
+        state = "RETIRED" if e["advice"] in found["retired"] else e["verdict"]
+        typer.echo(f"{e['advice']:20} {state:9} {e['words']}")
 
 
 @handle_errors

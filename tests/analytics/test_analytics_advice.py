@@ -30,7 +30,7 @@ def test_a_risky_input_gets_no_advice_without_evidence_that_any_helps() -> None:
     """Before: risk >= 0.7 meant human review; the demo's A/B lost 64 points of success on those tasks."""
     advice = _advise(0.9)
     assert advice.kinds == [] and advice.recommendation.model_dump() == {
-        "max_attempts": None, "degrade_first": False, "human_review": False}
+        "max_attempts": None, "degrade_first": False, "human_review": False, "caps": {}}
 
 
 def test_an_input_that_failed_every_earlier_time_goes_to_a_person_before_spending() -> None:
@@ -75,3 +75,24 @@ def test_a_tighter_cap_only_where_failed_tasks_did_not_recover() -> None:
     assert "of 60 earlier tasks that failed 2 time(s), 1 succeeded later" in advice.evidence[0]["evidence"]
     recovering = AgentEvidence(recovery={1: (100, 60), 2: (60, 20)})
     assert _advise(0.5, book=_book(support=recovering)).recommendation.max_attempts is None
+
+
+NEVER_RECOVERS_FROM_LOGIC = AgentEvidence(classes={"logic": (25, 0), "validation": (40, 22)})
+
+
+def test_no_retry_of_a_failure_class_this_agents_tasks_never_recovered_from() -> None:
+    """A tighter cap where history shows failures of this class are not recoverable: the cap
+    only bites on that class, so it needs no risk threshold and costs no task a retry could save."""
+    advice = _advise(0.05, book=_book(support=NEVER_RECOVERS_FROM_LOGIC))
+    assert advice.kinds == ["no_retry_of"]
+    assert advice.recommendation.caps == {"logic": 0}
+    words = advice.evidence[0]["evidence"]
+    assert "of 25 earlier tasks retried after a logic failure, 0 succeeded" in words
+    assert "validation" not in advice.recommendation.caps  # 22 of 40 recovered: keep retrying those
+
+
+def test_no_retry_of_needs_the_agents_own_history() -> None:
+    """Whether a failure class recovers depends on the agent's work: another agent's record is no evidence."""
+    thin = AgentEvidence(classes={"logic": (7, 0)})
+    assert _advise(0.05, book=_book(support=thin, billing=NEVER_RECOVERS_FROM_LOGIC)).kinds == []
+    assert AgentEvidence.from_dict(NEVER_RECOVERS_FROM_LOGIC.as_dict()) == NEVER_RECOVERS_FROM_LOGIC

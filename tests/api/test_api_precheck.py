@@ -47,7 +47,7 @@ def test_without_a_model_the_answer_comes_from_history_with_model_version_none(c
     bad = _ask(client, BAD_INPUT)
     assert bad["known_bad_fingerprint"] is True and bad["top_features"] == ["fingerprint_history"]
     assert bad["risk"] > answer["risk"]
-    assert bad["recommended"] == {"max_attempts": 1, "degrade_first": False, "human_review": True}
+    assert bad["recommended"] == {"max_attempts": 1, "degrade_first": False, "human_review": True, "caps": {}}
     assert bad["advice"][0]["advice"] == "human_review" and "failed in all 3 earlier task(s)" in bad["advice"][0]["evidence"]
     assert answer["advice"] == [] and answer["recommended"]["human_review"] is False
 
@@ -155,7 +155,7 @@ def test_an_empty_input_or_unknown_agent_answers_clearly_and_says_no_model_is_tr
         assert response.status_code == 200, response.text
         answer = response.json()
         assert answer["model_version"] == "none" and answer["model_status"].startswith("none: ")
-        assert answer["recommended"] == {"max_attempts": None, "degrade_first": False, "human_review": False}
+        assert answer["recommended"] == {"max_attempts": None, "degrade_first": False, "human_review": False, "caps": {}}
 
 
 def test_an_unknown_project_is_a_clear_404_not_a_500(client):

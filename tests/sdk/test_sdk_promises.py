@@ -558,3 +558,35 @@ def test_the_name_processor_keeps_technical_words_of_a_reason() -> None:
         gov.call(limited, goal="g", agent="a")
         (decision,) = captured.of_kind(EventKind.DECISION)
     assert "Retry-After" in decision.decision_reason
+
+
+def test_preflight_cap_advice_stops_retries_of_that_class_only() -> None:
+    """Advice ``caps: {"logic": 0}``: a logic failure is not retried; other classes keep their caps."""
+    from retrylens.schemas import ErrorType
+    from retrylens.sdk.preflight import PrecheckResponse, apply_advice
+    from retrylens.sdk.sanitizer import Failure
+
+    class Advice:
+        def adapt(self, run):  # noqa: ANN001, ANN202
+            apply_advice(run, PrecheckResponse.model_validate(
+                {"risk": 0.1, "recommended": {"caps": {"logic": 0, "not-a-class": 0}}}))
+
+    def run(error: ErrorType) -> int:
+        calls = 0
+
+        def work() -> str:
+            nonlocal calls
+            calls += 1
+            if calls == 1:
+                raise Failure(error, "no such order")
+            return "done"
+
+        gov = governor(preflight=Advice(), handoff=CallbackChannel(lambda _p: None))
+        try:
+            gov.call(work, goal="refund order 9999999", agent="a")
+        except (GaveUp, HandedOff):
+            pass
+        return calls
+
+    assert run(ErrorType.LOGIC) == 1  # without the advice the policy's logic cap (1) retries once
+    assert run(ErrorType.VALIDATION) == 2
