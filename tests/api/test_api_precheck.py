@@ -175,6 +175,8 @@ def test_a_stale_or_foreign_model_says_so_in_the_answer(client, api_settings, se
 
     train_from_store(seeded, model_store=ModelStore(models_dir(api_settings)))
     assert _ask(client)["model_status"] == "current"
-    old = {"trained_at": (datetime.now(UTC) - timedelta(days=45)).isoformat(), "feature_set": "v3"}
+    from retrylens.analytics.classifier import FEATURE_SET_VERSION
+
+    old = {"trained_at": (datetime.now(UTC) - timedelta(days=45)).isoformat(), "feature_set": FEATURE_SET_VERSION}
     assert model_status(old).startswith("stale: trained 45 days ago")
     assert model_status({"feature_set": "v1"}).startswith("stale: trained on feature set v1")
