@@ -11,6 +11,11 @@ the index is partial and misses fall back to a direct lookup (cached for ``refre
 
 History is therefore up to ``refresh_s`` (default 10 s) behind the store; ``refresh_s=0``
 turns the index off and every lookup reads the store.
+
+The same load also reads the project's recent failed tasks into a
+:class:`~retrylens.analytics.similar_failures.SimilarFailures` (the nearest past failures
+a pre-check answer lists); :meth:`FingerprintIndex.similar` answers from it, and
+remembers each input's answer until the next refresh (agents retry the same inputs).
 """
 
 from __future__ import annotations
@@ -18,13 +23,16 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
 
 from retrylens.analytics.fingerprints import (
     FingerprintStats,
     fingerprint_stats,
     top_failing_fingerprints,
 )
+from retrylens.analytics.similar_failures import SimilarFailures
 from retrylens.store import EventStore
 
 log = logging.getLogger("retrylens.api.fingerprints")
@@ -36,6 +44,8 @@ class _ProjectIndex:
     stats: dict[str, FingerprintStats]
     complete: bool
     loaded_at: float
+    similar: SimilarFailures | None = None
+    nearest: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)
 
 
 class FingerprintIndex:
@@ -66,11 +76,33 @@ class FingerprintIndex:
             return FingerprintStats(project=project, fingerprint=fingerprint)
         return self._direct(project, fingerprint, io=io)
 
+    def similar(self, project: str, fingerprint: str, words: Iterable[str], *, agent: str = "",
+                io: bool = True) -> list[dict[str, Any]] | None:
+        """The nearest past failures of inputs like this one; ``None`` (with ``io=False``) when
+        that needs a store read. Call after :meth:`lookup`, which loads the project."""
+        if self.refresh_s <= 0:
+            return SimilarFailures.load(self.store, project).nearest(words, agent=agent) if io else None
+        index = self._projects.get(project)
+        if index is None or index.similar is None:
+            if not io:
+                return None
+            index = self._load(project)
+        assert index.similar is not None
+        key = (fingerprint, agent)
+        found = index.nearest.get(key)
+        if found is None:
+            found = index.similar.nearest(words, agent=agent)
+            if len(index.nearest) >= 50_000:
+                index.nearest.clear()
+            index.nearest[key] = found
+        return found
+
     def _load(self, project: str) -> _ProjectIndex:
         started = time.monotonic()
         rows = top_failing_fingerprints(self.store, project, min_failures=0, limit=self.max_fingerprints + 1)
         index = _ProjectIndex({s.fingerprint: s for s in rows[: self.max_fingerprints]},
-                              complete=len(rows) <= self.max_fingerprints, loaded_at=started)
+                              complete=len(rows) <= self.max_fingerprints, loaded_at=started,
+                              similar=SimilarFailures.load(self.store, project))
         with self._lock:
             if len(self._projects) >= MAX_PROJECTS:
                 self._projects.clear()

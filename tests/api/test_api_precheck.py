@@ -59,7 +59,7 @@ def test_with_a_trained_model_it_scores_and_names_the_features_that_raised_the_r
     assert 0 < answer["risk"] < 1 and 1 <= len(answer["top_features"]) <= 5
     # reasons an operator can act on: each feature in words, with the way and size of its effect
     reasons = answer["reasons"]
-    assert 1 <= len(reasons) <= 5 and all(r["words"].endswith("failure odds") for r in reasons)
+    assert 1 <= len(reasons) <= 5 and all(r["words"].endswith("failure odds for planner") for r in reasons)
     assert [abs(r["contribution"]) for r in reasons] == sorted((abs(r["contribution"]) for r in reasons), reverse=True)
     for r in reasons:
         sign = "×" if r["contribution"] >= 0 else "÷"
