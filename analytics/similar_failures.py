@@ -8,9 +8,11 @@ shared keywords over the union of both sets (Jaccard), a small bonus for the sam
 
 A pre-check must not wait for ClickHouse, so :class:`SimilarFailures` holds one
 project's recent failed tasks (:data:`MAX_TASKS`, newest first, one read per refresh)
-with an inverted index keyword → tasks; a lookup touches only the tasks sharing a
-keyword, at most :data:`MAX_PER_WORD` per keyword (a word in more failures than that
-tells nothing about which ones are near), and costs microseconds to a millisecond.
+with an inverted index keyword → array of task numbers; a lookup counts the shared
+keywords of every task at once (``numpy.bincount`` over the query words' arrays) and
+ranks only the tasks that pass the thresholds: tens of microseconds, where a Python loop
+over the candidates cost 7 ms on a project whose few keywords each occur in hundreds of
+failures.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlencode
 
+import numpy as np
 import orjson
 
 from retrylens.store import EventStore
@@ -32,7 +35,6 @@ from .fingerprints import KNOWN_BAD_FAILURES
 from .word_features import is_stop_word
 
 MAX_TASKS = 5_000
-MAX_PER_WORD = 500
 MIN_SHARED = 2
 MIN_SIMILARITY = 0.15
 SAME_AGENT_BONUS = 0.05
@@ -74,17 +76,21 @@ class SimilarFailures:
 
     project: str
     tasks: list[FailedTask]
-    by_word: dict[str, list[int]] = field(default_factory=dict)
+    by_word: dict[str, np.ndarray] = field(default_factory=dict)
     failed_tasks_per_input: Counter[str] = field(default_factory=Counter)
 
     def __post_init__(self) -> None:
+        listed: dict[str, list[int]] = {}
         for number, task in enumerate(self.tasks):
             for word in task.words:
-                listed = self.by_word.setdefault(word, [])
-                if len(listed) < MAX_PER_WORD:  # tasks are newest first: the most recent are kept
-                    listed.append(number)
+                listed.setdefault(word, []).append(number)
             if task.fingerprint:
                 self.failed_tasks_per_input[task.fingerprint] += 1
+        self.by_word = {word: np.asarray(numbers, dtype=np.int64) for word, numbers in listed.items()}
+        self._sizes = np.asarray([len(t.words) for t in self.tasks], dtype=np.float64)
+        agents = {name: i for i, name in enumerate(sorted({t.agent for t in self.tasks}))}
+        self._agent_ids = agents
+        self._agents = np.asarray([agents[t.agent] for t in self.tasks], dtype=np.int64)
 
     @classmethod
     def load(cls, store: EventStore, project: str, *, limit: int = MAX_TASKS) -> SimilarFailures:
@@ -94,26 +100,26 @@ class SimilarFailures:
     def nearest(self, words: Iterable[str], *, agent: str = "", k: int = NEAREST) -> list[dict[str, Any]]:
         """Up to ``k`` failed tasks of the most similar inputs (one per input), nearest first."""
         mine = frozenset(w for w in words if not is_stop_word(w))
-        shared: Counter[int] = Counter()
-        for word in mine:
-            shared.update(self.by_word.get(word, ()))
-        scored = []
-        for number, n in shared.items():
-            task = self.tasks[number]
-            similarity = n / len(mine | task.words)
-            if n >= min(MIN_SHARED, len(mine)) and similarity >= MIN_SIMILARITY:
-                bonus = SAME_AGENT_BONUS if agent and task.agent == agent else 0.0
-                scored.append((similarity + bonus, similarity, number))
-        scored.sort(key=lambda item: (-item[0], item[2]))
+        hits = [self.by_word[w] for w in mine if w in self.by_word]
+        if not hits:
+            return []
+        shared = np.bincount(np.concatenate(hits), minlength=len(self.tasks)).astype(np.float64)
+        similarity = shared / (len(mine) + self._sizes - shared)  # Jaccard: shared over the union
+        passing = np.flatnonzero((shared >= min(MIN_SHARED, len(mine))) & (similarity >= MIN_SIMILARITY))
+        if not len(passing):
+            return []
+        agent_id = self._agent_ids.get(agent, -1) if agent else -1
+        score = similarity[passing] + SAME_AGENT_BONUS * (self._agents[passing] == agent_id)
+        ranked = passing[np.lexsort((passing, -score))]  # best first, then the most recent task
         out: list[dict[str, Any]] = []
         seen: set[str] = set()
-        for _, similarity, number in scored:
+        for number in ranked.tolist():
             task = self.tasks[number]
             key = task.fingerprint or task.task_id
             if key in seen:
                 continue
             seen.add(key)
-            out.append(self._entry(task, similarity, sorted(mine & task.words)))
+            out.append(self._entry(task, float(similarity[number]), sorted(mine & task.words)))
             if len(out) == k:
                 break
         return out

@@ -16,6 +16,8 @@ The same load also reads the project's recent failed tasks into a
 :class:`~retrylens.analytics.similar_failures.SimilarFailures` (the nearest past failures
 a pre-check answer lists); :meth:`FingerprintIndex.similar` answers from it, and
 remembers each input's answer until the next refresh (agents retry the same inputs).
+That read is heavier (every failed task's features), so it is redone at most every
+``similar_refresh_s`` (default 60 s); the fingerprint counts keep their own pace.
 """
 
 from __future__ import annotations
@@ -45,13 +47,16 @@ class _ProjectIndex:
     complete: bool
     loaded_at: float
     similar: SimilarFailures | None = None
+    similar_loaded_at: float = 0.0
     nearest: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)
 
 
 class FingerprintIndex:
-    def __init__(self, store: EventStore, *, refresh_s: float = 10.0, max_fingerprints: int = 200_000) -> None:
+    def __init__(self, store: EventStore, *, refresh_s: float = 10.0, max_fingerprints: int = 200_000,
+                 similar_refresh_s: float = 60.0) -> None:
         self.store = store
         self.refresh_s = refresh_s
+        self.similar_refresh_s = similar_refresh_s
         self.max_fingerprints = max_fingerprints
         self._projects: dict[str, _ProjectIndex] = {}
         self._misses: dict[tuple[str, str], tuple[float, FingerprintStats]] = {}
@@ -100,9 +105,15 @@ class FingerprintIndex:
     def _load(self, project: str) -> _ProjectIndex:
         started = time.monotonic()
         rows = top_failing_fingerprints(self.store, project, min_failures=0, limit=self.max_fingerprints + 1)
+        previous = self._projects.get(project)
+        if previous is not None and previous.similar is not None and \
+                started - previous.similar_loaded_at < self.similar_refresh_s:
+            similar, similar_at, nearest = previous.similar, previous.similar_loaded_at, previous.nearest
+        else:
+            similar, similar_at, nearest = SimilarFailures.load(self.store, project), started, {}
         index = _ProjectIndex({s.fingerprint: s for s in rows[: self.max_fingerprints]},
                               complete=len(rows) <= self.max_fingerprints, loaded_at=started,
-                              similar=SimilarFailures.load(self.store, project))
+                              similar=similar, similar_loaded_at=similar_at, nearest=nearest)
         with self._lock:
             if len(self._projects) >= MAX_PROJECTS:
                 self._projects.clear()
