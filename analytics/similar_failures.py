@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote_plus
 
 import numpy as np
 import orjson
@@ -39,6 +39,7 @@ MIN_SHARED = 2
 MIN_SIMILARITY = 0.15
 SAME_AGENT_BONUS = 0.05
 NEAREST = 3
+SHORTLIST = 64
 
 _FAILED_TASKS = (
     "SELECT task_id, any(agent_name) AS agent, anyIf(input_fingerprint, input_fingerprint != '') AS fp,"
@@ -110,6 +111,9 @@ class SimilarFailures:
             return []
         agent_id = self._agent_ids.get(agent, -1) if agent else -1
         score = similarity[passing] + SAME_AGENT_BONUS * (self._agents[passing] == agent_id)
+        if len(passing) > SHORTLIST:  # rank a shortlist; inputs repeat, so keep room for duplicates
+            best = np.argpartition(-score, SHORTLIST - 1)[:SHORTLIST]
+            passing, score = passing[best], score[best]
         ranked = passing[np.lexsort((passing, -score))]  # best first, then the most recent task
         out: list[dict[str, Any]] = []
         seen: set[str] = set()
@@ -139,8 +143,9 @@ class SimilarFailures:
             "error_type": task.error_type, "failure_group": task.group_id, "input_failed_tasks": failed,
             "known_bad": known_bad, "last_seen": task.last_seen.isoformat() if task.last_seen else None,
             "words": words,
-            "link": "task?" + urlencode({"project": self.project, "task_id": task.task_id}),
-            "group_link": ("groups?" + urlencode({"project": self.project, "group": task.group_id})
+            # quote_plus as urlencode does it, at a fraction of its cost (this is on the pre-check's path)
+            "link": f"task?project={quote_plus(self.project)}&task_id={quote_plus(task.task_id)}",
+            "group_link": (f"groups?project={quote_plus(self.project)}&group={task.group_id}"
                            if task.group_id else None),
         }
 
