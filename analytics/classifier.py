@@ -49,7 +49,9 @@ from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold
 
 from retrylens.sdk.features import normalise_input
 
-FEATURE_SET_VERSION = "v3"
+from .word_features import MIN_WORD_TASKS, Vocabulary, is_stop_word
+
+FEATURE_SET_VERSION = "v4"
 N_FEATURES = 2**18
 FEATURE_FAMILIES = (
     "kw:<word>", "tool:<name>", "agent=<name>", "model=<name>", "language=<code>",
@@ -57,6 +59,7 @@ FEATURE_FAMILIES = (
     "phase=<name>", "fp_seen", "fp_failure_rate",
     "tok:<word>|tok:<word> <word> (task text known: l2-normalised 1+log tf, replaces kw:)",
     "size_z:<size>|agent=<name> (log size standardised by the agent's training rows, clipped to ±3)",
+    f"words: no stop words; only those of >= {MIN_WORD_TASKS} distinct training tasks",
 )
 #: Pre-run inputs only: a feature name must start with one of these (a test checks it).
 PRE_RUN_PREFIXES = (
@@ -90,8 +93,9 @@ def text_tokens(text: str) -> dict[str, float]:
 
     Sublinear, normalised term frequency as in TF-IDF (without the corpus-wide idf, which
     would make the transformation stateful); measured under grouped CV it does as well.
+    Stop words are dropped before pairs are formed (:mod:`.word_features`).
     """
-    words = _TOKEN.findall(normalise_input(text))
+    words = [w for w in _TOKEN.findall(normalise_input(text)) if not is_stop_word(w)]
     counts: dict[str, int] = {}
     for token in (*words, *(f"{a} {b}" for a, b in zip(words, words[1:], strict=False))):
         counts[token] = counts.get(token, 0) + 1
@@ -107,12 +111,13 @@ def feature_dict(
 
     With ``text`` (the task input itself) its :func:`text_tokens` replace the ``kw:``
     keywords, which are a lossy 12-word summary of the same text. Keyword pairs are left
-    to :mod:`.patterns`: as model features they overfit more than they help.
+    to :mod:`.patterns`: as model features they overfit more than they help. Stored
+    keywords that are stop words (the SDK's list is shorter than scikit-learn's) are dropped.
     """
     context = context or RiskContext()
     out: dict[str, float] = {}
     for key, value in features.items():
-        if text is not None and key.startswith("kw:"):
+        if key.startswith("kw:") and (text is not None or is_stop_word(key[3:])):
             continue
         if isinstance(value, bool):
             if value:
@@ -232,8 +237,9 @@ class RiskModel:
 
     ``text_features``: trained with the task text's tokens (:func:`text_tokens`); scoring
     must then pass the text too — use :meth:`model_input`, which knows which it needs.
-    ``size_norm``: the fitted :class:`SizeNorm`; :meth:`model_input` and
-    :meth:`predict_proba` apply it, so callers pass plain :func:`feature_dict` output.
+    ``size_norm``: the fitted :class:`SizeNorm`; ``vocabulary``: the fitted
+    :class:`~.word_features.Vocabulary`; :meth:`model_input` and :meth:`predict_proba`
+    apply both, so callers pass plain :func:`feature_dict` output.
     """
 
     calibrated: Any
@@ -242,11 +248,14 @@ class RiskModel:
     meta: dict[str, Any] = field(default_factory=dict)
     text_features: bool = False
     size_norm: SizeNorm | None = None
+    vocabulary: Vocabulary | None = None
 
     def prepare(self, fdict: Mapping[str, float]) -> dict[str, float]:
-        """A :func:`feature_dict` row as the weights read it: its :class:`SizeNorm` applied."""
+        """A :func:`feature_dict` row as the weights read it: its vocabulary and :class:`SizeNorm` applied."""
+        vocabulary = getattr(self, "vocabulary", None)  # models saved before v4 have none
+        out = vocabulary.apply(fdict) if vocabulary is not None else dict(fdict)
         norm = getattr(self, "size_norm", None)  # models saved before v3 have none
-        return norm.apply(fdict) if norm is not None else dict(fdict)
+        return norm.apply(out) if norm is not None else out
 
     def model_input(self, features: Mapping[str, Any], context: RiskContext | None = None,
                     text: str | None = None) -> dict[str, float]:
@@ -298,16 +307,28 @@ def _selection_splits(y: np.ndarray, groups: Sequence[str] | None) -> list[tuple
     return [(tr, te) for tr, te in splits if len(np.unique(y[tr])) == 2 and len(np.unique(y[te])) == 2]
 
 
+def _fitted_input(dicts: Sequence[Mapping[str, float]], groups: Sequence[str] | None, scale: float,
+                  min_word_tasks: int = MIN_WORD_TASKS) -> tuple[Vocabulary, SizeNorm, list[dict[str, float]]]:
+    """The fitted transformations of training rows, and the rows with them applied."""
+    vocabulary = Vocabulary.fit(dicts, groups, min_tasks=min_word_tasks)
+    kept = [vocabulary.apply(d) for d in dicts]
+    norm = SizeNorm.fit(kept, scale=scale)
+    return vocabulary, norm, [norm.apply(d) for d in kept]
+
+
 def _fold_decisions(dicts: Sequence[Mapping[str, float]], y: np.ndarray, tr: np.ndarray, te: np.ndarray,
-                    c: float, scale: float) -> np.ndarray:
-    """Fit on rows ``tr`` (its :class:`SizeNorm` from those rows only) and score rows ``te``."""
-    norm = SizeNorm.fit([dicts[i] for i in tr], scale=scale)
-    model = CompactLogisticRegression(C=c).fit(vectorise([norm.apply(dicts[i]) for i in tr]), y[tr])
-    return model.decision_function(vectorise([norm.apply(dicts[i]) for i in te]))
+                    c: float, scale: float, groups: Sequence[str] | None = None,
+                    min_word_tasks: int = MIN_WORD_TASKS) -> np.ndarray:
+    """Fit on rows ``tr`` (vocabulary and :class:`SizeNorm` from those rows only) and score rows ``te``."""
+    vocabulary, norm, rows = _fitted_input([dicts[i] for i in tr], None if groups is None else [groups[i] for i in tr],
+                                           scale, min_word_tasks)
+    model = CompactLogisticRegression(C=c).fit(vectorise(rows), y[tr])
+    return model.decision_function(vectorise([norm.apply(vocabulary.apply(dicts[i])) for i in te]))
 
 
 def choose_settings(dicts: Sequence[Mapping[str, float]], y: np.ndarray, *, groups: Sequence[str] | None = None,
-                    c_grid: Sequence[float] = C_GRID, scales: Sequence[float] = SIZE_SCALES) -> tuple[float, float]:
+                    c_grid: Sequence[float] = C_GRID, scales: Sequence[float] = SIZE_SCALES,
+                    min_word_tasks: int = MIN_WORD_TASKS) -> tuple[float, float]:
     """C and the :class:`SizeNorm` weight by mean Brier score on :func:`_selection_splits`
     of the training rows (grouped by task with ``groups``); the first pair when no split."""
     splits = _selection_splits(y, groups)
@@ -316,8 +337,8 @@ def choose_settings(dicts: Sequence[Mapping[str, float]], y: np.ndarray, *, grou
     best: tuple[float, float, float] | None = None
     for scale in scales:
         for c in c_grid:
-            loss = float(np.mean([brier_score_loss(y[te], expit(_fold_decisions(dicts, y, tr, te, c, scale)))
-                                  for tr, te in splits]))
+            loss = float(np.mean([brier_score_loss(
+                y[te], expit(_fold_decisions(dicts, y, tr, te, c, scale, groups, min_word_tasks))) for tr, te in splits]))
             if best is None or loss < best[0]:
                 best = (loss, float(c), float(scale))
     assert best is not None
@@ -354,10 +375,12 @@ def _sigmoid(decisions: np.ndarray, y: np.ndarray) -> LogisticRegression:
 
 def fit_in_memory(dicts: Sequence[Mapping[str, float]], labels: Sequence[int], *, c: float | None = None,
                   size_scale: float | None = None, groups: Sequence[str] | None = None,
-                  text_features: bool = False) -> RiskModel:
-    """Logistic regression over :func:`feature_dict` rows plus their :class:`SizeNorm`.
+                  text_features: bool = False, min_word_tasks: int = MIN_WORD_TASKS) -> RiskModel:
+    """Logistic regression over :func:`feature_dict` rows: their word vocabulary and :class:`SizeNorm`.
 
-    Every choice is made inside these rows: ``c`` and ``size_scale`` by
+    ``min_word_tasks``: distinct training tasks a word needs to be a feature
+    (:class:`~.word_features.Vocabulary`; 1 keeps every word). Every choice is made
+    inside these rows: ``c`` and ``size_scale`` by
     :func:`choose_settings` unless given; the calibration by :func:`choose_calibration` on
     out-of-fold decisions (5 folds, grouped by ``groups`` when given, each fold's
     :class:`SizeNorm` from its own training side). The model itself is fitted on every
@@ -369,14 +392,15 @@ def fit_in_memory(dicts: Sequence[Mapping[str, float]], labels: Sequence[int], *
     dicts = list(dicts)
     if c is None or size_scale is None:
         c, size_scale = choose_settings(dicts, y, groups=groups, c_grid=C_GRID if c is None else (c,),
-                                        scales=SIZE_SCALES if size_scale is None else (size_scale,))
-    norm = SizeNorm.fit(dicts, scale=size_scale)
-    x = vectorise([norm.apply(d) for d in dicts])
+                                        scales=SIZE_SCALES if size_scale is None else (size_scale,),
+                                        min_word_tasks=min_word_tasks)
+    vocabulary, norm, rows = _fitted_input(dicts, groups, size_scale, min_word_tasks)
+    x = vectorise(rows)
     final = CompactLogisticRegression(C=c).fit(x, y)
     splits = folds(y, groups) if len(y) >= MIN_CALIBRATION_ROWS else []
     decisions = np.full(len(y), np.nan)
     for tr, te in splits:
-        decisions[te] = _fold_decisions(dicts, y, tr, te, c, size_scale)
+        decisions[te] = _fold_decisions(dicts, y, tr, te, c, size_scale, groups, min_word_tasks)
     known = ~np.isnan(decisions)
     a, b, how = choose_calibration(decisions[known], y[known],
                                    None if groups is None else [g for g, k in zip(groups, known, strict=True) if k])
@@ -386,7 +410,7 @@ def fit_in_memory(dicts: Sequence[Mapping[str, float]], labels: Sequence[int], *
     grouped = "grouped " if groups is not None else ""
     label = f"LogisticRegression(C={c}, size_scale={size_scale})+{how}({grouped}cv={len(splits)})"
     return RiskModel(calibrated, final.coef_[0].copy(), float(final.intercept_[0]), {"estimator": label},
-                     text_features=text_features, size_norm=norm)
+                     text_features=text_features, size_norm=norm, vocabulary=vocabulary)
 
 
 def fit_incremental(chunks: Iterable[tuple[Sequence[Mapping[str, float]], Sequence[int]]]) -> RiskModel:

@@ -11,6 +11,13 @@ the index is partial and misses fall back to a direct lookup (cached for ``refre
 
 History is therefore up to ``refresh_s`` (default 10 s) behind the store; ``refresh_s=0``
 turns the index off and every lookup reads the store.
+
+The same load also reads the project's recent failed tasks into a
+:class:`~retrylens.analytics.similar_failures.SimilarFailures` (the nearest past failures
+a pre-check answer lists); :meth:`FingerprintIndex.similar` answers from it, and
+remembers each input's answer until the next refresh (agents retry the same inputs).
+That read is heavier (every failed task's features), so it is redone at most every
+``similar_refresh_s`` (default 60 s); the fingerprint counts keep their own pace.
 """
 
 from __future__ import annotations
@@ -18,13 +25,16 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
 
 from retrylens.analytics.fingerprints import (
     FingerprintStats,
     fingerprint_stats,
     top_failing_fingerprints,
 )
+from retrylens.analytics.similar_failures import SimilarFailures
 from retrylens.store import EventStore
 
 log = logging.getLogger("retrylens.api.fingerprints")
@@ -36,12 +46,17 @@ class _ProjectIndex:
     stats: dict[str, FingerprintStats]
     complete: bool
     loaded_at: float
+    similar: SimilarFailures | None = None
+    similar_loaded_at: float = 0.0
+    nearest: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)
 
 
 class FingerprintIndex:
-    def __init__(self, store: EventStore, *, refresh_s: float = 10.0, max_fingerprints: int = 200_000) -> None:
+    def __init__(self, store: EventStore, *, refresh_s: float = 10.0, max_fingerprints: int = 200_000,
+                 similar_refresh_s: float = 60.0) -> None:
         self.store = store
         self.refresh_s = refresh_s
+        self.similar_refresh_s = similar_refresh_s
         self.max_fingerprints = max_fingerprints
         self._projects: dict[str, _ProjectIndex] = {}
         self._misses: dict[tuple[str, str], tuple[float, FingerprintStats]] = {}
@@ -66,11 +81,39 @@ class FingerprintIndex:
             return FingerprintStats(project=project, fingerprint=fingerprint)
         return self._direct(project, fingerprint, io=io)
 
+    def similar(self, project: str, fingerprint: str, words: Iterable[str], *, agent: str = "",
+                io: bool = True) -> list[dict[str, Any]] | None:
+        """The nearest past failures of inputs like this one; ``None`` (with ``io=False``) when
+        that needs a store read. Call after :meth:`lookup`, which loads the project."""
+        if self.refresh_s <= 0:
+            return SimilarFailures.load(self.store, project).nearest(words, agent=agent) if io else None
+        index = self._projects.get(project)
+        if index is None or index.similar is None:
+            if not io:
+                return None
+            index = self._load(project)
+        assert index.similar is not None
+        key = (fingerprint, agent)
+        found = index.nearest.get(key)
+        if found is None:
+            found = index.similar.nearest(words, agent=agent)
+            if len(index.nearest) >= 50_000:
+                index.nearest.clear()
+            index.nearest[key] = found
+        return found
+
     def _load(self, project: str) -> _ProjectIndex:
         started = time.monotonic()
         rows = top_failing_fingerprints(self.store, project, min_failures=0, limit=self.max_fingerprints + 1)
+        previous = self._projects.get(project)
+        if previous is not None and previous.similar is not None and \
+                started - previous.similar_loaded_at < self.similar_refresh_s:
+            similar, similar_at, nearest = previous.similar, previous.similar_loaded_at, previous.nearest
+        else:
+            similar, similar_at, nearest = SimilarFailures.load(self.store, project), started, {}
         index = _ProjectIndex({s.fingerprint: s for s in rows[: self.max_fingerprints]},
-                              complete=len(rows) <= self.max_fingerprints, loaded_at=started)
+                              complete=len(rows) <= self.max_fingerprints, loaded_at=started,
+                              similar=similar, similar_loaded_at=similar_at, nearest=nearest)
         with self._lock:
             if len(self._projects) >= MAX_PROJECTS:
                 self._projects.clear()

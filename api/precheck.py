@@ -37,8 +37,9 @@ from retrylens.analytics.fingerprints import FingerprintStats
 from retrylens.analytics.metrics import metrics_summary
 from retrylens.analytics.model_store import LoadedModel, ModelNotFoundError, load_current_model
 from retrylens.analytics.prechecks import PrecheckRow
+from retrylens.analytics.similar_failures import content_words
 from retrylens.config import Settings
-from retrylens.sdk.features import extract_input_features, input_fingerprint
+from retrylens.sdk.features import task_features
 from retrylens.sdk.preflight import PrecheckRequest, PrecheckResponse
 from retrylens.store import EventStore
 
@@ -175,20 +176,25 @@ class RiskScorer:
     def score(self, request: PrecheckRequest, *, io: bool = True) -> tuple[PrecheckResponse, dict[str, Any]]:
         """The response, and details for the recent-prechecks list."""
         loaded = self.current_model(io=io)
-        fingerprint = input_fingerprint(request.task_input)
+        fingerprint, input_features = task_features(request.task_input, request.agent, "")
         stats = self.history(request.project, fingerprint, io=io)
+        similar = self.fingerprints.similar(request.project, fingerprint, content_words(input_features),
+                                            agent=request.agent, io=io)
+        if similar is None:
+            raise NeedsIO
         if loaded is not None:
             extra = {k: v for k, v in request.features.items()
                      if not (isinstance(v, float) and not math.isfinite(v))}
             phase = str(extra.pop("phase", "") or "")
-            features = {**extract_input_features(request.task_input, agent=request.agent), **extra}
+            features = {**input_features, **extra}
             context = RiskContext(phase=phase, fingerprint_tasks=stats.tasks,
                                   fingerprint_failed_tasks=stats.tasks_failed)
             fdict = loaded.model.model_input(features, context, text=request.task_input)
             risk = self._linear_for(loaded.model).risk(fdict)
             reasons = top_reasons(loaded.model, fdict)
             contributions = [(name, c) for name, _v, c in reasons if c > 0]
-            words = [explain.contribution(name, value, c) for name, value, c in reasons]
+            words = [explain.contribution(name, value, c, agent=request.agent, raw=features)
+                     for name, value, c in reasons]
             version = loaded.version
             status = model_status(loaded.meta)
         else:
@@ -210,6 +216,7 @@ class RiskScorer:
             risk=risk, model_version=version, precheck_id=uuid.uuid4().hex, top_features=[name for name, _ in contributions],
             known_bad_fingerprint=known_bad, recommended=advice.recommendation, advice=advice.evidence,
             reasons=words, input_history=explain.input_history(stats), model_status=status,
+            similar_failures=similar,
         )
         PRECHECKS.labels("model" if loaded is not None else "none").inc()
         RISK.observe(risk)
@@ -267,5 +274,5 @@ def stored_row(body: PrecheckRequest, response: PrecheckResponse, details: dict[
         model_version=response.model_version, known_bad=response.known_bad_fingerprint,
         advice=tuple(advice_kinds(response)), max_attempts=response.recommended.max_attempts or 0,
         explanation={"top_features": response.reasons, "advice": response.advice,
-                     "input_history": response.input_history},
+                     "input_history": response.input_history, "similar_failures": response.similar_failures},
     )

@@ -1,11 +1,16 @@
 """Risk model: the version in force, its test metrics against the two baselines, calibration,
-feature weights, and recent pre-check scores when the API reports them."""
+feature weights (in words too), and recent pre-check scores when the API reports them, any
+one of them explained: its reasons, the nearest past failures of similar inputs (with
+links to their tasks and failure groups) and the evidence behind each advice."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import streamlit as st
+
+from retrylens.analytics.explain import describe
 
 from . import charts
 from .filters import project_picker
@@ -56,11 +61,24 @@ def _model(version: str, versions: list[str], meta: dict[str, Any], weights: lis
         left.info("No calibration table in this model's metadata.")
     if weights:
         right.plotly_chart(charts.feature_weights(weights), key="chart_weights")
+        st.markdown("**The strongest features, in words** (the effect of one unit of each, other things equal)")
+        table([_weight_row(name, weight) for name, weight in weights[:10]], key="weights_in_words")
     else:
         right.info("Feature weights appear once inputs with features are stored.")
     features = meta.get("features") or []
     if features:
         st.caption("Feature families: " + ", ".join(f"`{f}`" for f in features))
+
+
+def _odds(log_odds: float) -> str:
+    factor = math.exp(max(-50.0, min(50.0, log_odds)))
+    return f"×{factor:.2g}" if factor >= 1 else f"÷{1 / factor:.2g}"
+
+
+def _weight_row(name: str, weight: float) -> dict[str, Any]:
+    return {"feature": name, "in words": describe(name, 1.0),
+            "effect": "raises failure odds" if weight > 0 else "lowers failure odds",
+            "failure odds per unit": _odds(weight)}
 
 
 def _num(value: Any) -> float | None:
@@ -100,6 +118,48 @@ def _prechecks(source: DataSource) -> None:
               key="advice_table")
     st.markdown("**Recent pre-checks**")
     table([_precheck_row(r) for r in rows], key="precheck_table")
+    _explained(rows)
+
+
+def _label(rows: list[dict[str, Any]], i: int) -> str:
+    r = rows[i]
+    return f"{str(r.get('ts', ''))[:19]} · {r.get('agent')} · task {r.get('task_id') or '—'} · risk {pct(r.get('risk'))}"
+
+
+def _explained(rows: list[dict[str, Any]]) -> None:
+    """One pre-check's answer as the agent got it: reasons, nearest past failures, advice evidence."""
+    st.subheader("Why: one pre-check explained")
+    chosen = st.selectbox("Pre-check", list(range(len(rows))), format_func=lambda i: _label(rows, i),
+                          key="explain_precheck")
+    explanation = rows[chosen or 0].get("explanation") or {}
+    reasons = [f for f in explanation.get("top_features") or [] if isinstance(f, dict)]
+    if reasons:
+        table([{"reason": f.get("words") or f.get("feature"),
+                "effect": "raises the risk" if float(f.get("contribution") or 0) > 0 else "lowers the risk",
+                "failure odds": _odds(float(f.get("contribution") or 0))} for f in reasons], key="explain_reasons")
+    else:
+        st.info("This answer has no feature reasons (no model was in force).")
+    history = explanation.get("input_history") or {}
+    if history.get("words"):
+        st.caption(f"This input's own history: {history['words']}")
+    similar = [n for n in explanation.get("similar_failures") or [] if isinstance(n, dict)]
+    st.markdown("**Nearest past failures of similar inputs**")
+    if similar:
+        table([{"task": n.get("task_id"), "agent": n.get("agent"), "alike": pct(n.get("similarity")),
+                "shared words": ", ".join(n.get("shared_words") or []),
+                "ended": str(n.get("outcome") or "").replace("_", " "), "error": n.get("error_type") or "—",
+                "failure group": n.get("failure_group") or "—", "known bad": "yes" if n.get("known_bad") else "no",
+                "task link": n.get("link") or "", "group link": n.get("group_link") or ""} for n in similar],
+              key="explain_similar")
+    else:
+        st.info("No failed task with a similar input (two shared keywords or more) in this project's recent history.")
+    advice = [a for a in explanation.get("advice") or [] if isinstance(a, dict)]
+    st.markdown("**Advice and the evidence behind it**")
+    if advice:
+        table([{"advice": str(a.get("advice") or "").replace("_", " "), "action": a.get("action") or "",
+                "evidence": a.get("evidence") or ""} for a in advice], key="explain_advice")
+    else:
+        st.info("No advice was given: the history shows no action that helps inputs like this one.")
 
 
 def _precheck_row(r: dict[str, Any]) -> dict[str, Any]:

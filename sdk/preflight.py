@@ -68,6 +68,10 @@ class PrecheckResponse(BaseModel):
     reasons: list[dict[str, Any]] = Field(default_factory=list)
     #: This exact input's earlier tasks (``{"tasks", "failed_tasks", "words", "link"}``), if any.
     input_history: dict[str, Any] | None = None
+    #: The nearest past failed tasks of inputs sharing this one's keywords, nearest first:
+    #: ``[{"task_id", "agent", "similarity", "shared_words", "error_type", "failure_group",
+    #: "known_bad", "words", "link", "group_link", ...}]``.
+    similar_failures: list[dict[str, Any]] = Field(default_factory=list)
 
 
 class Preflight:

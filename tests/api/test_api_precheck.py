@@ -59,7 +59,7 @@ def test_with_a_trained_model_it_scores_and_names_the_features_that_raised_the_r
     assert 0 < answer["risk"] < 1 and 1 <= len(answer["top_features"]) <= 5
     # reasons an operator can act on: each feature in words, with the way and size of its effect
     reasons = answer["reasons"]
-    assert 1 <= len(reasons) <= 5 and all(r["words"].endswith("failure odds") for r in reasons)
+    assert 1 <= len(reasons) <= 5 and all(r["words"].endswith("failure odds for planner") for r in reasons)
     assert [abs(r["contribution"]) for r in reasons] == sorted((abs(r["contribution"]) for r in reasons), reverse=True)
     for r in reasons:
         sign = "×" if r["contribution"] >= 0 else "÷"
@@ -175,6 +175,8 @@ def test_a_stale_or_foreign_model_says_so_in_the_answer(client, api_settings, se
 
     train_from_store(seeded, model_store=ModelStore(models_dir(api_settings)))
     assert _ask(client)["model_status"] == "current"
-    old = {"trained_at": (datetime.now(UTC) - timedelta(days=45)).isoformat(), "feature_set": "v3"}
+    from retrylens.analytics.classifier import FEATURE_SET_VERSION
+
+    old = {"trained_at": (datetime.now(UTC) - timedelta(days=45)).isoformat(), "feature_set": FEATURE_SET_VERSION}
     assert model_status(old).startswith("stale: trained 45 days ago")
     assert model_status({"feature_set": "v1"}).startswith("stale: trained on feature set v1")

@@ -248,6 +248,35 @@ def test_model_page_shows_version_metrics_baselines_and_calibration(seeded, seed
     assert set(advice["followed"]) == {"no"} and (advice["tasks"] >= 1).all()
 
 
+def test_model_page_explains_a_precheck_and_words_the_strongest_features(seeded, seeded_source):
+    app = run_page("model")
+    _no_errors(app)
+    words = _frame(app, "in words")
+    assert len(words) > 0 and set(words["effect"]) <= {"raises failure odds", "lowers failure odds"}
+    assert not [w for w in words["in words"] if w.startswith(("tok:", "kw:", "size_z:"))], list(words["in words"])
+    # a pre-check whose input is like earlier failed ones (the fleet repeats its templates)
+    project, rows, near = next(
+        (project, rows, i) for project in app.selectbox(key="model_project").options
+        for rows in [seeded_source.recent_prechecks(project, limit=50) or []]
+        for i, r in enumerate(rows) if r["explanation"].get("similar_failures"))
+    app = app.selectbox(key="model_project").set_value(project).run()
+    app = app.selectbox(key="explain_precheck").set_value(near).run()
+    _no_errors(app)
+    chosen = rows[near]
+    reasons = _frame(app, "reason")
+    assert list(reasons["reason"]) == [f["words"] for f in chosen["explanation"]["top_features"]]
+    assert all(r.endswith(f"failure odds for {chosen['agent']}") for r in reasons["reason"])
+    similar = _frame(app, "shared words")
+    expected = chosen["explanation"]["similar_failures"]
+    assert list(similar["task"]) == [n["task_id"] for n in expected]
+    assert all(link.startswith(f"task?project={project}&task_id=") for link in similar["task link"])
+    advice = chosen["explanation"]["advice"]
+    if advice:
+        assert list(_frame(app, "evidence")["evidence"]) == [a["evidence"] for a in advice]
+    else:
+        assert any(i.value.startswith("No advice was given") for i in app.info)
+
+
 def test_model_page_without_a_model(empty_source):
     app = run_page("model")
     _no_errors(app)
