@@ -391,7 +391,7 @@ def test_rules_tell_overloaded_from_other_server_errors() -> None:
             )
             client = anthropic.Anthropic(base_url=fake.url, api_key="sk-ant-test")
 
-            def ask() -> str:
+            def ask(client: anthropic.Anthropic = client) -> str:
                 message = client.messages.create(model="claude-test", max_tokens=10, messages=HI)
                 return str(message.content[0].text)
 
