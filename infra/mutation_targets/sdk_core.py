@@ -44,6 +44,46 @@ TARGETS: dict[str, Target] = {
             "tests/sdk/test_sdk_crash_resume.py",
         ),
     ),
+    # -- the decision loop (issue 20 item 1; mutation-tested before issue 20 is resolved) --
+    "loop": Target(
+        "sdk/loop.py",
+        ("task", "step"),
+        (
+            "--noconftest",
+            "tests/sdk/test_loop_guarantees.py",
+            "tests/sdk/test_sdk_loop.py",
+            "tests/sdk/test_sdk_loop_defects.py",
+            "--deselect=tests/sdk/test_sdk_loop_defects.py::test_a_channel_that_hangs_is_bounded_in_a_plain_call",
+            "--deselect=tests/sdk/test_sdk_loop_defects.py::test_an_async_channel_that_hangs_is_bounded",
+            "tests/sdk/test_sdk_safe_defaults.py",
+            "tests/sdk/test_budget_steps.py",
+        ),
+    ),
+    "stopping": Target(
+        "sdk/stopping.py",
+        ("stop", "hand_off", "build_package", "_error"),
+        (
+            "--noconftest",
+            "tests/sdk/test_loop_guarantees.py",
+            "tests/sdk/test_sdk_loop.py",
+            "tests/sdk/test_sdk_loop_defects.py",
+            "--deselect=tests/sdk/test_sdk_loop_defects.py::test_a_channel_that_hangs_is_bounded_in_a_plain_call",
+            "--deselect=tests/sdk/test_sdk_loop_defects.py::test_an_async_channel_that_hangs_is_bounded",
+            "tests/sdk/test_sdk_promises.py",
+        ),
+    ),
+    "steps": Target(
+        "sdk/steps.py",
+        ("_step", "step_succeeded", "complete_step", "step_done", "call_name", "_split"),
+        (
+            "--noconftest",
+            "tests/sdk/test_loop_guarantees.py",
+            "tests/sdk/test_sdk_loop.py",
+            "tests/sdk/test_budget_steps.py",
+            "tests/sdk/test_sdk_safe_defaults.py",
+            "tests/sdk/test_effects_guarantees.py",
+        ),
+    ),
 }
 
 EQUIVALENT: Equivalent = {
@@ -125,4 +165,41 @@ EQUIVALENT: Equivalent = {
         "core/ReplaceBinaryOperator_BitOr_BitAnd",
         "def _name(fn: Callable[..., object] | None) -> str & None:",
     ): "an annotation, never evaluated (the module has `from __future__ import annotations`)",
+    # -- the decision loop (session 8) ----------------------------------------------------
+    (
+        "sdk/loop.py",
+        "task",
+        "core/ReplaceBinaryOperator_BitOr_BitAnd",
+        "first_error: BaseException & None = None,",
+    ): "a parameter annotation, never evaluated (the module has `from __future__ import annotations`)",
+    (
+        "sdk/loop.py",
+        "step",
+        "core/ReplaceBinaryOperator_BitOr_BitAnd",
+        "phase: str & None,",
+    ): "a parameter annotation, never evaluated (the module has `from __future__ import annotations`)",
+    (
+        "sdk/loop.py",
+        "step",
+        "core/ReplaceBinaryOperator_BitOr_BitAnd",
+        "dependency: str & None,",
+    ): "a parameter annotation, never evaluated (the module has `from __future__ import annotations`)",
+    (
+        "sdk/loop.py",
+        "step",
+        "core/ReplaceBinaryOperator_BitOr_BitAnd",
+        "guard: dict[str, Any] & None,",
+    ): "a parameter annotation, never evaluated (the module has `from __future__ import annotations`)",
+    (
+        "sdk/loop.py",
+        "step",
+        "core/ReplaceBinaryOperator_Mul_Div",
+        "/,",
+    ): "the keyword-only marker as a positional-only one: the one caller (RunSteps._step) passes the five leading arguments by position and phase, dependency, guard by keyword",
+    (
+        "sdk/loop.py",
+        "step",
+        "core/ReplaceComparisonOperator_IsNot_NotEq",
+        "if attempt != entered:  # a retry of this step began it; the task goes on in it",
+    ): "Attempt is a dataclass compared field by field: two attempts of a task differ in number and correlation id, so != and `is not` agree",
 }

@@ -1,0 +1,239 @@
+"""The decision loop's guarantees, read on emitted events, through both drivers.
+
+Issue 25 item 2: the survivors of mutating ``sdk/loop.py`` (the sans-I/O attempt loop)
+and ``sdk/stopping.py``/``sdk/steps.py``. Each test runs the same task through
+``governor.call`` (the plain driver) and ``governor.acall`` (the asyncio driver), on a
+virtual clock, so the waits are read exactly off the events' timestamps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable, Generator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from retrylens.errors import HandedOff
+from retrylens.schemas import Decision, EventKind, RetryEvent
+from retrylens.sdk import CallbackChannel, Governor
+from retrylens.sdk.policy import parse_policy
+from retrylens.testing import capture_events
+
+START = datetime(2026, 12, 2, tzinfo=UTC)
+Steps = Generator[tuple[str, Any, dict[str, Any]], Any, Any]
+DRIVERS = pytest.mark.parametrize("is_async", [False, True], ids=["call", "acall"])
+
+
+#: Waits of whole seconds without jitter: a wait off by a thousandth shows in the events'
+#: millisecond timestamps.
+SLOW = parse_policy({"backoff": {"base_ms": 4000, "cap_ms": 60000, "jitter": 0.0}})
+
+
+def governor(**kwargs: Any) -> Governor:
+    kwargs.setdefault("rng", random.Random(7))
+    return Governor.with_virtual_time(start=START, **kwargs)
+
+
+class Flaky:
+    """A tool failing with ``errors`` in turn, then answering ``result``."""
+
+    def __init__(self, *errors: BaseException, result: Any = "ok") -> None:
+        self.errors, self.result, self.calls = list(errors), result, 0
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls += 1
+        if self.errors:
+            raise self.errors.pop(0)
+        return self.result
+
+
+def run(g: Governor, is_async: bool, task: Callable[[], Steps], **kwargs: Any) -> Any:
+    """``task`` governed by ``call``, or (``is_async``) by ``acall``.
+
+    ``task()`` is a generator: it yields each step as ``(name, tool, options)`` and gets the
+    step's result back, so that one body serves both drivers: ``governor.step`` under
+    ``call``, ``await governor.astep`` of an ``async def`` wrapper under ``acall``.
+    """
+    if not is_async:
+
+        def body() -> Any:
+            steps, value = task(), None
+            try:
+                while True:
+                    name, tool, options = steps.send(value)
+                    value = g.step(name, tool, **options)
+            except StopIteration as done:
+                return done.value
+
+        return g.call(body, **kwargs)
+
+    async def abody() -> Any:
+        steps, value = task(), None
+        try:
+            while True:
+                name, tool, options = steps.send(value)
+
+                async def atool(_tool: Any = tool) -> Any:
+                    return _tool()
+
+                value = await g.astep(name, atool, **options)
+        except StopIteration as done:
+            return done.value
+
+    return asyncio.run(g.acall(abody, **kwargs))
+
+
+def gaps_ms(events: list[RetryEvent]) -> list[tuple[int | None, float]]:
+    """For each decision: its backoff and the time until the next attempt started (ms)."""
+    out = []
+    for i, e in enumerate(events):
+        if e.kind is not EventKind.DECISION:
+            continue
+        nxt = next((n for n in events[i + 1 :] if n.kind is EventKind.ATTEMPT_STARTED), None)
+        if nxt is not None:
+            out.append((e.backoff_ms, (nxt.ts - e.ts).total_seconds() * 1000))
+    return out
+
+
+# -- sdk/loop.py: task ---------------------------------------------------------------------
+@DRIVERS
+def test_a_task_succeeds_on_the_attempt_its_retried_step_began(is_async: bool) -> None:
+    """Pass 1 fails as a whole, pass 2's step fails and is retried in place as attempt 3:
+    the success is recorded on attempt 3 (its number, and its correlation id, which joins
+    an attempt's events), the one that succeeded."""
+    passes = 0
+    lookup = Flaky(ConnectionError("reset"), result="found")
+
+    def task() -> Steps:
+        nonlocal passes
+        passes += 1
+        if passes == 1:
+            raise TimeoutError("the model timed out")
+        return (yield "lookup", lookup, {})
+
+    with capture_events() as captured:
+        g = governor(emit=captured.emit)
+        assert run(g, is_async, task, goal="find the order") == "found"
+        events = captured.events
+    started = {e.attempt: e.correlation_id for e in events if e.kind is EventKind.ATTEMPT_STARTED}
+    (succeeded,) = [e for e in events if e.kind is EventKind.ATTEMPT_SUCCEEDED]
+    assert sorted(started) == [1, 2, 3] and len(set(started.values())) == 3
+    assert (succeeded.attempt, succeeded.correlation_id) == (3, started[3])
+    assert (passes, lookup.calls) == (2, 2)
+
+
+@DRIVERS
+def test_a_tasks_own_failure_after_a_retried_step_is_recorded_on_the_attempt_it_ended(
+    is_async: bool,
+) -> None:
+    """Pass 2 (attempt 2): the step fails and succeeds as attempt 3, then the task's own
+    code fails: that failure ends attempt 3; pass 3 (attempt 4) skips the done step."""
+    passes = 0
+    lookup = Flaky(ConnectionError("reset"), result="found")
+
+    def task() -> Steps:
+        nonlocal passes
+        passes += 1
+        if passes == 1:
+            raise TimeoutError("the model timed out")
+        found = yield "lookup", lookup, {}
+        if passes == 2:
+            raise ValueError("the answer failed validation")
+        return found
+
+    with capture_events() as captured:
+        g = governor(emit=captured.emit)
+        assert run(g, is_async, task, goal="find the order") == "found"
+        events = captured.events
+    started = {e.attempt: e.correlation_id for e in events if e.kind is EventKind.ATTEMPT_STARTED}
+    failed = [(e.attempt, e.correlation_id) for e in events if e.kind is EventKind.ATTEMPT_FAILED]
+    assert len(set(started.values())) == 4
+    assert failed == [(n, started[n]) for n in (1, 2, 3)]
+    (succeeded,) = [e for e in events if e.kind is EventKind.ATTEMPT_SUCCEEDED]
+    assert (succeeded.attempt, succeeded.correlation_id) == (4, started[4])
+    assert (passes, lookup.calls) == (3, 2)
+
+
+@DRIVERS
+def test_the_task_waits_exactly_each_backoff_and_nothing_without_one(is_async: bool) -> None:
+    """Two timeouts (a backoff each) and a validation failure (no wait) of the whole task:
+    the next attempt starts exactly ``backoff_ms`` after each decision."""
+    failures = [TimeoutError("slow"), TimeoutError("slow again"), ValueError("bad answer")]
+
+    def task() -> Steps:
+        if failures:
+            raise failures.pop(0)
+        yield from ()
+        return "done"
+
+    with capture_events() as captured:
+        g = governor(emit=captured.emit, policy=SLOW)
+        assert run(g, is_async, task, goal="answer") == "done"
+        events = captured.events
+    # the first failure is decided after the driver's fast first try, the others in the loop
+    assert gaps_ms(events) == [(4000, 4000.0), (8000, 8000.0), (0, 0.0)]
+
+
+# -- sdk/loop.py: step ---------------------------------------------------------------------
+@DRIVERS
+def test_a_retried_step_waits_exactly_its_backoff(is_async: bool) -> None:
+    search = Flaky(TimeoutError("slow"), TimeoutError("slow"), result="hits")
+    with capture_events() as captured:
+        g = governor(emit=captured.emit, policy=SLOW)
+        assert run(g, is_async, lambda: (yield "search", search, {}), goal="search") == "hits"
+        events = captured.events
+    assert gaps_ms(events) == [(4000, 4000.0), (8000, 8000.0)]
+
+
+@DRIVERS
+def test_a_steps_failure_is_recorded_in_its_phase_and_the_tasks_own_in_the_tasks(
+    is_async: bool,
+) -> None:
+    """A step named with ``phase``/``dependency`` fails and is retried there (attempt 2);
+    the task's own code then times out in that same attempt: that failure is the task's
+    (``planning``, ``llm``), not the step's, so the index's breaker never counts it, and the
+    re-run pass (attempt 3) starts where the task is."""
+    search = Flaky(TimeoutError("the index timed out"), result="hits")
+    passes = 0
+
+    def task() -> Steps:
+        nonlocal passes
+        passes += 1
+        found = yield "search", search, {"phase": "retrieval", "dependency": "index"}
+        if passes == 1:
+            raise TimeoutError("the model timed out")
+        return found
+
+    with capture_events() as captured:
+        g = governor(emit=captured.emit)
+        assert run(g, is_async, task, goal="answer", phase="planning", dependency="llm") == "hits"
+        events = captured.events
+    failed = [(e.phase, e.dependency) for e in events if e.kind is EventKind.ATTEMPT_FAILED]
+    started = [(e.phase, e.dependency) for e in events if e.kind is EventKind.ATTEMPT_STARTED]
+    assert failed == [("retrieval", "index"), ("planning", "llm")]
+    assert started == [("planning", "llm"), ("retrieval", "index"), ("planning", "llm")]
+    assert [e.dependency for e in events if e.kind is EventKind.DECISION] == ["index", "llm"]
+    (succeeded,) = [e for e in events if e.kind is EventKind.ATTEMPT_SUCCEEDED]
+    assert (succeeded.attempt, succeeded.phase, succeeded.dependency) == (3, "planning", "llm")
+
+
+@DRIVERS
+def test_a_step_that_stops_the_task_hands_off_from_its_own_phase(is_async: bool) -> None:
+    pay = Flaky(RuntimeError("the PSP answered something unknown"))
+    with capture_events() as captured:
+        g = governor(emit=captured.emit, handoff=CallbackChannel(lambda package: None))
+        with pytest.raises(HandedOff):
+            run(
+                g,
+                is_async,
+                lambda: (yield "pay", pay, {"phase": "payment", "dependency": "psp"}),
+                goal="pay",
+                phase="planning",
+            )
+        events = captured.events
+    (handoff,) = [e for e in events if e.kind is EventKind.HANDOFF]
+    assert (handoff.phase, handoff.dependency) == ("payment", "psp")
+    assert [e.decision for e in events if e.kind is EventKind.DECISION] == [Decision.HANDOFF_HUMAN]
