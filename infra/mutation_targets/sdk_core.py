@@ -84,6 +84,41 @@ TARGETS: dict[str, Target] = {
             "tests/sdk/test_effects_guarantees.py",
         ),
     ),
+    "rules": Target(
+        "sdk/rules.py",
+        ("__call__", "stop_verdict", "cap"),
+        (
+            "--noconftest",
+            "tests/sdk/test_rules_guarantees.py",
+            "tests/sdk/test_rules_params.py",
+            "tests/sdk/test_sdk_governor.py",
+            "tests/sdk/test_budget_guarantees.py",
+        ),
+    ),
+    "verdicts": Target(
+        "sdk/rules.py",
+        ("apply_verdict", "record_failure", "retrying", "answers_for", "compile_policy"),
+        (
+            "--noconftest",
+            "tests/sdk/test_rules_guarantees.py",
+            "tests/sdk/test_rules_params.py",
+            "tests/sdk/test_sdk_governor.py",
+            "tests/sdk/test_budget_guarantees.py",
+        ),
+    ),
+    "drivers": Target(
+        "sdk/drivers.py",
+        ("drive", "adrive", "call", "acall", "_hook", "_ahook", "_blocking"),
+        (
+            "--noconftest",
+            "tests/sdk/test_loop_guarantees.py",
+            "tests/sdk/test_sdk_loop.py",
+            "tests/sdk/test_sdk_loop_defects.py",
+            "--deselect=tests/sdk/test_sdk_loop_defects.py::test_a_channel_that_hangs_is_bounded_in_a_plain_call",
+            "--deselect=tests/sdk/test_sdk_loop_defects.py::test_an_async_channel_that_hangs_is_bounded",
+            "tests/sdk/test_sdk_safe_defaults.py",
+        ),
+    ),
 }
 
 EQUIVALENT: Equivalent = {
@@ -202,4 +237,28 @@ EQUIVALENT: Equivalent = {
         "core/ReplaceComparisonOperator_IsNot_NotEq",
         "if attempt != entered:  # a retry of this step began it; the task goes on in it",
     ): "Attempt is a dataclass compared field by field: two attempts of a task differ in number and correlation id, so != and `is not` agree",
+    (
+        "sdk/stopping.py",
+        "stop",
+        "core/ReplaceBinaryOperator_BitOr_BitAnd",
+        "def stop(run: TaskRun, verdict: Verdict, error: BaseException & None) -> Loop:",
+    ): "a parameter annotation, never evaluated (the module has `from __future__ import annotations`)",
+    (
+        "sdk/stopping.py",
+        "stop",
+        "core/ReplaceComparisonOperator_Is_Eq",
+        "if verdict.decision == Decision.HANDOFF_HUMAN:",
+    ): "a verdict's decision is always a Decision member, which equals only itself: == and is agree",
+    (
+        "sdk/stopping.py",
+        "stop",
+        "core/ReplaceComparisonOperator_Is_Eq",
+        "if verdict.decision == Decision.CANCEL_CHAIN:",
+    ): "a verdict's decision is always a Decision member, which equals only itself: == and is agree",
+    (
+        "sdk/stopping.py",
+        "build_package",
+        "core/ReplaceAndWithOr",
+        "if package.errors or last is not None:",
+    ): "a task's failure records and its last failure are set together (RunRecords.record_failure sets last_failure and appends the record), so the package has errors exactly when there is a last failure: `and` and `or` agree",
 }

@@ -17,9 +17,11 @@ from typing import Any
 import pytest
 
 from retrylens.errors import HandedOff
-from retrylens.schemas import Decision, EventKind, RetryEvent
+from retrylens.schemas import Decision, ErrorType, EventKind, RetryEvent
 from retrylens.sdk import CallbackChannel, Governor
+from retrylens.sdk.handoff import HandoffPackage
 from retrylens.sdk.policy import parse_policy
+from retrylens.sdk.sanitizer import Failure
 from retrylens.testing import capture_events
 
 START = datetime(2026, 12, 2, tzinfo=UTC)
@@ -237,3 +239,47 @@ def test_a_step_that_stops_the_task_hands_off_from_its_own_phase(is_async: bool)
     (handoff,) = [e for e in events if e.kind is EventKind.HANDOFF]
     assert (handoff.phase, handoff.dependency) == ("payment", "psp")
     assert [e.decision for e in events if e.kind is EventKind.DECISION] == [Decision.HANDOFF_HUMAN]
+
+
+# -- sdk/stopping.py: the hand-off package -------------------------------------------------
+@DRIVERS
+def test_the_handoff_package_carries_the_failed_output_and_the_tasks_story(
+    is_async: bool,
+) -> None:
+    packages: list[HandoffPackage] = []
+    lookup = Flaky(result={"order": "A-17"})
+
+    def task() -> Steps:
+        yield "lookup", lookup, {}
+        raise Failure(
+            ErrorType.UNKNOWN, "the ledger said something odd", code="E9", status=502,
+            output="half an answer",
+        )  # fmt: skip
+
+    g = governor(handoff=CallbackChannel(packages.append))
+    with pytest.raises(HandedOff):
+        run(g, is_async, task, goal="reconcile A-17")
+    (package,) = packages
+    assert package.failed_output == "half an answer"
+    assert package.outputs == {"lookup": {"order": "A-17"}}
+    assert package.reason.startswith("unclassified failure (E9)")
+    assert (package.attempts, package.inputs) == (1, "reconcile A-17")
+    (error,) = package.errors
+    assert (error["attempt"], error["phase"], error["error_type"]) == (1, "execution", "unknown")
+    assert error["message"] == "the ledger said something odd"
+    assert (package.error["code"], package.error["status"]) == ("E9", 502)
+    assert package.context, "the last attempt's messages, for the person to read"
+
+
+@DRIVERS
+def test_a_handoff_package_without_an_output_says_none(is_async: bool) -> None:
+    packages: list[HandoffPackage] = []
+
+    def task() -> Steps:
+        yield from ()
+        raise Failure(ErrorType.UNKNOWN, "no answer at all")
+
+    g = governor(handoff=CallbackChannel(packages.append))
+    with pytest.raises(HandedOff):
+        run(g, is_async, task, goal="reconcile")
+    assert packages[0].failed_output == ""
