@@ -261,4 +261,40 @@ EQUIVALENT: Equivalent = {
         "core/ReplaceAndWithOr",
         "if package.errors or last is not None:",
     ): "a task's failure records and its last failure are set together (RunRecords.record_failure sets last_failure and appends the record), so the package has errors exactly when there is a last failure: `and` and `or` agree",
+    (
+        "sdk/steps.py",
+        "_step",
+        "core/ReplaceBinaryOperator_BitOr_BitAnd",
+        "phase: str & None,",
+    ): "a parameter annotation, never evaluated (the module has `from __future__ import annotations`)",
+    (
+        "sdk/steps.py",
+        "_step",
+        "core/ReplaceBinaryOperator_BitOr_BitAnd",
+        "dependency: str & None,",
+    ): "a parameter annotation, never evaluated (the module has `from __future__ import annotations`)",
+    (
+        "sdk/steps.py",
+        "complete_step",
+        "core/ReplaceBinaryOperator_BitOr_BitAnd",
+        "def complete_step(self, name: str, output: Any = None, *, fact: str & None = None) -> None:",
+    ): "a parameter annotation, never evaluated (the module has `from __future__ import annotations`)",
+    (
+        "sdk/steps.py",
+        "call_name",
+        "core/ReplaceComparisonOperator_Eq_LtE",
+        'return name if seen <= 1 else f"{name}#{seen}"',
+    ): "a call's count starts at 1 (`get(name, 0) + 1`): `seen <= 1` and `seen == 1` agree",
+    (
+        "sdk/steps.py",
+        "step_succeeded",
+        "core/ReplaceAndWithOr",
+        "usage = usage_of(output) if attempt is not None or type(output) not in _PLAIN else None",
+    ): "_PLAIN is a shortcut: usage_of finds no usage in a str (JSON-looking included), number, bool, None or bytes, and a usage found without an attempt is not used (the next line checks the attempt again)",
+    (
+        "sdk/steps.py",
+        "complete_step",
+        "core/ReplaceBinaryOperator_Mul_Div",
+        "def complete_step(self, name: str, output: Any = None, /, fact: str | None = None) -> None:",
+    ): "the keyword-only marker as a positional-only one: every caller (step_succeeded, the simulation, the tests) passes name and output by position and fact by keyword",
 }

@@ -283,3 +283,63 @@ def test_a_handoff_package_without_an_output_says_none(is_async: bool) -> None:
     with pytest.raises(HandedOff):
         run(g, is_async, task, goal="reconcile")
     assert packages[0].failed_output == ""
+
+
+# -- sdk/steps.py --------------------------------------------------------------------------
+@DRIVERS
+def test_a_tasks_own_usage_counts_after_a_step_that_reported_none(is_async: bool) -> None:
+    """A step answering without usage leaves the attempt's usage unknown, so the usage of
+    the task's own answer is read and recorded."""
+
+    def task() -> Steps:
+        hits = yield "search", lambda: {"hits": ["A-17"]}, {}
+        return {
+            "text": f"found {hits['hits'][0]}",
+            "usage": {"prompt_tokens": 40, "completion_tokens": 2},
+        }
+
+    with capture_events() as captured:
+        g = governor(emit=captured.emit)
+        run(g, is_async, task, goal="find A-17")
+        (event,) = [e for e in captured.events if e.kind is EventKind.ATTEMPT_SUCCEEDED]
+    assert (event.tokens_in, event.tokens_out) == (40, 2)
+
+
+@DRIVERS
+def test_a_read_only_tools_calls_are_named_by_their_arguments_and_numbered_from_the_second(
+    is_async: bool,
+) -> None:
+    """The steps of ``@governor.tool`` calls, as the hand-off package shows them: the same
+    call three times in one pass is three steps, the first under the call's own name."""
+    packages: list[HandoffPackage] = []
+    g = governor(handoff=CallbackChannel(packages.append))
+    looked: list[str] = []
+
+    @g.tool("orders.lookup")
+    def lookup(order: str) -> str:
+        looked.append(order)
+        return f"{order}: shipped"
+
+    @g.tool("orders.alookup")
+    async def alookup(order: str) -> str:
+        looked.append(order)
+        return f"{order}: shipped"
+
+    def task() -> None:
+        for _ in range(3):
+            lookup("A-17")
+        raise Failure(ErrorType.UNKNOWN, "odd")
+
+    async def atask() -> None:
+        for _ in range(3):
+            await alookup("A-17")
+        raise Failure(ErrorType.UNKNOWN, "odd")
+
+    with pytest.raises(HandedOff):
+        if is_async:
+            asyncio.run(g.acall(atask, goal="track A-17"))
+        else:
+            g.call(task, goal="track A-17")
+    first, second, third = packages[0].outputs
+    assert "#" not in first and (second, third) == (f"{first}#2", f"{first}#3")
+    assert looked == ["A-17"] * 3
