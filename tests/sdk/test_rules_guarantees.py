@@ -20,7 +20,16 @@ from retrylens.errors import ChainCancelled, TaskStopped
 from retrylens.schemas import AgentRef, Decision, ErrorType, EventKind
 from retrylens.sdk import CallbackChannel, Governor
 from retrylens.sdk.policy import TaskBudget, parse_policy
-from retrylens.sdk.rules import record_failure, stop_on_budget, stop_on_known_bad_input
+from retrylens.sdk.rules import (
+    Verdict,
+    apply_verdict,
+    hand_off_unclassified,
+    record_failure,
+    retry_by_class,
+    stop_on_budget,
+    stop_on_known_bad_input,
+    stop_when_cancelled,
+)
 from retrylens.sdk.sanitizer import Failure
 from retrylens.sdk.state import TaskState
 from retrylens.testing import capture_events
@@ -361,12 +370,17 @@ def test_a_failure_of_a_cancelled_chain_cancels_the_task() -> None:
 
 
 # -- rules evaluated without an environment (shadow candidates, offline replay) ---------------
-def test_without_an_environment_no_input_counts_as_known_bad() -> None:
-    state = TaskState(
+def _bare_state() -> TaskState:
+    """A task state without an environment, as shadow candidates and the replay see it."""
+    return TaskState(
         task_id="t", project="p", agent=AgentRef(name="a"), goal="g", fingerprint="f",
         features={}, trace_id="0" * 32, root_span_id="0" * 16, policy=parse_policy({}),
         rng=random.Random(0),
     )  # fmt: skip
+
+
+def test_without_an_environment_no_input_counts_as_known_bad() -> None:
+    state = _bare_state()
     state.attempt = 1
     state.last_failure = fail(ErrorType.LOGIC)
     record_failure(state, "logic")
@@ -577,3 +591,72 @@ def test_an_ambiguous_side_effect_stops_with_the_reason_its_contract_gives() -> 
 
 def _times_out(order: str) -> None:
     raise TimeoutError("the payment provider timed out")
+
+
+def test_the_extra_try_is_marked_used_by_the_class_that_took_it() -> None:
+    """A schema mismatch first, then timeouts and validations alternating past their caps
+    of 1: the second timeout takes the extra try, so the second validation stops."""
+    caps = {
+        "caps": {"timeout": 1, "validation": 1, "schema_mismatch": 1},
+        "budget": {"retries": 9},
+    }
+    made = decisions(
+        fail(ErrorType.SCHEMA_MISMATCH), fail(ErrorType.TIMEOUT), fail(ErrorType.VALIDATION),
+        fail(ErrorType.TIMEOUT), fail(ErrorType.VALIDATION), policy=caps,
+    )  # fmt: skip
+    assert kinds(made) == [PATCH, RETRY, REBUILD, RETRY, TO_PERSON]
+    assert made[-1][1] == "validation retry cap reached (1/1 retries)"
+
+
+def test_a_rebuilt_context_summarises_the_latest_failure() -> None:
+    _, _, third = given(
+        fail(ErrorType.LOGIC, message="the plan skips step two"),
+        fail(ErrorType.VALIDATION, message="the total is negative"),
+        policy={"degrade_after": 9, "rules": {"same_phase_limit": 9}},
+    )
+    assert any("the total is negative" in c for c in contents(third))
+    assert not any("the plan skips step two" in c for c in contents(third))
+
+
+def test_a_chain_answers_for_the_classes_of_its_rules() -> None:
+    scoped = stop_when_cancelled() | hand_off_unclassified()
+    assert scoped.answers_for() == {ErrorType.CANCELLED, ErrorType.UNKNOWN}
+    assert (stop_when_cancelled() | retry_by_class()).answers_for() is None
+
+
+def test_a_fallback_counts_as_one_degradation() -> None:
+    """After falling back (one degradation of two), a loop may still relax the task once."""
+    made = decisions(
+        fail(ErrorType.TIMEOUT), fail(ErrorType.TIMEOUT), fail(ErrorType.VALIDATION),
+        fail(ErrorType.VALIDATION), policy={"fallbacks": {"primary": "backup"}},
+        dependency="primary",
+    )  # fmt: skip
+    assert kinds(made) == [RETRY, Decision.DEGRADE_DEPENDENCY, REBUILD, PRECISION]
+    made = decisions(
+        fail(ErrorType.TIMEOUT), fail(ErrorType.TIMEOUT), fail(ErrorType.VALIDATION),
+        fail(ErrorType.VALIDATION),
+        policy={"fallbacks": {"primary": "backup"}, "rules": {"max_degradations": 1}},
+        dependency="primary",
+    )  # fmt: skip
+    assert kinds(made) == [RETRY, Decision.DEGRADE_DEPENDENCY, REBUILD, TO_PERSON]
+
+
+def test_a_replay_with_the_live_caps_marks_the_extra_try_of_an_uncapped_class_used() -> None:
+    """The offline replay moves a logged state with the live governor's caps: a change to a
+    class those caps do not name (cap 0) past which the task was retried used the extra try."""
+    state = _bare_state()
+    for attempt, error in enumerate((ErrorType.TIMEOUT, ErrorType.VALIDATION), start=1):
+        state.attempt = attempt
+        state.last_failure = fail(error)
+        record_failure(state, error.value)
+    apply_verdict(state, Verdict(REBUILD, "logged"), caps={ErrorType.TIMEOUT: 3})
+    assert state.extra_try_used
+    assert state.retries == 1
+
+
+def test_a_change_of_class_within_the_cap_leaves_the_extra_try_for_later() -> None:
+    made = decisions(
+        fail(ErrorType.TIMEOUT), fail(ErrorType.VALIDATION), fail(ErrorType.TIMEOUT),
+        policy={"caps": {"timeout": 1, "validation": 2}},
+    )  # fmt: skip
+    assert kinds(made) == [RETRY, REBUILD, RETRY]  # the second timeout takes the extra try
