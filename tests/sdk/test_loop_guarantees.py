@@ -10,18 +10,21 @@ from __future__ import annotations
 
 import asyncio
 import random
+import threading
+import time
 from collections.abc import Callable, Generator
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
-from retrylens.errors import HandedOff
+from retrylens.errors import ChainCancelled, HandedOff, TaskStopped
 from retrylens.schemas import Decision, ErrorType, EventKind, RetryEvent
 from retrylens.sdk import CallbackChannel, Governor
 from retrylens.sdk.handoff import HandoffPackage
 from retrylens.sdk.policy import parse_policy
 from retrylens.sdk.sanitizer import Failure
+from retrylens.sdk.side_effects import MemoryKeyStore
 from retrylens.testing import capture_events
 
 START = datetime(2026, 12, 2, tzinfo=UTC)
@@ -343,3 +346,271 @@ def test_a_read_only_tools_calls_are_named_by_their_arguments_and_numbered_from_
     first, second, third = packages[0].outputs
     assert "#" not in first and (second, third) == (f"{first}#2", f"{first}#3")
     assert looked == ["A-17"] * 3
+
+
+# -- sdk/drivers.py ------------------------------------------------------------------------
+@DRIVERS
+def test_a_clean_task_opened_without_the_fast_path_is_still_one_compact_event(
+    is_async: bool,
+) -> None:
+    """A function taking ``attempt`` skips the fast first try; a clean success is still
+    recorded as one compact event, under both drivers."""
+    with capture_events() as captured:
+        g = governor(emit=captured.emit)
+
+        def work(attempt: Any) -> str:
+            return f"done on attempt {attempt.number}"
+
+        async def awork(attempt: Any) -> str:
+            return f"done on attempt {attempt.number}"
+
+        if is_async:
+            assert asyncio.run(g.acall(awork, goal="g")) == "done on attempt 1"
+        else:
+            assert g.call(work, goal="g") == "done on attempt 1"
+        events = captured.events
+    assert [e.kind for e in events] == [EventKind.ATTEMPT_SUCCEEDED]
+
+
+def test_acall_after_a_failed_first_try_is_cancelled_by_its_task_id() -> None:
+    """``cancel_chain`` reaches an awaiting task whose first try failed (its task id was
+    made when the failure was recorded): the await is cancelled, not waited out."""
+    task_ids: list[str] = []
+    g = Governor(
+        parse_policy({"backoff": {"base_ms": 1, "jitter": 0.0}}),
+        rng=random.Random(3),
+        emit=lambda event: task_ids.append(event.task_id) or True,
+    )
+    calls = 0
+
+    async def work() -> str:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise TimeoutError("the model timed out")
+        await asyncio.sleep(10)
+        return "never"
+
+    async def main() -> None:
+        running = asyncio.create_task(g.acall(work, goal="a long answer"))
+        while calls < 2:
+            await asyncio.sleep(0.01)
+        g.cancel_chain(task_ids[0])
+        done, _ = await asyncio.wait({running}, timeout=2)  # not cancelled by the wait itself
+        assert done == {running}, "the cancel did not reach the awaiting task"
+        with pytest.raises(ChainCancelled):
+            running.result()
+
+    asyncio.run(main())
+
+
+def test_acall_runs_a_pre_flight_check_off_the_event_loop() -> None:
+    """A pre-flight check is an HTTP call: the event loop keeps serving other tasks meanwhile."""
+    ticked = threading.Event()
+
+    class Review:
+        def adapt(self, run: Any) -> None:
+            assert ticked.wait(2), "the event loop was blocked by the pre-flight check"
+
+    g = governor(preflight=Review())
+
+    async def work() -> str:
+        return "ok"
+
+    async def main() -> str:
+        async def tick() -> None:
+            ticked.set()
+
+        answer, _ = await asyncio.gather(g.acall(work, goal="g"), tick())
+        return answer
+
+    assert asyncio.run(main()) == "ok"
+
+
+def _charge_under_acall(g: Governor, verify: Any, ledger: list[str]) -> Any:
+    @g.side_effect("payments", verify=verify)
+    async def charge(order: str) -> None:
+        ledger.append(order)
+        raise TimeoutError("timed out after the provider booked it")
+
+    return asyncio.run(g.acall(lambda: charge("A-17"), goal="charge A-17"))
+
+
+def test_acall_runs_a_sync_verify_in_the_callers_thread_by_default() -> None:
+    """A sync verify may use thread-bound resources (a SQLite connection): by default it
+    runs inline, in the thread of the event loop, not in a worker."""
+    ledger: list[str] = []
+    threads: list[int] = []
+
+    def has_entry(order: str) -> bool:
+        threads.append(threading.get_ident())
+        return order in ledger
+
+    assert _charge_under_acall(governor(), has_entry, ledger) is None
+    assert threads == [threading.get_ident()] and ledger == ["A-17"]
+
+
+def test_acall_with_bounded_sync_hooks_uses_a_sync_verifys_answer() -> None:
+    ledger: list[str] = []
+    g = governor(bound_sync_hooks=True)
+    assert _charge_under_acall(g, lambda order: order in ledger, ledger) is None
+    assert ledger == ["A-17"]  # confirmed by verify: committed once, not repeated
+
+
+def test_acall_with_bounded_sync_hooks_awaits_what_a_sync_verify_returns() -> None:
+    """A sync verify returning an awaitable (a lambda around an ``async def``) is awaited,
+    never truth-tested: the effect that did not happen is not recorded committed."""
+    ledger: list[str] = []
+
+    async def has_entry(order: str) -> bool:
+        return False  # the provider has no record of it
+
+    g = governor(bound_sync_hooks=True)
+    with pytest.raises(TaskStopped):
+        _charge_under_acall(g, lambda order: has_entry(order), ledger)
+
+
+def test_call_runs_a_sync_verify_in_the_callers_thread_by_default() -> None:
+    ledger: list[str] = []
+    threads: list[int] = []
+    g = governor()
+
+    def has_entry(order: str) -> bool:
+        threads.append(threading.get_ident())
+        return order in ledger
+
+    @g.side_effect("payments", verify=has_entry)
+    def charge(order: str) -> None:
+        ledger.append(order)
+        raise TimeoutError("timed out after the provider booked it")
+
+    assert g.call(lambda: charge("A-17"), goal="charge A-17") is None
+    assert threads == [threading.get_ident()] and ledger == ["A-17"]
+
+
+def test_a_plain_call_on_an_event_loop_delivers_a_quick_channels_package_before_it_returns() -> (
+    None
+):
+    """``governor.call`` made from a coroutine: a channel that says it does not block is
+    called (bounded) before the call ends, so the package is there when the caller looks."""
+    packages: list[HandoffPackage] = []
+
+    def page(package: HandoffPackage) -> None:
+        time.sleep(0.05)  # a quick callback, but not instantaneous
+        packages.append(package)
+
+    g = governor(handoff=CallbackChannel(page))
+
+    async def main() -> None:
+        with pytest.raises(HandedOff):
+            g.call(_odd, goal="reconcile")
+        assert len(packages) == 1
+
+    asyncio.run(main())
+
+
+def _odd() -> None:
+    raise Failure(ErrorType.UNKNOWN, "something odd")
+
+
+def test_acall_with_its_own_task_id_is_cancelled_during_its_first_try() -> None:
+    g = governor()
+
+    async def work() -> str:
+        await asyncio.sleep(10)
+        return "never"
+
+    async def main() -> None:
+        running = asyncio.create_task(g.acall(work, goal="a long answer", task_id="order-9"))
+        await asyncio.sleep(0.05)
+        g.cancel_chain("order-9")
+        done, _ = await asyncio.wait({running}, timeout=2)
+        assert done == {running}, "the cancel did not reach the awaiting task"
+        with pytest.raises(ChainCancelled):
+            running.result()
+
+    asyncio.run(main())
+
+
+def test_a_sub_agents_acall_is_recorded_under_its_parent() -> None:
+    with capture_events() as captured:
+        g = governor(emit=captured.emit)
+
+        async def work() -> str:
+            return "found"
+
+        async def main() -> str:
+            with g.start("plan a trip", agent="lead") as parent:
+                answer = await g.acall(work, goal="find flights", agent="worker", parent=parent)
+                return f"{parent.state.task_id}:{answer}"
+
+        parent_id, answer = asyncio.run(main()).split(":")
+        children = [e for e in captured.events if e.agent.name == "worker"]
+    assert answer == "found" and children
+    assert {e.parent_task_id for e in children} == {parent_id}
+
+
+class _ThreadedStore(MemoryKeyStore):
+    """A key store that notes the thread of each read and write (as a SQLite one would care)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.threads: set[int] = set()
+
+    def get(self, key: str) -> Any:
+        self.threads.add(threading.get_ident())
+        return super().get(key)
+
+    def put(self, record: Any) -> Any:
+        self.threads.add(threading.get_ident())
+        return super().put(record)
+
+
+def test_acall_does_key_store_io_off_the_event_loop() -> None:
+    store = _ThreadedStore()
+    g = governor(key_store=store)
+    booked: list[str] = []
+
+    async def book(order: str, idempotency_key: str = "") -> str:
+        booked.append(order)
+        return "b-1"
+
+    guarded = g.side_effect("bookings")(book)
+    assert asyncio.run(g.acall(lambda: guarded("A-17"), goal="book A-17")) == "b-1"
+    assert store.threads and threading.get_ident() not in store.threads
+
+
+class _Pager:
+    """A hand-off channel that does not say whether it blocks: it is assumed to."""
+
+    def __init__(self, ticked: threading.Event) -> None:
+        self.ticked, self.sent = ticked, 0
+
+    def send(self, package: HandoffPackage) -> None:
+        assert self.ticked.wait(2), "the event loop was blocked by the channel"
+        self.sent += 1
+
+
+def test_acall_runs_a_channel_that_may_block_off_the_event_loop() -> None:
+    ticked = threading.Event()
+    pager = _Pager(ticked)
+    with capture_events() as captured:
+        g = governor(emit=captured.emit, handoff=pager)
+
+        async def main() -> None:
+            async def tick() -> None:
+                await asyncio.sleep(0.01)
+                ticked.set()
+
+            ticking = asyncio.create_task(tick())
+            with pytest.raises(HandedOff):
+                await g.acall(_aodd, goal="reconcile")
+            await ticking
+
+        asyncio.run(main())
+        (handoff,) = captured.of_kind(EventKind.HANDOFF)
+    assert pager.sent == 1 and "channel failed" not in handoff.decision_reason
+
+
+async def _aodd() -> None:
+    raise Failure(ErrorType.UNKNOWN, "something odd")
