@@ -43,7 +43,6 @@ Loop = Generator[Op, Any, Any]
 TaskRun = Any
 
 
-
 class Hook:
     """A user's callable the loop needs the outcome of: ``what`` names it in reasons and logs."""
 
@@ -131,6 +130,7 @@ def step(
     if name in s.completed_steps:
         return s.completed_steps[name]
     attempt = run.last_attempt or (yield from run.beginning(phase=phase, dependency=dependency))
+    entered = attempt
     outer_step, outer_phase, outer_dep = s.current_step, s.phase, s.dependency
     s.current_step = name
     try:
@@ -159,3 +159,5 @@ def step(
         s.current_step = outer_step
         if run.outcome is None:
             s.phase, s.dependency = outer_phase, outer_dep
+            if attempt is not entered:  # a retry of this step began it; the task goes on in it
+                attempt.phase, attempt.dependency = outer_phase, outer_dep
