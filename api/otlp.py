@@ -134,7 +134,10 @@ def trace_events(trace_id: str, spans: dict[str, Span], project: str,
                 attempt += 1
             most = max(most, attempt)
             following = units[i + 1][0] if i + 1 < len(units) else None
-            out.extend(_attempt(base, unit, attempt, first.span_id, following, root, prices, op, usage))
+            events = _attempt(base, unit, attempt, first.span_id, following, root, prices, op, usage)
+            for event in events:  # at equal times, an attempt's events before the next one's
+                event["_seq"] = len(out)
+            out.extend(events)
             if last is None or unit.end_ns >= last[0]:
                 last = (unit.end_ns, failed(unit))
     if root is not None and root.end_ns:
@@ -144,8 +147,9 @@ def trace_events(trace_id: str, spans: dict[str, Span], project: str,
         out.append(_event(base, root, "task_finished", end, correlation_id=root.span_id,
                           span_id=root.span_id, outcome="failed" if lost else "succeeded", attempt=most,
                           latency_ms=_ms(end - root.start_ns)))
-    # causal order: the task's start first, its end last, the rest by time
-    out.sort(key=lambda e: (_PLACE.get(e["kind"], 1), e.pop("_ns"), _ORDER[e["kind"]]))
+    # causal order: the task's start first, its end last, the rest by time; a retry starting
+    # the instant its predecessor failed comes after that failure and its decision
+    out.sort(key=lambda e: (_PLACE.get(e["kind"], 1), e.pop("_ns"), e.pop("_seq", 0), _ORDER[e["kind"]]))
     return out
 
 
