@@ -16,6 +16,7 @@ import pytest
 from retrylens.api.otlp import INFERRED, NAMESPACE, trace_events
 from retrylens.api.otlp_decode import Span
 from retrylens.schemas import RetryEvent
+from retrylens.schemas.limits import MAX_NAME_CHARS
 
 TRACE = "0af7651916cd43dd8448eb211c80319c"
 T0 = 1_760_000_000_000_000_000
@@ -576,3 +577,81 @@ def test_event_ids_are_stable_per_span_and_kind_and_times_are_milliseconds() -> 
         "acme",
     )
     assert started["agent"] == {"name": "ts-agent"} and started["schema_version"] == 1
+
+
+def test_long_names_are_cut_to_the_schemas_limits_so_no_event_is_refused() -> None:
+    """A long service name, provider or exception type must not make the trace's events
+    invalid (the intake would refuse them, and the trace would be lost)."""
+    service, provider, kind = "s" * 300, "p" * 300, "E" * 300
+    events = trace_events(
+        TRACE,
+        {
+            ROOT: Span(
+                TRACE, ROOT, None, "agent", T0, T0 + 900 * MS, resource={"service.name": service}
+            ),
+            "1000000000000001": span(
+                "1000000000000001",
+                10,
+                100,
+                error=True,
+                attrs={"gen_ai.operation.name": "chat", "gen_ai.provider.name": provider},
+                exception_type=kind,
+                exception_message="m" * 5000,
+            ),
+        },
+        "acme",
+        {},
+    )
+    for event in events:
+        RetryEvent.model_validate(event)
+    assert {e["agent"]["name"] for e in events} == {service[:MAX_NAME_CHARS]}
+    (failed,) = of(events, "attempt_failed")
+    assert failed["dependency"] == provider[:MAX_NAME_CHARS]
+    assert failed["error_detail"]["code"] == kind[:MAX_NAME_CHARS]
+    assert failed["error_detail"]["message"] == "m" * 2000
+
+
+def test_an_attempt_starting_with_its_root_comes_after_the_tasks_start() -> None:
+    events = mapped(root(), span("1000000000000001", 0, 100))
+    assert [e["kind"] for e in events] == [
+        "task_started",
+        "attempt_started",
+        "attempt_succeeded",
+        "task_finished",
+    ]
+
+
+def test_a_request_without_a_resend_count_is_a_first_send() -> None:
+    chat = span("3000000000000000", 10, 800)
+    events = mapped(
+        root(),
+        chat,
+        http("1000000000000003", chat.span_id, 20, 100, 500),
+        http("1000000000000001", chat.span_id, 20, 100, 500, **{"http.request.resend_count": 1}),
+        http("1000000000000002", chat.span_id, 20, 100, 200, **{"http.request.resend_count": 0}),
+    )
+    assert [s for s, _, _ in attempts(events)] == [
+        "1000000000000002",
+        "1000000000000003",
+        "1000000000000001",
+    ]
+
+
+def test_the_provider_is_named_before_the_system_and_the_system_before_the_server() -> None:
+    both = {"gen_ai.system": "anthropic", "server.address": "api.example.com"}
+    all_three = {**both, "gen_ai.provider.name": "aws.bedrock"}
+    (ok,) = of(mapped(root(), span("1000000000000001", 10, 100, attrs=both)), "attempt_succeeded")
+    assert ok["dependency"] == "anthropic"
+    (ok,) = of(
+        mapped(root(), span("1000000000000001", 10, 100, attrs=all_three)), "attempt_succeeded"
+    )
+    assert ok["dependency"] == "aws.bedrock"
+
+
+def test_the_cost_is_rounded_to_nine_decimals() -> None:
+    attrs = {"gen_ai.request.model": "m", "gen_ai.usage.input_tokens": 7}
+    events = mapped(
+        root(), span("1000000000000001", 10, 100, attrs=attrs), prices={"m": (0.1234567, 0)}
+    )
+    (ok,) = of(events, "attempt_succeeded")
+    assert ok["cost_usd"] == 8.64e-07  # 7 × 0.1234567 / 1e6 = 8.641969e-07
