@@ -7,8 +7,36 @@ from .target import Equivalent, Target
 TARGETS: dict[str, Target] = {
     "otlp": Target(
         "api/otlp.py",
-        ("classify", "is_operation"),
-        ("tests/api/test_otlp_status_codes.py", "tests/api/test_otlp.py"),
+        (
+            "is_operation",
+            "trace_events",
+            "_operation_kind",
+            "of",
+            "http_requests",
+            "_is_http",
+            "failed",
+            "_status",
+            "_attempt",
+            "classify",
+            "_event",
+            "_ms",
+            "_int",
+        ),
+        # --noconftest: these tests need no fixture, and the conftests (the app, the store)
+        # cost four times the tests' own run on every mutant
+        (
+            "--noconftest",
+            "tests/api/test_otlp_mapping_guarantees.py",
+        ),
+    ),
+    "recommendation": Target(
+        "evaluation/report.py",
+        ("_evidence", "__post_init__", "_verdict", "recommend"),
+        (
+            "--noconftest",
+            "tests/evaluation/test_eval_recommend.py",
+            "tests/evaluation/test_recommend_guarantees.py",
+        ),
     ),
 }
 
