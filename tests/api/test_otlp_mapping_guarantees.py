@@ -148,6 +148,8 @@ def test_operations_of_one_parent_are_attempts_while_their_predecessor_failed() 
         ("1000000000000005", 2, again),
     ]
     assert events[-1]["attempt"] == 3  # the task's most attempts of one operation
+    backoffs = [(e["span_id"], e["backoff_ms"]) for e in of(events, "decision")]
+    assert backoffs == [("1000000000000001", 100), ("1000000000000002", 100), (again, 50)]
 
 
 def test_a_fallback_model_is_the_same_operation_retried_but_another_operation_is_not() -> None:
@@ -336,7 +338,9 @@ TYPED = {
     "parse": ({}, {"exception_message": "could not parse the answer"}, "validation", None),
     "json": ({}, {"exception_type": "JSONDecodeError"}, "validation", None),
     "status 401": ({"http.response.status_code": 401}, {}, "unknown", 401),
+    "status 499": ({"http.response.status_code": 499}, {}, "unknown", 499),
     "nothing said": ({}, {}, "unknown", None),
+    "error.type 999": ({"error.type": "999"}, {}, "server_error", 999),
     "error.type beyond 999": ({"error.type": "1000"}, {}, "unknown", None),
 }
 
@@ -354,10 +358,12 @@ def test_a_failed_operation_is_typed_from_its_status_and_text(case: str) -> None
 
 
 @pytest.mark.parametrize(
-    "attrs",
-    [{"gen_ai.operation.name": "execute_tool"}, {"openinference.span.kind": "TOOL"}],
+    ("key", "value"),
+    [("gen_ai.operation.name", "execute_tool"), ("openinference.span.kind", "TOOL")],
 )
-def test_a_failed_tool_that_says_nothing_more_is_a_tool_error(attrs: dict[str, str]) -> None:
+def test_a_failed_tool_that_says_nothing_more_is_a_tool_error(key: str, value: str) -> None:
+    decoded = "".join(list(value))  # a decoder's string: equal, never the same object
+    attrs = {key: decoded}
     events = mapped(root(), span("1000000000000001", 10, 100, error=True, attrs=attrs))
     (failed,) = of(events, "attempt_failed")
     assert failed["error_type"] == "tool_error"
@@ -507,7 +513,7 @@ def test_latency_usage_cost_and_dependency_of_an_attempt() -> None:
         "attempt_succeeded",
     )
     assert (ok["latency_ms"], ok["tokens_in"], ok["tokens_out"]) == (120, 1000, 500)
-    assert ok["cost_usd"] == pytest.approx((1000 * 2.5 + 500 * 10.0) / 1e6)
+    assert ok["cost_usd"] == 0.0075  # (1000 × 2.5 + 500 × 10.0) / 1e6, exactly
     assert ok["dependency"] == "openai/gpt-4o-2024-08-06"
 
 
@@ -655,3 +661,37 @@ def test_the_cost_is_rounded_to_nine_decimals() -> None:
     )
     (ok,) = of(events, "attempt_succeeded")
     assert ok["cost_usd"] == 8.64e-07  # 7 × 0.1234567 / 1e6 = 8.641969e-07
+    assert (ok["tokens_in"], ok["tokens_out"]) == (7, 0)  # no output count said: none
+
+
+def test_an_attempt_clocked_before_its_root_still_comes_after_the_tasks_start() -> None:
+    events = mapped(root(), span("1000000000000001", -5, 100))  # skew between processes
+    assert [e["kind"] for e in events] == [
+        "task_started",
+        "attempt_started",
+        "attempt_succeeded",
+        "task_finished",
+    ]
+
+
+def test_the_gap_between_two_requests_of_an_operation_is_the_backoff() -> None:
+    chat = span("3000000000000000", 10, 800)
+    events = mapped(
+        root(),
+        chat,
+        http("1000000000000001", chat.span_id, 20, 100, 429),
+        http("1000000000000002", chat.span_id, 300, 380, 500),
+        http("1000000000000003", chat.span_id, 600, 790, 200),
+    )
+    decisions = of(events, "decision")
+    assert [(e["decision"], e["backoff_ms"]) for e in decisions] == [
+        ("retry_backoff", 200),
+        ("retry_backoff", 220),
+    ]
+
+
+def test_a_long_task_and_attempt_are_measured_to_the_millisecond() -> None:
+    hour = 3_600_000
+    events = mapped(root(end=hour + 1), span("1000000000000001", 1, hour))
+    (ok,) = of(events, "attempt_succeeded")
+    assert (ok["latency_ms"], events[-1]["latency_ms"]) == (hour - 1, hour + 1)
