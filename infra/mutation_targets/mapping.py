@@ -195,3 +195,53 @@ EQUIVALENT.update(
         ): _CLAMPED,
     }
 )
+_UNUSED_SCORE = (
+    "the score is read only for a `better` or `cheaper` verdict: a losing one's is never used"
+)
+_SHARE = (
+    "a cheaper candidate's score is its sure saving as a share of the live cost, at most 1 "
+    "(a cost per task is never negative), so a better candidate's 1 + lo stays above it "
+    "as 2 + lo does; and the floor only matters for a live cost of zero (then 1e-12 and "
+    "1.000000000001 rank cheaper candidates alike)"
+)
+_LOSING_LINES = (
+    'f"(more than {MAX_IMPUTED_SHARE:.0%})", SCORE)',
+    'f"is below the {margins.success:.1%} margin", SCORE)',
+    'return ("worse", f"success rate {success[\'value\']:+.1%} ({ci})", SCORE)',
+    "f\"{cost['value']:+.5f} USD ({cost_ci}): no difference beyond the uncertainty\", SCORE)",
+)
+EQUIVALENT.update(
+    {
+        ("evaluation/report.py", "_verdict", "core/NumberReplacer", line.replace("SCORE", score)): (
+            _UNUSED_SCORE
+        )
+        for line in _LOSING_LINES
+        for score in ("1.0", "-1.0")
+    }
+)
+EQUIVALENT.update(
+    {
+        (
+            "evaluation/report.py",
+            "_verdict",
+            "core/NumberReplacer",
+            'f"at cost per task {cost[\'value\']:+.5f} USD", 2.0 + success["lo"])',
+        ): _SHARE,
+        (
+            "evaluation/report.py",
+            "_verdict",
+            "core/NumberReplacer",
+            '-cost["hi"] / max(abs(live_cost), 1.000000000001))',
+        ): _SHARE,
+        **{
+            (
+                "evaluation/report.py",
+                "recommend",
+                "core/NumberReplacer",
+                'live_cost = float(policies[0]["estimates"]["cost_usd"]["value"]) '
+                f"if policies else {cost}",
+            ): "without policies there is no candidate to judge: the live cost is never read"
+            for cost in ("1.0", "-1.0")
+        },
+    }
+)

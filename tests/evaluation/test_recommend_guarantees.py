@@ -145,6 +145,23 @@ def test_a_better_candidate_wins_over_a_cheaper_one() -> None:
     assert _decide(better, cheaper)["policy"] == "better"
 
 
+def test_a_better_candidate_wins_over_a_cheaper_one_whatever_the_live_cost() -> None:
+    """The saving is ranked as a share of the live cost (at most 1), so a dear live policy
+    does not let a saving outrank a sure gain in success."""
+    live_cost = 10.0
+    better = _policy("better", (0.03, 0.011, 0.05), live_cost=live_cost)
+    cheaper = _policy("cheaper", (0.0, -0.004, 0.004), (-6.0, -7.0, -5.0), live_cost=live_cost)
+    rec = _decide(cheaper, better, live_cost=live_cost)
+    assert _verdicts(rec) == ["cheaper", "better"] and rec["policy"] == "better"
+
+
+def test_the_saving_is_a_share_of_the_live_policys_cost_not_a_candidates() -> None:
+    """Each policy carries its own cost estimate; the margin is 5 % of the live one's."""
+    lean = _policy("lean", (0.0, -0.004, 0.004), (-0.002, -0.003, -0.0006), live_cost=0.02)
+    rec = _decide(lean)  # saves 6 % of the live 0.01 (3 % of its own 0.02)
+    assert (rec["policy"], _verdicts(rec)) == ("lean", ["cheaper"])
+
+
 def test_of_two_equal_winners_the_first_listed_is_adopted() -> None:
     a, b = _policy("a", (0.03, 0.02, 0.05)), _policy("b", (0.03, 0.02, 0.05))
     assert _decide(a, b)["policy"] == "a" and _decide(b, a)["policy"] == "b"
@@ -169,7 +186,7 @@ def test_no_candidates_is_no_clear_winner() -> None:
 
 # -- margins at the boundary ---------------------------------------------------------------------
 @pytest.mark.parametrize("name", ["success", "cost_share", "success_tolerance"])
-@pytest.mark.parametrize("bad", [-1e-9, 1.0, float("inf"), float("nan"), "0.5", None])
+@pytest.mark.parametrize("bad", [-1e-9, 1.0, 1.5, float("inf"), float("nan"), "0.5", None])
 def test_every_margin_outside_zero_to_one_is_refused_with_its_name(name: str, bad: object) -> None:
     with pytest.raises(ValueError, match=f"margin {name} must be a number in"):
         Margins(**{name: bad})  # type: ignore[arg-type]
@@ -235,6 +252,7 @@ def _history(tasks: int, failures: int):  # noqa: ANN202
         (MIN_TASKS - 1, MIN_FAILURES, "insufficient"),
         (MIN_TASKS, MIN_FAILURES - 1, "insufficient"),
         (MIN_TASKS, MIN_FAILURES, "sufficient"),
+        (MIN_TASKS + 5, MIN_FAILURES + 5, "sufficient"),
     ],
 )
 def test_the_evidence_floors_are_inclusive(tasks: int, failures: int, evidence: str) -> None:
