@@ -245,3 +245,22 @@ EQUIVALENT.update(
         },
     }
 )
+EQUIVALENT.update(
+    {
+        (
+            "evaluation/report.py",
+            "_verdict",
+            "core/ReplaceComparisonOperator_Lt_NotEq",
+            'if success["lo"] > -margins.success_tolerance and cost["hi"] <= -saving and '
+            'cost["hi"] != 0:',
+        ): "the saving is a non-negative share of the live cost (margins are refused below 0), "
+        "so the clause before it leaves hi <= 0: `hi != 0` is `hi < 0`",
+        (
+            "evaluation/report.py",
+            "recommend",
+            "core/ReplaceBinaryOperator_BitOr_BitAnd",
+            "def recommend(policies: list[dict[str, Any]], margins: Margins & None = None) -> "
+            "dict[str, Any]:",
+        ): "an annotation: a string under `from __future__ import annotations`, never evaluated",
+    }
+)
