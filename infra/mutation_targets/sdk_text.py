@@ -104,3 +104,52 @@ EQUIVALENT: Equivalent = {
     ): "the cleaned snapshot is either snap itself or a copy whose content differs "
     "(_clean_snapshot copies only when a message changed): `!=` and `is not` agree",
 }
+_MEMO = (
+    "both branches compute `_redact(text, limit)`; the length only decides whether the "
+    "answer is memoised"
+)
+_SANITIZER_ANNOTATION = "an annotation: a string under `from __future__ import annotations`"
+EQUIVALENT.update(
+    {
+        ("sdk/sanitizer.py", "redact", operator, f"if {test}:"): _MEMO
+        for operator, test in (
+            ("core/ReplaceComparisonOperator_LtE_Lt", "len(text) < 2_048"),
+            ("core/ReplaceComparisonOperator_LtE_Gt", "len(text) > 2_048"),
+            ("core/ReplaceComparisonOperator_LtE_Eq", "len(text) == 2_048"),
+            ("core/ReplaceComparisonOperator_LtE_NotEq", "len(text) != 2_048"),
+            ("core/ReplaceComparisonOperator_LtE_GtE", "len(text) >= 2_048"),
+            ("core/AddNot", "not len(text) <= 2_048"),
+            ("core/NumberReplacer", "len(text) <= 2047"),
+            ("core/NumberReplacer", "len(text) <= 2049"),
+        )
+    }
+)
+EQUIVALENT.update(
+    {
+        (
+            "sdk/sanitizer.py",
+            "redact",
+            "core/ReplaceBinaryOperator_BitOr_BitAnd",
+            "def redact(text: str, *, limit: int & None = None) -> str:",
+        ): _SANITIZER_ANNOTATION,
+        (
+            "sdk/sanitizer.py",
+            "_redact",
+            "core/ReplaceBinaryOperator_BitOr_BitAnd",
+            "def _redact(text: str, limit: int & None) -> str:",
+        ): _SANITIZER_ANNOTATION,
+        (
+            "sdk/sanitizer.py",
+            "_classify_type",
+            "core/ReplaceBinaryOperator_BitOr_BitAnd",
+            "def _classify_type(kind: type[BaseException], status: int & None, text: str) -> "
+            "ErrorType:",
+        ): _SANITIZER_ANNOTATION,
+        (
+            "sdk/sanitizer.py",
+            "redact",
+            "core/ReplaceBinaryOperator_Mul_Div",
+            "def redact(text: str, /, limit: int | None = None) -> str:",
+        ): "every call passes limit by keyword, which `/` still accepts",
+    }
+)
