@@ -42,6 +42,7 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
+from retrylens.schemas.limits import MAX_NAME_CHARS
 from retrylens.schemas.taxonomy import TRANSIENT_ERROR_TYPES, ErrorType
 
 from .auth import Principal, principal
@@ -110,7 +111,7 @@ def trace_events(trace_id: str, spans: dict[str, Span], project: str,
     any_span = root or next(iter(spans.values()))
     base = {"schema_version": 1, "project": project, "task_id": f"otel-{trace_id}", "trace_id": trace_id,
             "phase": "execution",
-            "agent": {"name": str(any_span.resource.get("service.name") or "unknown_service")[:256]}}
+            "agent": {"name": str(any_span.resource.get("service.name") or "unknown_service")[:MAX_NAME_CHARS]}}
     out: list[dict[str, Any]] = []
     if root is not None:
         out.append(_event(base, root, "task_started", root.start_ns, correlation_id=root.span_id,
@@ -134,7 +135,10 @@ def trace_events(trace_id: str, spans: dict[str, Span], project: str,
                 attempt += 1
             most = max(most, attempt)
             following = units[i + 1][0] if i + 1 < len(units) else None
-            out.extend(_attempt(base, unit, attempt, first.span_id, following, root, prices, op, usage))
+            events = _attempt(base, unit, attempt, first.span_id, following, root, prices, op, usage)
+            for event in events:  # at equal times, an attempt's events before the next one's
+                event["_seq"] = len(out)
+            out.extend(events)
             if last is None or unit.end_ns >= last[0]:
                 last = (unit.end_ns, failed(unit))
     if root is not None and root.end_ns:
@@ -144,8 +148,9 @@ def trace_events(trace_id: str, spans: dict[str, Span], project: str,
         out.append(_event(base, root, "task_finished", end, correlation_id=root.span_id,
                           span_id=root.span_id, outcome="failed" if lost else "succeeded", attempt=most,
                           latency_ms=_ms(end - root.start_ns)))
-    # causal order: the task's start first, its end last, the rest by time
-    out.sort(key=lambda e: (_PLACE.get(e["kind"], 1), e.pop("_ns"), _ORDER[e["kind"]]))
+    # causal order: the task's start first, its end last, the rest by time; a retry starting
+    # the instant its predecessor failed comes after that failure and its decision
+    out.sort(key=lambda e: (_PLACE.get(e["kind"], 1), e.pop("_ns"), e.pop("_seq", 0), _ORDER[e["kind"]]))
     return out
 
 
@@ -224,7 +229,7 @@ def _attempt(base: dict[str, Any], span: Span, attempt: int, correlation: str, f
                                                                          usage.get("llm.token_count.completion", 0))))
     price_in, price_out = prices.get(model, (0.0, 0.0))
     common = {"correlation_id": correlation, "span_id": span.span_id, "parent_span_id": span.parent_id,
-              "attempt": attempt, "dependency": dependency[:256]}
+              "attempt": attempt, "dependency": dependency[:MAX_NAME_CHARS]}
     events = [_event(base, span, "attempt_started", span.start_ns, **common)]
     end = {"latency_ms": _ms(span.end_ns - span.start_ns), "tokens_in": tokens_in, "tokens_out": tokens_out,
            "cost_usd": round((tokens_in * price_in + tokens_out * price_out) / 1e6, 9)}
@@ -236,7 +241,7 @@ def _attempt(base: dict[str, Any], span: Span, attempt: int, correlation: str, f
         base, span, "attempt_failed", span.end_ns, **common, **end, error_type=error_type.value,
         retryable=error_type in TRANSIENT_ERROR_TYPES,
         error_detail={"message": (span.exception_message or span.status_message)[:2000],
-                      "code": (span.exception_type or str(a.get("error.type", "")))[:256], "status": status}))
+                      "code": (span.exception_type or str(a.get("error.type", "")))[:MAX_NAME_CHARS], "status": status}))
     if following is not None:
         gap = _ms(following.start_ns - span.end_ns)
         events.append(_event(base, span, "decision", span.end_ns, **common, decision="retry_backoff",

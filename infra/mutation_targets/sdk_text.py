@@ -8,7 +8,13 @@ TARGETS: dict[str, Target] = {
     "sanitizer": Target(
         "sdk/sanitizer.py",
         ("_luhn_ok", "_card", "redact", "_redact", "_status_type", "_classify_type", "classify"),
-        ("tests/sdk/test_sdk_redaction.py", "tests/sdk/test_sdk_stories.py"),
+        # --noconftest: no fixture needed; the root conftest loads the store on every mutant
+        (
+            "--noconftest",
+            "tests/sdk/test_classify_guarantees.py",
+            "tests/sdk/test_sdk_redaction.py",
+            "tests/sdk/test_sdk_stories.py",
+        ),
     ),
     "cards": Target(
         "sdk/sanitizer.py", ("_luhn_ok", "_card"), ("tests/sdk/test_sdk_redaction.py",)
@@ -21,7 +27,13 @@ TARGETS: dict[str, Target] = {
     "processors": Target(
         "sdk/processors.py",
         ("_clean", "__call__", "_clean_snapshot", "process"),
-        ("tests/sdk/test_sdk_redaction.py", "tests/sdk/test_sdk_stories.py"),
+        (
+            "tests/sdk/test_redaction_guarantees.py",
+            "tests/sdk/test_sdk_redaction.py",
+            "tests/sdk/test_sdk_stories.py",
+            "tests/sdk/test_sdk_fast_events.py",
+            "tests/sdk/test_sdk_governor.py",
+        ),
     ),
 }
 
@@ -38,4 +50,106 @@ EQUIVALENT: Equivalent = {
         "core/ReplaceComparisonOperator_Eq_LtE",
         "return total % 10 <= 0",
     ): "a remainder modulo 10 is never negative: <= 0 is == 0",
+    (
+        "sdk/processors.py",
+        "process",
+        "core/ReplaceBinaryOperator_BitOr_BitAnd",
+        "def process(processors: Sequence[Processor], event: RetryEvent) -> RetryEvent & None:",
+    ): "an annotation: strings under `from __future__ import annotations`, never evaluated",
+    (
+        "sdk/processors.py",
+        "__call__",
+        "core/ReplaceBinaryOperator_BitOr_BitAnd",
+        "def __call__(self, event: RetryEvent) -> RetryEvent & None:",
+    ): "an annotation: strings under `from __future__ import annotations`, never evaluated",
+    (
+        "sdk/processors.py",
+        "_clean_snapshot",
+        "core/ReplaceTrueWithFalse",
+        "if not any(c != m.content for c, m in zip(cleaned, snap.last_messages, strict=False)):",
+    ): "`cleaned` is made from `snap.last_messages` one for one: the lengths are always equal",
+    (
+        "sdk/processors.py",
+        "_clean_snapshot",
+        "core/ReplaceTrueWithFalse",
+        "for c, m in zip(cleaned, snap.last_messages, strict=False)",
+    ): "`cleaned` is made from `snap.last_messages` one for one: the lengths are always equal",
+    (
+        "sdk/processors.py",
+        "_clean_snapshot",
+        "core/ReplaceComparisonOperator_Eq_Is",
+        'm if c is m.content else m.model_copy(update={"content": c})',
+    ): "a text with nothing to redact comes back as the same str (re.sub and slicing return "
+    "their argument when they change nothing), or, from the memo, as an equal one: then the "
+    "message is copied with the same content; the event's bytes are the same",
+    (
+        "sdk/processors.py",
+        "__call__",
+        "core/ReplaceComparisonOperator_GtE_Eq",
+        "if len(self._snapshots) == 512:",
+    ): "the memo grows by one entry at a time and is cleared on reaching 512: it never holds "
+    "more, so `== 512` and `>= 512` are true on the same calls",
+    (
+        "sdk/processors.py",
+        "__call__",
+        "core/ReplaceComparisonOperator_IsNot_NotEq",
+        "if known is None or known[0] != snap:",
+    ): "the memo keeps each snapshot it holds alive, so an entry found under id(snap) is snap "
+    "itself: `known[0] != snap` is false exactly when `known[0] is not snap` is",
+    (
+        "sdk/processors.py",
+        "__call__",
+        "core/ReplaceComparisonOperator_IsNot_NotEq",
+        "if known[1] != snap:",
+    ): "the cleaned snapshot is either snap itself or a copy whose content differs "
+    "(_clean_snapshot copies only when a message changed): `!=` and `is not` agree",
 }
+_MEMO = (
+    "both branches compute `_redact(text, limit)`; the length only decides whether the "
+    "answer is memoised"
+)
+_SANITIZER_ANNOTATION = "an annotation: a string under `from __future__ import annotations`"
+EQUIVALENT.update(
+    {
+        ("sdk/sanitizer.py", "redact", operator, f"if {test}:"): _MEMO
+        for operator, test in (
+            ("core/ReplaceComparisonOperator_LtE_Lt", "len(text) < 2_048"),
+            ("core/ReplaceComparisonOperator_LtE_Gt", "len(text) > 2_048"),
+            ("core/ReplaceComparisonOperator_LtE_Eq", "len(text) == 2_048"),
+            ("core/ReplaceComparisonOperator_LtE_NotEq", "len(text) != 2_048"),
+            ("core/ReplaceComparisonOperator_LtE_GtE", "len(text) >= 2_048"),
+            ("core/AddNot", "not len(text) <= 2_048"),
+            ("core/NumberReplacer", "len(text) <= 2047"),
+            ("core/NumberReplacer", "len(text) <= 2049"),
+        )
+    }
+)
+EQUIVALENT.update(
+    {
+        (
+            "sdk/sanitizer.py",
+            "redact",
+            "core/ReplaceBinaryOperator_BitOr_BitAnd",
+            "def redact(text: str, *, limit: int & None = None) -> str:",
+        ): _SANITIZER_ANNOTATION,
+        (
+            "sdk/sanitizer.py",
+            "_redact",
+            "core/ReplaceBinaryOperator_BitOr_BitAnd",
+            "def _redact(text: str, limit: int & None) -> str:",
+        ): _SANITIZER_ANNOTATION,
+        (
+            "sdk/sanitizer.py",
+            "_classify_type",
+            "core/ReplaceBinaryOperator_BitOr_BitAnd",
+            "def _classify_type(kind: type[BaseException], status: int & None, text: str) -> "
+            "ErrorType:",
+        ): _SANITIZER_ANNOTATION,
+        (
+            "sdk/sanitizer.py",
+            "redact",
+            "core/ReplaceBinaryOperator_Mul_Div",
+            "def redact(text: str, /, limit: int | None = None) -> str:",
+        ): "every call passes limit by keyword, which `/` still accepts",
+    }
+)
