@@ -151,3 +151,25 @@ def test_a_batch_without_dead_letters_is_stored_while_the_dead_letter_road_is_do
     with pytest.raises(ConnectionError):
         chain.submit(_chunk(10, 10, bad=(12,)))
     assert store.count_rows() == 10 and len(committed) == 1
+
+
+def test_on_worker_processes_submit_waits_only_for_a_full_queue_and_join_stores_everything(
+    store: EventStore, tmp_path: Path
+) -> None:
+    """Decoding on workers overlaps the source: ``submit`` hands chunks out and returns,
+    results are taken when the queue of chunks in flight is full (8 per worker + 16) or
+    at join, and then stored and committed exactly as inline."""
+    commits = _Commits(store)
+    chain = _chain(store, commits, tmp_path, workers=1, max_rows=24)
+    try:
+        for offset in range(23):
+            chain.submit(_chunk(offset, 1))
+        assert commits.seen == []  # nothing taken back yet: the queue is not full
+        chain.submit(_chunk(23, 1))  # the 24th fills the queue: all are taken, the batch is full
+        assert commits.seen == [(24, 24)]
+        for offset in range(24, 30):
+            chain.submit(_chunk(offset, 1))
+        chain.join()
+        assert commits.seen == [(24, 24), (30, 30)] and store.count_rows() == 30
+    finally:
+        chain.close()
