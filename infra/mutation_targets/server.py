@@ -56,16 +56,15 @@ TARGETS: dict[str, Target] = {
     "chain": Target(
         "ingest/chain.py",
         (
+            # Narrowed (session 8, time): what hands batches on and commits them; left out
+            # seconds_left, inserting and build_chain's defaults (14 mutants).
             "submit",
             "_done",
             "_finish",
-            "inserting",
             "poll",
             "join",
             "_hand_on",
             "close",
-            "seconds_left",
-            "build_chain",
         ),
         (
             "tests/foundation/test_chain_guarantees.py",
@@ -108,6 +107,33 @@ _ONE_LITERAL = (
 )
 
 EQUIVALENT: Equivalent = {
+    (
+        "analytics/definitions.py",
+        "_ratio",
+        "core/ReplaceBinaryOperator_BitOr_BitAnd",
+        "def _ratio(numerator: float, denominator: float) -> float & None:",
+    ): _ANNOTATION,
+    (
+        "analytics/definitions.py",
+        "key",
+        "core/ReplaceComparisonOperator_Eq_LtE",
+        'return ATTEMPT_KEY if self.unit <= "attempt" else TASK_KEY',
+    ): 'a unit is "attempt" or "task" (the Unit literal, every Count is written in this module): "attempt" <= "attempt"'
+    ' and "task" > "attempt", so <= and == agree',
+    (
+        "analytics/definitions.py",
+        "key",
+        "core/ReplaceComparisonOperator_Eq_Is",
+        'return ATTEMPT_KEY if self.unit is "attempt" else TASK_KEY',
+    ): "every Count's unit is a literal written in this module, and CPython interns identifier-like string"
+    " constants: the unit and 'attempt' are one object exactly when they are equal",
+    (
+        "analytics/definitions.py",
+        "measure_mask_sql",
+        "core/ReplaceComparisonOperator_Eq_Is",
+        'bits = [f"if({c.condition}, {1 << MEASURE_BITS[c.name]}, 0)" for c in COUNTS if c.unit is unit]',
+    ): "both sides are interned literals: every Count's unit is written in this module and the one caller"
+    " (seal_sql) passes the literals 'attempt' and 'task'",
     (
         "ingest/processor.py",
         "validate",
