@@ -167,9 +167,11 @@ def test_on_worker_processes_submit_waits_only_for_a_full_queue_and_join_stores_
         assert commits.seen == []  # nothing taken back yet: the queue is not full
         chain.submit(_chunk(23, 1))  # the 24th fills the queue: all are taken, the batch is full
         assert commits.seen == [(24, 24)]
-        for offset in range(24, 30):
-            chain.submit(_chunk(offset, 1))
+        # A chunk that keeps the worker busy a while: join must wait for it, not commit without it.
+        big = [event.to_json_bytes() for event in make_events(3000, tasks=50, seed=5)]
+        offsets = list(range(24, 3024))
+        chain.submit(RawChunk("t", 0, offsets, [None] * 3000, big, 3024))
         chain.join()
-        assert commits.seen == [(24, 24), (30, 30)] and store.count_rows() == 30
+        assert commits.seen == [(24, 24), (3024, 3024)] and store.count_rows() == 3024
     finally:
         chain.close()
