@@ -157,21 +157,22 @@ def test_on_worker_processes_submit_waits_only_for_a_full_queue_and_join_stores_
     store: EventStore, tmp_path: Path
 ) -> None:
     """Decoding on workers overlaps the source: ``submit`` hands chunks out and returns,
-    results are taken when the queue of chunks in flight is full (8 per worker + 16) or
-    at join, and then stored and committed exactly as inline."""
+    results are taken when the queue of chunks in flight is full (8 per worker + 16: all
+    of them, so the queue stays bounded) or at join, and then stored and committed exactly
+    as inline."""
     commits = _Commits(store)
-    chain = _chain(store, commits, tmp_path, workers=1, max_rows=24)
+    chain = _chain(store, commits, tmp_path, workers=1, max_rows=10)
     try:
         for offset in range(23):
             chain.submit(_chunk(offset, 1))
-        assert commits.seen == []  # nothing taken back yet: the queue is not full
-        chain.submit(_chunk(23, 1))  # the 24th fills the queue: all are taken, the batch is full
-        assert commits.seen == [(24, 24)]
+        assert commits.seen == [] and chain.head.pending() == 23  # handed out, none taken back yet
+        chain.submit(_chunk(23, 1))  # the 24th fills the queue: every result is taken back
+        assert chain.head.pending() == 0
+        assert commits.seen == [(10, 10), (20, 20)]  # two full batches; four messages held
         # A chunk that keeps the worker busy a while: join must wait for it, not commit without it.
         big = [event.to_json_bytes() for event in make_events(3000, tasks=50, seed=5)]
-        offsets = list(range(24, 3024))
-        chain.submit(RawChunk("t", 0, offsets, [None] * 3000, big, 3024))
+        chain.submit(RawChunk("t", 0, list(range(24, 3024)), [None] * 3000, big, 3024))
         chain.join()
-        assert commits.seen == [(24, 24), (3024, 3024)] and store.count_rows() == 3024
+        assert commits.seen == [(10, 10), (20, 20), (3024, 3024)] and store.count_rows() == 3024
     finally:
         chain.close()
