@@ -62,6 +62,7 @@ def test_a_full_batch_is_stored_then_committed_at_once_by_default(
     commits = _Commits(store)
     chain = _chain(store, commits, tmp_path)
     chain.submit(_chunk(0, 9))
+    chain.poll()  # the source's loop polls all the time: a batch neither full nor old stays
     assert commits.seen == [] and store.count_rows() == 0  # one short of full: held
     assert 59.0 < chain.seconds_left() <= 60.0  # type: ignore[operator]
     chain.submit(_chunk(9, 1))
