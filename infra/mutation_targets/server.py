@@ -96,6 +96,16 @@ TARGETS: dict[str, Target] = {
             "tests/foundation/test_batch_parts.py::test_blocks_encoded_apart_insert_as_one_deduplicated_insert",
         ),
     ),
+    "encoder": Target(
+        "ingest/encoder.py",
+        ("encode_chunk", "bound"),
+        (
+            "tests/foundation/test_ingest_json_rows.py::test_invalid_messages_are_judged_the_same_as_by_the_processor",
+            "tests/foundation/test_batch_parts.py::test_a_chunk_keeps_invalid_verdicts_in_place_and_encodes_the_valid_rows",
+            "tests/foundation/test_batch_parts.py::test_tenant_refusals_are_dead_lettered_without_tripping_the_burst_policy",
+            "tests/foundation/test_writer_guarantees.py::test_a_rejected_batch_with_tenant_refusals_goes_in_as_its_bound_rows_once",
+        ),
+    ),
 }
 
 #: Why an annotation mutant (``|`` → ``&``) is equivalent in these modules.
@@ -114,6 +124,13 @@ _CLUSTER_ONLY = (
 )
 
 EQUIVALENT: Equivalent = {
+    (
+        "ingest/writer.py",
+        "native_rows",
+        "core/ReplaceTrueWithFalse",
+        "for offset, value in zip(chunk.offsets, chunk.values, strict=False):",
+    ): "every source builds a RawChunk's offsets and values together, one of each per message, so the two lists"
+    " are always as long and zip's strict check never fires",
     (
         "store/events.py",
         "insert_rows",
