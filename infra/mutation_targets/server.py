@@ -125,6 +125,25 @@ _CLUSTER_ONLY = (
 
 EQUIVALENT: Equivalent = {
     (
+        "ingest/encoder.py",
+        "encode_chunk",
+        "core/ReplaceBinaryOperator_BitOr_BitAnd",
+        "projects: frozenset[str] & None = None,",
+    ): _ANNOTATION,
+    (
+        "ingest/encoder.py",
+        "encode_chunk",
+        "core/ReplaceBinaryOperator_BitOr_BitAnd",
+        "values: Sequence[bytes & None],",
+    ): _ANNOTATION,
+    (
+        "ingest/encoder.py",
+        "encode_chunk",
+        "core/ReplaceTrueWithFalse",
+        "for index, (offset, value) in enumerate(zip(offsets, values, strict=False)):",
+    ): "its callers (encode_raw, the encode pool's workers) pass one RawChunk's offsets and values, built together"
+    " one of each per message, so the lists are always as long",
+    (
         "ingest/writer.py",
         "native_rows",
         "core/ReplaceTrueWithFalse",
