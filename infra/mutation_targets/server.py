@@ -86,6 +86,17 @@ TARGETS: dict[str, Target] = {
             "tests/foundation/test_ingest_json_rows.py::test_a_replayed_batch_of_json_rows_is_not_stored_twice",
         ),
     ),
+    "insert_lines": Target(
+        "ingest/writer.py",
+        ("insert_event_lines",),
+        (
+            "tests/foundation/test_store_dedup_guarantees.py::test_an_event_resent_within_one_insert_is_counted_once_on_both_roads",
+            "tests/foundation/test_batch_parts.py::test_json_row_blocks_encoded_apart_insert_as_one_deduplicated_insert",
+            "tests/foundation/test_ingest_json_rows.py::test_a_batch_clickhouse_rejects_goes_in_as_native_rows_once",
+            "tests/foundation/test_ingest_json_rows.py::test_a_replayed_batch_of_json_rows_is_not_stored_twice",
+            "tests/foundation/test_ingest_json_rows.py::test_floats_are_stored_identically_at_rounding_edges",
+        ),
+    ),
     "store_dedup": Target(
         "store/events.py",
         ("insert_rows", "insert_native", "count_distinct_events"),
