@@ -259,7 +259,7 @@ def classify(span: Span) -> tuple[ErrorType, int | None]:
     if code is None and str(a.get("error.type", "")).isdigit() and int(a["error.type"]) <= 999:
         code = int(a["error.type"])
     text = f"{a.get('error.type', '')} {span.exception_type} {span.exception_message} {span.status_message}".lower()
-    if code == 429 or "ratelimit" in text.replace("_", "").replace(" ", "") or "429" in text:
+    if code in (429, 529) or "ratelimit" in text.replace("_", "").replace(" ", "") or "429" in text:
         return ErrorType.RATE_LIMIT, code
     if code in (408, 504) or "timeout" in text or "timed out" in text:
         return ErrorType.TIMEOUT, code

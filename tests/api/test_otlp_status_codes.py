@@ -29,6 +29,7 @@ pytestmark = pytest.mark.clickhouse
 #: every status the OTLP mapping names, and the class the SDK gives the same status
 STATUS_TYPES = {
     429: "rate_limit",
+    529: "rate_limit",  # Anthropic's "overloaded": back off, as the SDK does (issue 21)
     408: "timeout",
     504: "timeout",
     500: "server_error",
