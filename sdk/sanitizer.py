@@ -111,11 +111,21 @@ def _redact_cached(text: str, limit: int | None) -> str:
     return _redact(text, limit)
 
 
+#: Before matching, a text far past its limit is cut (matching a megabyte costs): at the
+#: limit plus a margin that holds any short secret at the edge whole, and then on to the
+#: end of the unbroken token the cut falls in, so that a long one (a JWT of a thousand
+#: characters, a key=value) is matched whole too and never leaks its first part. A token
+#: longer than ``_LONGEST_TOKEN`` is cut at that length.
+_CUT_MARGIN = 256
+_LONGEST_TOKEN = 65_536
+_TOKEN_TAIL = LazyPattern(rf"\S{{0,{_LONGEST_TOKEN}}}")
+
+
 def _redact(text: str, limit: int | None) -> str:
-    if limit is not None and len(text) > limit + 256:
-        text = text[
-            : limit + 256
-        ]  # cut before matching; the margin keeps a secret at the edge whole
+    if limit is not None and len(text) > limit + _CUT_MARGIN:
+        end = limit + _CUT_MARGIN
+        tail = _TOKEN_TAIL.compiled.match(text, end)
+        text = text[: tail.end() if tail is not None else end]
     for pattern, replacement in _REDACTIONS:
         text = pattern.sub(replacement, text)
     text = _CARD.sub(_card, text)
