@@ -102,7 +102,10 @@ def _prechecks(source: DataSource) -> None:
         return
     over_time = (monitor or {}).get("over_time") or []
     judged = [r for r in over_time if r.get("judged")]
-    if judged:
+    if monitor is None:  # over the API, calibration and advice vs outcome are read per project
+        st.info("Pick one project to see how its pre-checked tasks ended: calibration, AUC and advice "
+                "followed vs outcome are measured per project.")
+    elif judged:
         st.plotly_chart(charts.precheck_drift(judged), key="chart_precheck_drift")
         st.caption("The risk model on real outcomes: mean predicted risk vs the observed failure rate (their gap is "
                    "the calibration drift an alert rule can watch, metric `calibration_gap`), ROC-AUC and Brier score "

@@ -65,3 +65,15 @@ def test_task_view_over_the_api(seeded, api_source):
     assert not app.exception and not app.error
     assert any(handoff["task_id"] in h.value for h in app.subheader)
     assert any("Handed to a human" in i.value for i in app.info)
+
+
+def test_model_page_over_the_api_on_all_projects_does_not_say_no_precheck_ended(seeded, api_source):
+    """Over the API the pre-check monitor is per project; on "All projects" the page must not
+    claim that no pre-checked task has finished when they have (it did, after a demo)."""
+    app = run_page("model")
+    assert not app.exception and not app.error
+    assert app.selectbox(key="model_project").value == "All projects"
+    assert len(app.dataframe) > 0  # the recent pre-checks of every project are listed
+    infos = [i.value for i in app.info]
+    assert not [i for i in infos if i.startswith("No pre-checked task has finished yet")], infos
+    assert any(i.startswith("Pick one project") for i in infos), infos
