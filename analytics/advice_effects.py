@@ -6,7 +6,8 @@ get it. So the API withholds the advice it would give from a fixed share of task
 tasks withholds from the same ones); each stored pre-check says, in its explanation, which
 kinds were ``given`` and which were ``withheld``. Joined to how the tasks ended
 (:func:`~.prechecks.joined_prechecks`), the difference given − withheld of the success
-rate, the cost per task and the hand-off rate, with normal 95 % CIs, is the kind's
+rate, the cost per task and the hand-off rate, with 95 % CIs (Newcombe's for the two rates,
+which hold on small arms that all ended alike; Welch's normal one for cost), is the kind's
 measured effect: a randomised comparison, not a before/after.
 
 A kind is **retired** — no longer given; the pre-check answer says so with these figures
@@ -50,6 +51,34 @@ def _diff(a: list[float], b: list[float]) -> dict[str, float | None]:
     vb = sum((x - mb) ** 2 for x in b) / max(1, len(b) - 1)
     se = math.sqrt(va / len(a) + vb / len(b))
     return {"value": ma - mb, "lo": ma - mb - Z95 * se, "hi": ma - mb + Z95 * se}
+
+
+def _wilson(successes: float, n: int) -> tuple[float, float]:
+    """Wilson's 95 % score interval of a rate: it keeps its width at 0 % and 100 %."""
+    p = successes / n
+    scale = 1 + Z95**2 / n
+    centre = (p + Z95**2 / (2 * n)) / scale
+    half = Z95 * math.sqrt(p * (1 - p) / n + Z95**2 / (4 * n * n)) / scale
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def _diff_rates(a: list[float], b: list[float]) -> dict[str, float | None]:
+    """Rate of ``a`` − rate of ``b`` (yes/no outcomes) with Newcombe's 95 % CI.
+
+    A normal interval has no width from an arm whose tasks all ended alike, so a small
+    holdout that all succeeded would "prove" any given arm worse; Newcombe's hybrid score
+    interval, built from each arm's Wilson interval, does not.
+    """
+    if not a or not b:
+        return {"value": None, "lo": None, "hi": None}
+    pa, pb = sum(a) / len(a), sum(b) / len(b)
+    (la, ua), (lb, ub) = _wilson(sum(a), len(a)), _wilson(sum(b), len(b))
+    d = pa - pb
+    return {
+        "value": d,
+        "lo": d - math.sqrt((pa - la) ** 2 + (ub - pb) ** 2),
+        "hi": d + math.sqrt((ua - pa) ** 2 + (pb - lb) ** 2),
+    }
 
 
 def verdict(effect: dict[str, Any]) -> tuple[str, str]:
@@ -102,7 +131,8 @@ def measure(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
             "withheld": len(withheld["success"]),
         }
         for m in METRICS:
-            effect[m] = _diff(given[m], withheld[m])
+            diff = _diff if m == "cost_usd" else _diff_rates  # success, hand-off: yes/no
+            effect[m] = diff(given[m], withheld[m])
         effect["verdict"], effect["words"] = verdict(effect)
         out.append(effect)
     return out
