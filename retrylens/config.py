@@ -30,6 +30,7 @@ OTHER_ENV_NAMES = frozenset({
     CONFIG_FILE_ENV, "RETRYLENS_DASHBOARD_SOURCE", "RETRYLENS_DASHBOARD_REPORTS_DIR", "RETRYLENS_AGENT_API_KEY",
     "RETRYLENS_POLICY", "RETRYLENS_POLICY_FILE",
     "RETRYLENS_PROVIDER_RETRIES",  # the SDK's provider hook: `client` leaves retries to the provider client
+    "RETRYLENS_PROVIDER_HOSTS",  # observe(): more hosts whose plain requests are provider calls
 })
 #: Variables of the project's own test and build harness, never read by the product.
 HARNESS_ENV_PREFIXES = ("RETRYLENS_TEST_", "RETRYLENS_TOOLS_")

@@ -21,6 +21,7 @@ NOT_PROJECT_ERRORS = {
     ("api/precheck.py", "NeedsIO"),  # scoring without I/O gave up; caught at once
     ("api/events.py", "IntakeUnavailable"),  # becomes a 503 in the same module
     ("api/middleware.py", "BodyTooLarge"),  # FastAPI's HTTPException for a 413 with its figures
+    ("sdk/plain_calls.py", "_GaveUp"),  # never raised: ends an observed call whose client sent no more
 }
 
 
