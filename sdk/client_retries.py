@@ -60,16 +60,9 @@ class ClientRetries:
         from .rules import Verdict
         from .sanitizer import Failure
 
-        assert failed.error_type is not None
-        failure = Failure(
-            failed.error_type,
-            message=failed.message,
-            retryable=failed.should_retry,
-            code=failed.code,
-            status=failed.status,
-            retry_after_ms=failed.retry_after_ms,
+        self.run.record_failure(
+            self.attempt, Failure.of_request(failed), latency_ms=failed.latency_ms
         )
-        self.run.record_failure(self.attempt, failure, latency_ms=failed.latency_ms)
         decision = Decision.RETRY_BACKOFF if waited_ms else Decision.RETRY_SAME
         reason = f"the client retried on its own after {waited_ms} ms ({failed.host})"
         self.run.record_decision(self.attempt, Verdict(decision, reason, backoff_ms=waited_ms))

@@ -261,16 +261,10 @@ class Observer:
     def _failed(self, op: _Operation, request: Physical) -> None:
         from .sanitizer import Failure
 
-        assert op.run is not None and op.attempt is not None and request.error_type is not None
-        failure = Failure(
-            request.error_type,
-            message=request.message,
-            retryable=request.should_retry,
-            code=request.code,
-            status=request.status,
-            retry_after_ms=request.retry_after_ms,
+        assert op.run is not None and op.attempt is not None
+        op.run.record_failure(
+            op.attempt, Failure.of_request(request), latency_ms=request.latency_ms
         )
-        op.run.record_failure(op.attempt, failure, latency_ms=request.latency_ms)
         op.failed, op.answered = request, None
 
     def _decide(self, op: _Operation, what: str, reason: str, waited: int = 0) -> None:

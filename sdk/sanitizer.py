@@ -28,6 +28,8 @@ from .lazy_pattern import LazyPattern
 if TYPE_CHECKING:
     from retrylens.schemas import ErrorDetail
 
+    from .http_attempts import Physical
+
 _REDACTIONS: list[tuple[LazyPattern, str]] = [
     # "Authorization: Basic bWVp…", "Digest username=…, response=…", any scheme, or none
     (
@@ -148,6 +150,19 @@ class Failure(Exception):  # noqa: N818 - it is raised, but it names a failure, 
     output: object = None
     stack_digest: str | None = None
     extra: dict[str, object] = field(default_factory=dict)
+
+    @classmethod
+    def of_request(cls, request: Physical) -> Failure:
+        """A failed provider request (seen by the provider hook) as the failure a run records."""
+        assert request.error_type is not None
+        return cls(
+            request.error_type,
+            message=request.message,
+            retryable=request.should_retry,
+            code=request.code,
+            status=request.status,
+            retry_after_ms=request.retry_after_ms,
+        )
 
     def __post_init__(self) -> None:
         super().__init__(self.message)
