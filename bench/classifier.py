@@ -67,7 +67,8 @@ def folds_won(rows: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
     return out
 
 
-def fleet_cv(tasks: int, seed: int, n_splits: int) -> dict[str, Any]:
+def fleet_examples(tasks: int, seed: int) -> list[Any]:
+    """Training examples of a simulated fleet (default scenario), read back from a fresh store."""
     with tempfile.TemporaryDirectory(prefix="retrylens-bench-clf-") as tmp:
         settings = load_settings(data_dir=Path(tmp) / "data", clickhouse_dsn=f"chdb://{tmp}/chdb",
                                  clickhouse_database="bench_classifier", kafka_bootstrap_servers="")
@@ -77,7 +78,11 @@ def fleet_cv(tasks: int, seed: int, n_splits: int) -> dict[str, Any]:
         simulation.run_fleet(simulation.load_scenario(), tasks=tasks, seed=seed, driver="governor",
                              emit=events.append, start=noon)
         store.insert_rows([event_row(e, topic="fleet", partition=0, offset=i) for i, e in enumerate(events)])
-        examples = [e for block in stream_examples(store) for e in block]
+        return [e for block in stream_examples(store) for e in block]
+
+
+def fleet_cv(tasks: int, seed: int, n_splits: int) -> dict[str, Any]:
+    examples = fleet_examples(tasks, seed)
     report = cross_validate(examples, time_folds(len(examples), n_splits), grouped=False)
     return {"data": f"simulated fleet, default scenario, {tasks} tasks, seed {seed}", "n": len(examples),
             "validation": f"{n_splits} expanding-window folds in start order (train earlier, test later)", **report,

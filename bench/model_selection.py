@@ -34,24 +34,19 @@ import argparse
 import json
 import math
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from classifier import fleet_examples  # bench/classifier.py: the same simulated fleet, read back
 from sklearn.linear_model import LogisticRegression
 
-from retrylens import simulation
 from retrylens.analytics import classifier as clf
-from retrylens.analytics.training import Example, stream_examples, trace_examples
+from retrylens.analytics.training import Example, trace_examples
 from retrylens.analytics.validation import tfidf_lr, time_folds
-from retrylens.config import load_settings
 from retrylens.sdk.features import normalise_input
-from retrylens.store import open_store
-from retrylens.store.event_table import event_row
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL = ROOT.parent / "shared" / "data" / "agent_traces" / "dev.jsonl"
@@ -163,16 +158,7 @@ def traces(path: Path, n_splits: int) -> dict[str, Any]:
 
 
 def fleet(tasks: int, seed: int, n_splits: int) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="retrylens-bench-select-") as tmp:
-        settings = load_settings(data_dir=Path(tmp) / "data", clickhouse_dsn=f"chdb://{tmp}/chdb",
-                                 clickhouse_database="bench_select", kafka_bootstrap_servers="")
-        store = open_store(settings)
-        events: list[Any] = []
-        noon = datetime.now(UTC).replace(hour=12, minute=0, second=0, microsecond=0) - timedelta(days=3)
-        simulation.run_fleet(simulation.load_scenario(), tasks=tasks, seed=seed, driver="governor",
-                             emit=events.append, start=noon)
-        store.insert_rows([event_row(e, topic="fleet", partition=0, offset=i) for i, e in enumerate(events)])
-        examples = [e for block in stream_examples(store) for e in block]
+    examples = fleet_examples(tasks, seed)
     return {"data": f"simulated fleet, default scenario, {tasks} tasks, seed {seed}", "n": len(examples),
             "validation": f"{n_splits} expanding-window folds in start order",
             **run(examples, time_folds(len(examples), n_splits), grouped=False)}
