@@ -33,6 +33,7 @@ from .filters import Slice, dimension_of
 from .metrics import METRIC_NAMES, Metrics, metrics_by, metrics_summary
 from .pollution import SIGNAL_MEASURES, signal_measures
 from .prechecks import PRECHECK_MEASURES, precheck_measures
+from .webhook_targets import webhook_refusal
 
 log = logging.getLogger("retrylens.alerts")
 Op = Literal[">", ">=", "<", "<="]
@@ -113,6 +114,16 @@ def webhook_notifier(url: str, *, timeout_s: float = 3.0) -> Notifier:
             return False
 
     return send
+
+
+def refused_notifier(url: str, reason: str) -> Notifier:
+    """Stands in for a webhook the server must not post to: each notification is logged as undelivered."""
+
+    def refuse(notification: Notification) -> bool:
+        log.error("alert webhook %s refused for %s: %s", url, notification.rule_name, reason)
+        return False
+
+    return refuse
 
 
 # --- rule storage -----------------------------------------------------------------------
@@ -229,29 +240,36 @@ def _record(store: EventStore, change: Notification, notifiers: list[Notifier], 
 
 
 def evaluate_alerts(
-    store: EventStore, *, now: datetime | None = None, webhook_url: str = "", notifiers: list[Notifier] | None = None
+    store: EventStore, *, now: datetime | None = None, webhook_url: str = "", notifiers: list[Notifier] | None = None,
+    allowed_hosts: tuple[str, ...] | list[str] = (),
 ) -> list[Notification]:
-    """Evaluate every enabled rule once; returns the notifications sent (fired or resolved)."""
+    """Evaluate every enabled rule once; returns the notifications sent (fired or resolved).
+
+    ``webhook_url`` (the server's default, the operator's) is posted to as is; a rule's own
+    webhook only when :func:`webhook_refusal` lets it (``allowed_hosts``: the operator's list).
+    """
     now = (now or datetime.now(UTC)).astimezone(UTC)
     sent: list[Notification] = []
     for rule in list_rules(store, include_disabled=False):
         targets = list(notifiers or [])
-        url = rule.webhook_url or webhook_url
-        if url:
-            targets.append(webhook_notifier(url))
+        if rule.webhook_url:
+            reason = webhook_refusal(rule.webhook_url, allowed_hosts)
+            targets.append(refused_notifier(rule.webhook_url, reason) if reason else webhook_notifier(rule.webhook_url))
+        elif webhook_url:
+            targets.append(webhook_notifier(webhook_url))
         sent.extend(evaluate_rule(store, rule, now=now, notifiers=targets))
     return sent
 
 
 def run_periodically(
     store: EventStore, *, interval_s: float = 60.0, stop: threading.Event | None = None, webhook_url: str = "",
-    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC), allowed_hosts: tuple[str, ...] | list[str] = (),
 ) -> None:
     """Evaluate every ``interval_s`` until ``stop`` is set; an evaluation error is logged, not fatal."""
     stop = stop or threading.Event()
     while not stop.is_set():
         try:
-            evaluate_alerts(store, now=clock(), webhook_url=webhook_url)
+            evaluate_alerts(store, now=clock(), webhook_url=webhook_url, allowed_hosts=allowed_hosts)
         except Exception:  # noqa: BLE001 - keep the loop alive; the error is logged with its traceback
             log.exception("alert evaluation failed")
         stop.wait(interval_s)

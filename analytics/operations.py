@@ -142,7 +142,7 @@ def rule_as_dict(rule: Any) -> dict[str, Any]:
 
 
 @operation("alerts.add")
-def alerts_add(store: EventStore, _settings: Settings, *, name: str, metric: str, threshold: float, op: str = ">",
+def alerts_add(store: EventStore, settings: Settings, *, name: str, metric: str, threshold: float, op: str = ">",
                window_minutes: int = 15, per: str = "", min_calls: int = 0, webhook: str = "",
                **where: str | None) -> Any:
     from . import alerts
@@ -150,8 +150,18 @@ def alerts_add(store: EventStore, _settings: Settings, *, name: str, metric: str
     rule = alerts.AlertRule(name=name, metric=metric, op=op, threshold=threshold,  # type: ignore[arg-type]
                             window_minutes=window_minutes, per=per, min_calls=min_calls, webhook_url=webhook,
                             where=Slice(**{k: where.get(k) for k in _WHERE_FIELDS}))
+    _check_webhook(rule.webhook_url, settings)
     alerts.save_rule(store, rule)
     return {"rule_id": rule.rule_id, "name": rule.name}
+
+
+def _check_webhook(url: str, settings: Settings) -> None:
+    """Refuse at once a rule webhook that every post would refuse (see ``webhook_targets``)."""
+    from .webhook_targets import webhook_refusal
+
+    reason = webhook_refusal(url, settings.alert_webhook_hosts) if url else None
+    if reason:
+        raise ValueError(reason)
 
 
 @operation("alerts.list")
@@ -165,7 +175,7 @@ def alerts_list(store: EventStore, _settings: Settings) -> Any:
 
 
 @operation("alerts.update")
-def alerts_update(store: EventStore, _settings: Settings, *, rule_id: str, **changes: Any) -> Any:
+def alerts_update(store: EventStore, settings: Settings, *, rule_id: str, **changes: Any) -> Any:
     """Change the given fields of a rule (``webhook`` is its URL; slice fields by name)."""
     from . import alerts
 
@@ -180,6 +190,8 @@ def alerts_update(store: EventStore, _settings: Settings, *, rule_id: str, **cha
     if unknown:
         raise TypeError(f"unknown field(s) {sorted(unknown)}")
     changed = replace(rule, **fields, where=rule.where.with_(**where))
+    if "webhook_url" in fields:
+        _check_webhook(changed.webhook_url, settings)
     alerts.save_rule(store, changed)
     return rule_as_dict(changed)
 
@@ -196,10 +208,11 @@ def alerts_delete(store: EventStore, _settings: Settings, *, rule_id: str) -> An
 
 
 @operation("alerts.evaluate")
-def alerts_evaluate(store: EventStore, _settings: Settings, *, webhook: str = "") -> Any:
+def alerts_evaluate(store: EventStore, settings: Settings, *, webhook: str = "") -> Any:
     from . import alerts
 
-    sent = alerts.evaluate_alerts(store, webhook_url=webhook)
+    sent = alerts.evaluate_alerts(store, webhook_url=webhook or settings.alert_webhook_url,
+                                  allowed_hosts=settings.alert_webhook_hosts)
     return [n.payload() for n in sent]
 
 

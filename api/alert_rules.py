@@ -23,6 +23,7 @@ from starlette.concurrency import run_in_threadpool
 from retrylens.analytics import alerts as alerting
 from retrylens.analytics.filters import Slice
 from retrylens.analytics.operations import rule_as_dict
+from retrylens.analytics.webhook_targets import webhook_refusal
 from retrylens.store import EventStore
 
 from .auth import project_access
@@ -121,6 +122,14 @@ def _own_rule(store: EventStore, project: str, rule_id: str) -> alerting.AlertRu
     return rule
 
 
+def _check_webhook(body: AlertRuleBody, request: Request) -> None:
+    """A 422 for a webhook the server would refuse to post to (it resolves names: run off the event loop)."""
+    if body.webhook_url:
+        reason = webhook_refusal(body.webhook_url, request.app.state.settings.alert_webhook_hosts)
+        if reason:
+            raise HTTPException(422, f"bad alert rule: {reason}")
+
+
 def _out(rule: alerting.AlertRule) -> dict[str, Any]:
     data = rule_as_dict(rule)
     data["where"] = {k: v for k, v in data["where"].items() if v is not None}
@@ -130,6 +139,7 @@ def _out(rule: alerting.AlertRule) -> dict[str, Any]:
 @router.post("/projects/{project}/alerts/rules", status_code=201, response_model=AlertRuleOut,
              summary="Create an alert rule on the project")
 async def create_rule(body: AlertRuleBody, project: ProjectDep, request: Request) -> dict[str, Any]:
+    await run_in_threadpool(_check_webhook, body, request)
     rule = body.rule(project)
     await run_in_threadpool(alerting.save_rule, _store(request), rule)
     return _out(rule)
@@ -142,6 +152,7 @@ async def replace_rule(body: AlertRuleBody, project: ProjectDep, rule_id: RuleId
 
     def replace() -> alerting.AlertRule:
         _own_rule(store, project, rule_id)
+        _check_webhook(body, request)
         return alerting.save_rule(store, body.rule(project, rule_id))
 
     return _out(await run_in_threadpool(replace))

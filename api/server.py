@@ -92,7 +92,7 @@ def start_maintenance(store: EventStore, settings: Settings) -> Callable[[], Non
     alerts = threading.Thread(
         target=run_periodically,
         kwargs={"store": store, "interval_s": settings.maintenance_interval_s, "stop": stop_alerts,
-                "webhook_url": settings.alert_webhook_url},
+                "webhook_url": settings.alert_webhook_url, "allowed_hosts": settings.alert_webhook_hosts},
         name="retrylens-alerts",
         daemon=True,
     )

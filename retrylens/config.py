@@ -155,6 +155,10 @@ class Settings(BaseSettings):
         default=0.1, ge=0, le=0.5, description="Share of pre-checked tasks (by a hash of the task id) from which the advice they are eligible for is withheld, so that each advice kind's effect is measured against them and a kind that does not help is retired."
     )
     alert_webhook_url: str = Field(default="", description="Webhook that `serve` notifies of alerts (empty = log only).")
+    alert_webhook_hosts: list[str] = Field(
+        default_factory=list,
+        description='Hosts an alert rule\'s own webhook may reach although they are private or loopback addresses, JSON: `["relay.internal"]`. Other rule webhooks must reach public addresses (a project key must not make the server post into its own network).',
+    )
     maintenance_interval_s: float = Field(
         default=60.0, gt=0, description="How often `serve` seals rollups and evaluates alert rules."
     )

@@ -60,17 +60,18 @@ def test_rules_round_trip(store):
 
 def test_fires_once_per_breach_then_resolves(store, webhook, caplog):
     url, received = webhook
+    local = ("127.0.0.1",)  # the test's receiver: a private address, allowed as an operator would allow a relay
     load(store)
     save_rule(store, AlertRule(name="planner retries", metric="retry_rate", op=">", threshold=0.3,
                                window_minutes=60, where=Slice(project="alpha"), per="agent", webhook_url=url))
     during = T0 + timedelta(minutes=55)
     with caplog.at_level(logging.WARNING, logger="retrylens.alerts"):
-        fired = evaluate_alerts(store, now=during)
+        fired = evaluate_alerts(store, now=during, allowed_hosts=local)
     assert [(n.slice_value, n.status) for n in fired] == [("planner", "firing")]
     assert fired[0].value == pytest.approx(0.5)
     assert "planner retries [agent_name=planner]: retry_rate = 0.5 breached > 0.3" in caplog.text
-    assert evaluate_alerts(store, now=during + timedelta(minutes=1)) == []  # still breached: silent
-    resolved = evaluate_alerts(store, now=T1 + timedelta(hours=3))  # window holds no planner calls
+    assert evaluate_alerts(store, now=during + timedelta(minutes=1), allowed_hosts=local) == []  # still breached
+    resolved = evaluate_alerts(store, now=T1 + timedelta(hours=3), allowed_hosts=local)  # window holds no planner calls
     assert [(n.slice_value, n.status) for n in resolved] == [("planner", "resolved")]
     assert [r["status"] for r in received] == ["firing", "resolved"]
     assert received[0]["rule_name"] == "planner retries"
@@ -84,6 +85,30 @@ def test_unreachable_webhook_is_logged_not_raised(store, caplog):
     save_rule(store, AlertRule(name="handoffs", metric="handoffs", op=">=", threshold=1, window_minutes=60,
                                where=Slice(project="alpha"), webhook_url="http://127.0.0.1:9/none"))
     with caplog.at_level(logging.ERROR, logger="retrylens.alerts"):
-        fired = evaluate_alerts(store, now=T0 + timedelta(minutes=55))
+        fired = evaluate_alerts(store, now=T0 + timedelta(minutes=55), allowed_hosts=("127.0.0.1",))
     assert [n.status for n in fired] == ["firing"]
     assert "alert webhook" in caplog.text and not alert_history(store)[0]["delivered"]
+
+
+def test_a_rule_webhook_to_a_private_address_is_refused_unless_its_host_is_allowed(store, webhook, caplog):
+    """A rule's webhook is set by whoever holds the project's key; the server must not post into its own network."""
+    url, received = webhook
+    load(store)
+    save_rule(store, AlertRule(name="handoffs", metric="handoffs", op=">=", threshold=1, window_minutes=60,
+                               where=Slice(project="alpha"), webhook_url=url))
+    with caplog.at_level(logging.ERROR, logger="retrylens.alerts"):
+        fired = evaluate_alerts(store, now=T0 + timedelta(minutes=55))
+    assert [n.status for n in fired] == ["firing"]  # the alert fires and is recorded; only the post is refused
+    assert received == [] and not alert_history(store)[0]["delivered"]
+    assert "127.0.0.1" in caplog.text and "RETRYLENS_ALERT_WEBHOOK_HOSTS" in caplog.text
+    resolved = evaluate_alerts(store, now=T1 + timedelta(hours=3), allowed_hosts=("127.0.0.1",))
+    assert [n.status for n in resolved] == ["resolved"] and [r["status"] for r in received] == ["resolved"]
+
+
+def test_the_servers_own_webhook_is_the_operators_choice_and_not_refused(store, webhook):
+    url, received = webhook
+    load(store)
+    save_rule(store, AlertRule(name="handoffs", metric="handoffs", op=">=", threshold=1, window_minutes=60,
+                               where=Slice(project="alpha")))
+    evaluate_alerts(store, now=T0 + timedelta(minutes=55), webhook_url=url)
+    assert [r["status"] for r in received] == ["firing"]

@@ -75,3 +75,18 @@ def test_alerts_add_list_evaluate(env, store):
     assert evaluated.exit_code == 0 and json.loads(evaluated.output.strip().splitlines()[-1]) == []
     bad = runner.invoke(app, ["alerts", "add", "--name", "r", "--metric", "nope", "--threshold", "1"])
     assert bad.exit_code == 2 and "unknown metric" in bad.output
+
+
+@pytest.mark.clickhouse
+def test_alerts_add_refuses_a_webhook_into_the_servers_network_and_says_how_to_allow_it(env, store, monkeypatch):
+    inward = ["alerts", "add", "--name", "r", "--metric", "retry_rate", "--threshold", "0.3",
+              "--webhook", "http://169.254.169.254/latest/meta-data/"]
+    refused = runner.invoke(app, inward)
+    assert refused.exit_code == 2 and "RETRYLENS_ALERT_WEBHOOK_HOSTS" in refused.output, refused.output
+    assert json.loads(runner.invoke(app, ["alerts", "list"]).output)["rules"] == []
+    monkeypatch.setenv("RETRYLENS_ALERT_WEBHOOK_HOSTS", '["169.254.169.254"]')
+    assert runner.invoke(app, inward).exit_code == 0
+    rule_id = json.loads(runner.invoke(app, ["alerts", "list"]).output)["rules"][0]["rule_id"]
+    monkeypatch.delenv("RETRYLENS_ALERT_WEBHOOK_HOSTS")
+    changed = runner.invoke(app, ["alerts", "update", rule_id, "--webhook", "http://10.1.2.3/hook"])
+    assert changed.exit_code == 2 and "10.1.2.3" in changed.output, changed.output

@@ -19,6 +19,12 @@ RULE = {"name": "busy", "metric": "calls", "op": ">", "threshold": 0, "window_mi
 
 
 @pytest.fixture
+def api_settings(settings):
+    """The receiver below listens on 127.0.0.1: allowed as an operator allows an internal relay."""
+    return settings.model_copy(update={"api_keys": dict(KEYS), "alert_webhook_hosts": ["127.0.0.1"]})
+
+
+@pytest.fixture
 def acme(client) -> RetryLensClient:
     return RetryLensClient("http://testserver", KEYS["acme"], http=client)
 
@@ -98,3 +104,21 @@ def test_a_rule_the_metric_refuses_to_split_answers_422_with_the_reason(client) 
     answer = client.post("/v1/projects/acme/alerts/rules", json=body, headers=ACME)
     assert answer.status_code == 422, answer.text
     assert "per error_type" in answer.text
+
+
+@pytest.mark.parametrize("url", [
+    "http://169.254.169.254/latest/meta-data/",  # the cloud metadata service
+    "http://10.0.0.7:8123/?query=DROP",  # a host inside the server's network
+    "http://localhost:8787/v1/ops/store.stats",  # the server itself, by name
+    "http://[::1]/hook",
+    "http://0.0.0.0/",
+])
+def test_a_project_key_cannot_point_a_webhook_into_the_servers_network(client, url: str) -> None:
+    answer = client.post("/v1/projects/acme/alerts/rules", json={**RULE, "webhook_url": url}, headers=ACME)
+    assert answer.status_code == 422, answer.text
+    assert "webhook_url" in answer.text and "RETRYLENS_ALERT_WEBHOOK_HOSTS" in answer.text
+    created = client.post("/v1/projects/acme/alerts/rules", json=RULE, headers=ACME).json()
+    changed = client.put(f"/v1/projects/acme/alerts/rules/{created['rule_id']}", json={**RULE, "webhook_url": url},
+                         headers=ACME)
+    assert changed.status_code == 422, changed.text
+    assert [r["webhook_url"] for r in client.get("/v1/projects/acme/alerts", headers=ACME).json()["rules"]] == [""]
