@@ -87,6 +87,7 @@ class ClientRetries:
                 return original(client, *_counted(args, retries), **kwargs)
             except Exception as error:
                 if retries >= most or not _client_retries(client, error):
+                    self._seen(error)
                     raise
                 verdict = self._decide(error)
                 if verdict is None:
@@ -112,6 +113,7 @@ class ClientRetries:
                 return await original(client, *_counted(args, retries), **kwargs)
             except Exception as error:
                 if retries >= most or not _client_retries(client, error):
+                    self._seen(error)
                     raise
                 verdict = self._decide(error)
                 if verdict is None:
@@ -120,6 +122,13 @@ class ClientRetries:
             await self.run.await_backoff(verdict)
             self._next(last)
         raise AssertionError("unreachable: the last try returns or raises")  # pragma: no cover
+
+    def _seen(self, error: BaseException) -> None:
+        """The client's error the adapter gets: a user's error raised from it is classified by
+        it (:func:`.http_resends.provider_error_behind`), as in a governed attempt."""
+        from . import http_resends
+
+        http_resends.note_error(self, error)
 
     def _decide(self, error: BaseException) -> Verdict | None:
         """Record the failed try and let the rules decide; ``None``: the governor stopped."""

@@ -98,6 +98,11 @@ def note_failure(
     log[3][id(seen)] = seen
 
 
+def note_error(scope: Any, error: BaseException) -> None:
+    """Remember ``error``, a provider client's own, as a failure seen in ``scope``'s attempt."""
+    _log(scope)[3][id(error)] = error
+
+
 def _log(scope: Any) -> _Log:
     """The failed requests of the governed attempt in progress (a new log for a new attempt)."""
     attempt = _attempt_of(scope)

@@ -128,3 +128,27 @@ def test_a_user_error_raised_from_a_dropped_connection_is_typed_network() -> Non
         assert [(e.error_type, e.error_detail.code) for e in failed] == [
             (ErrorType.NETWORK, "APIConnectionError")
         ]
+
+
+def test_under_tenacity_hooks_a_user_error_from_the_clients_last_error_is_typed_by_it() -> None:
+    import tenacity
+
+    from retrylens.sdk.adapters_tenacity import TenacityHooks
+
+    script = [RATE_LIMITED] * 3 + [Reply(body=openai_completion("shipped"))]
+    with FakeProvider(script) as fake, capture_events() as captured:
+        client = openai.OpenAI(base_url=f"{fake.url}/v1", api_key="sk-test")  # max_retries=2
+        hooks = TenacityHooks(virtual_governor(captured), goal="g", agent="a")
+
+        @tenacity.retry(**hooks.kwargs(stop=tenacity.stop_after_attempt(3)))
+        def ask() -> str:
+            try:
+                answer = client.chat.completions.create(model="m", messages=HI)
+            except openai.APIError as e:
+                raise LLMFailed("llm failed") from e
+            return answer.choices[0].message.content or ""
+
+        assert ask() == "shipped"
+        assert fake.count == 4  # the client's call: 3 tries; tenacity's second call: the answer
+        failed = captured.of_kind(EventKind.ATTEMPT_FAILED)
+        assert [e.error_type for e in failed] == [ErrorType.RATE_LIMIT] * 3
