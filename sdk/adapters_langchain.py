@@ -8,8 +8,12 @@
   so a model inside ``(prompt | model | parser).with_retry()`` is retried too. An output
   parser that rejects a model's output fails that model's attempt (``schema_mismatch``).
   Retries and give-ups are written as decision events (the decision is LangChain's, the
-  handler records it; the measured gap is its backoff). Callbacks may come from several
-  threads (``batch``, async runs in executors): all state is behind one lock.
+  handler records it; the measured gap is its backoff). Inside a model run, the retries
+  its openai or anthropic client would make by itself are the governor's, each an attempt
+  (:mod:`.client_retries`); when the governor stops the task there, a re-invocation inside
+  the chain (``with_retry``) sends nothing and raises the client's error again. Callbacks
+  may come from several threads (``batch``, async runs in executors): all state is behind
+  one lock.
 - :func:`governed_runnable` — wraps any runnable so that the governor decides its retries
   (``OutputParserException`` → schema mismatch → a patched prompt, etc.).
 
@@ -51,6 +55,8 @@ class _Operation:
     failed_at: float | None = None
     #: usage of a finished model run whose output a parser may still reject
     held: dict[str, int] = field(default_factory=dict)
+    #: the client's error that ended the task when the governor stopped it inside the call
+    stopped: BaseException | None = None
 
 
 class _Observer:
@@ -75,6 +81,8 @@ class _Observer:
         self._errored: dict[tuple[UUID | None, str], list[tuple[UUID, tuple[UUID, ...]]]] = {}
         self._live: dict[UUID, _Operation] = {}  # running model/tool run id -> operation
         self._failed: dict[tuple[UUID | None, str], list[_Operation]] = {}
+        #: operations the governor stopped inside a chain: a re-invocation is not sent
+        self._stopped: dict[tuple[UUID | None, str], _Operation] = {}
         self._held: dict[UUID, list[_Operation]] = {}  # run id -> finished model runs below it
         self._parsers: set[UUID] = set()  # running output parsers
 
@@ -186,6 +194,7 @@ class _Observer:
                 for op in self._failed.pop(key):
                     self._give_up(op, "the failed run was not re-invoked before close()")
             self._errored.clear()
+            self._stopped.clear()
 
     # -- internals -----------------------------------------------------------------------
     def _enter(
@@ -207,6 +216,11 @@ class _Observer:
         with self._lock:
             key = self._enter(run_id, parent_run_id, _rooted(name, parent_run_id, goal))
             self._logical[run_id] = run_id
+            stopped = self._stopped.get(key)
+            if stopped is not None:  # its request is refused (the recorder raises its error)
+                stopped.ancestry = self._ancestry[run_id]
+                self._live[run_id] = stopped
+                return
             waiting = self._failed.get(key)
             if waiting:
                 op = waiting.pop(0)
@@ -232,11 +246,13 @@ class _Observer:
             self._live[run_id] = op
 
     def _record_client_retries(self, run_id: UUID) -> None:
-        """This model run is our attempt: observe() must skip it, and the client's own
-        retries inside it are attempts too (the provider hook advances the recorder)."""
+        """This model run is our attempt: observe() must skip it, and the retries its client
+        would make are the governor's, each an attempt (the recorder runs the client's call)."""
         with self._lock:
             op = self._live.get(run_id)
         recorder = ClientRetries(op.run, op.attempt) if op and op.attempt else True
+        if op is not None and op.stopped is not None and recorder is not True:
+            recorder.stopped = op.stopped
         attempt_scope.recorded.set(recorder)
 
     def _client_attempt(self, run_id: UUID) -> _Operation | None:
@@ -246,6 +262,7 @@ class _Observer:
         op = self._live.pop(run_id, None)
         if op is not None and isinstance(recorder, ClientRetries) and recorder.run is op.run:
             op.attempt = recorder.attempt
+            op.stopped = recorder.stopped
         return op
 
     def _succeed(self, op: _Operation) -> None:
@@ -257,6 +274,10 @@ class _Observer:
         self, op: _Operation | None, error: BaseException, latency_ms: int | None = None
     ) -> None:
         if op is None or op.attempt is None:
+            return
+        if op.stopped is not None:  # the governor stopped it inside the call: recorded, finished
+            if op.key[0] is not None:  # inside a chain, whose retry would call it again
+                self._stopped[op.key] = op
             return
         op.run.record_failure(op.attempt, error, latency_ms=latency_ms)
         op.failed_at = self.g.clock()
@@ -290,6 +311,8 @@ class _Observer:
                 self._failed[key] = keep
             else:
                 del self._failed[key]
+        for key in [k for k, op in self._stopped.items() if logical in op.ancestry]:
+            del self._stopped[key]
         for key in list(self._errored):
             self._errored[key] = [e for e in self._errored[key] if logical not in e[1]]
             if not self._errored[key]:

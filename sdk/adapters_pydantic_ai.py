@@ -20,8 +20,11 @@ Mapping (read from the run's own nodes, ``Agent.iter``; pydantic-ai keeps its lo
   :func:`usage_limits` adds the governor policy's token budget to a ``UsageLimits``;
   pydantic-ai's own "exceeded max retries" ends the operation with a give-up as well;
 - token usage of each model response is the attempt's usage;
-- the model client's own retries (openai's ``max_retries=2``) stay the client's, each
-  request one attempt of the turn (:mod:`.client_retries`).
+- the retries the model's client would make by itself (openai's ``max_retries=2`` on a 429,
+  a 529, a timeout) are the governor's: each request is one attempt of the turn, and the
+  policy decides whether the next is sent (attempt budget, fleet budget, breaker; the
+  backoff honouring ``Retry-After``); when it stops, pydantic-ai gets the client's own
+  error, as when the client's retries run out (:mod:`.client_retries`).
 
 pydantic-ai is imported only inside the functions.
 """
@@ -82,7 +85,7 @@ async def run_governed(
     model = dependency or _model_name(agent, run_kwargs)
     turn: _Turn | None = None
     # this task records each model turn: observe() must not record the requests again (the
-    # model's client keeps its own retries; each is counted as an attempt of the turn)
+    # retries the model's client would make are the governor's, each an attempt of the turn)
     recorded = attempt_scope.recorded.set(True)
     try:
         async with agent.iter(prompt, **run_kwargs) as agent_run:

@@ -8,7 +8,10 @@
 
 Tenacity keeps deciding; every attempt, failure and decision becomes a RetryLens event.
 With ``veto=True`` the governor may still stop a retry tenacity wanted (kill switch, task
-budget, circuit breaker, known-bad input): its stop rules run before each sleep.
+budget, circuit breaker, known-bad input): its stop rules run before each sleep. Inside
+one tenacity attempt, the retries an openai or anthropic client would make by itself are
+the governor's, each an attempt (:mod:`.client_retries`); when the governor stops there,
+tenacity gets the client's error and does not try again.
 """
 
 from __future__ import annotations
@@ -80,13 +83,18 @@ class TenacityHooks:
         attempt = ClientRetries(run, run.begin())
         self._runs[key] = (run, attempt)
         # the attempt is ours to record: observe() must not record its provider calls again,
-        # and the client's own retries inside it are attempts too (the hook advances it)
+        # and the client's retries inside it are the governor's, each an attempt
         attempt_scope.recorded.set(attempt)
 
     def wrap_retry(self, inner: Callable[[Any], bool]) -> Callable[[Any], bool]:
         def retry(rs: Any) -> bool:
             attempt_scope.recorded.set(False)  # the attempt is over
             run, attempt = self._attempt(rs)
+            if rs.outcome.failed and self._runs[id(rs)][1].stopped is not None:  # type: ignore[union-attr]
+                # the governor stopped the task inside the call (the client's retry it refused
+                # is recorded): tenacity raises the client's error, nothing is tried again
+                self._finish(rs, run.outcome or TaskOutcome.FAILED)
+                return False
             wants = bool(inner(rs))
             if not rs.outcome.failed:
                 if not wants:

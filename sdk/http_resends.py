@@ -34,10 +34,14 @@ from typing import Any
 from . import http_attempts
 from .sanitizer import Failure
 
-#: (the governed scope, its attempt, {endpoint: the failed request}) of this context
-_failures: contextvars.ContextVar[tuple[Any, Any, dict[tuple[str, str, str], Any]] | None] = (
-    contextvars.ContextVar("retrylens_failed_requests", default=None)
+#: (the governed scope, its attempt, {endpoint: the failed request}, {id: failed response or
+#: error seen, or the client's final error raised for it}) of this context
+_Log = tuple[Any, Any, dict[tuple[str, str, str], Any], dict[int, Any]]
+_failures: contextvars.ContextVar[_Log | None] = contextvars.ContextVar(
+    "retrylens_failed_requests", default=None
 )
+#: how deep a chain of ``__cause__``/``__context__`` is followed to the provider's failure
+_MAX_CHAIN = 16
 
 
 class ResendRefused(Failure):
@@ -88,12 +92,51 @@ def note_failure(
         physical = physical_of(request, response, error, latency_ms)
     except Exception:  # noqa: BLE001 - a request we cannot read is not refused later
         return
+    log = _log(scope)
+    log[2][endpoint(request)] = physical
+    seen = response if error is None else error
+    log[3][id(seen)] = seen
+
+
+def note_error(scope: Any, error: BaseException) -> None:
+    """Remember ``error``, a provider client's own, as a failure seen in ``scope``'s attempt."""
+    _log(scope)[3][id(error)] = error
+
+
+def _log(scope: Any) -> _Log:
+    """The failed requests of the governed attempt in progress (a new log for a new attempt)."""
     attempt = _attempt_of(scope)
     log = _failures.get()
     if log is None or log[0] is not scope or log[1] is not attempt:
-        log = (scope, attempt, {})
+        log = (scope, attempt, {}, {})
         _failures.set(log)
-    log[2][endpoint(request)] = physical
+    return log
+
+
+def provider_error_behind(error: BaseException) -> BaseException | None:
+    """The provider failure RetryLens saw in this attempt behind ``error``, a user's own.
+
+    User code catches the error a refused retry left it (the client's ``RateLimitError``,
+    an ``httpx.HTTPStatusError``, a :class:`ResendRefused`) and raises its own, ``from``
+    it or inside the ``except``; the attempt failed for the provider's reason, so it is
+    classified by that error: the first in the chain of ``__cause__`` (else
+    ``__context__``) that is a refusal, was seen failing, or carries a response that was.
+    """
+    log = _failures.get()
+    seen = log[3] if log is not None else {}
+    link: BaseException | None = error
+    for _ in range(_MAX_CHAIN):
+        if link is None:
+            return None
+        if isinstance(link, ResendRefused) or id(link) in seen:
+            break
+        response = getattr(link, "response", None)
+        if response is not None and seen.get(id(response)) is response:
+            break
+        link = link.__cause__ or link.__context__
+    else:
+        return None
+    return None if link is error else link  # ``error`` itself: it is the provider's failure
 
 
 def physical_of(
@@ -128,9 +171,13 @@ def client_final_error(request: Any, error: BaseException) -> BaseException | No
     if kind is None:
         return None
     try:
-        return kind(request=request)  # type: ignore[no-any-return]
+        final: BaseException = kind(request=request)
     except Exception:  # noqa: BLE001 - an unexpected signature: leave the client its own way
         return None
+    log = _failures.get()
+    if log is not None:
+        log[3][id(final)] = final  # the error the attempt ends with stands for the failure seen
+    return final
 
 
 def _calling_package() -> Any:

@@ -384,8 +384,11 @@ def _wrap_request(original: Any) -> Any:
                 if refused is None:
                     raise
                 raise refused from None
+        recorder = attempt_scope.recorded.get()
+        if recorder and recorder is not True:  # an adapter's model call: the governor retries
+            return recorder.request(original, self, args, kwargs)
         observer = _observer
-        if observer is None or attempt_scope.recorded.get():  # an adapter records this call
+        if observer is None or recorder:  # an adapter records this call
             return original(self, *args, **kwargs)
         var = _op_var()
         if var.get() is not None:
@@ -416,8 +419,11 @@ def _wrap_arequest(original: Any) -> Any:
                 if refused is None:
                     raise
                 raise refused from None
+        recorder = attempt_scope.recorded.get()
+        if recorder and recorder is not True:  # an adapter's model call: the governor retries
+            return await recorder.arequest(original, self, args, kwargs)
         observer = _observer
-        if observer is None or attempt_scope.recorded.get():  # an adapter records this call
+        if observer is None or recorder:  # an adapter records this call
             return await original(self, *args, **kwargs)
         var = _op_var()
         if var.get() is not None:

@@ -348,9 +348,22 @@ def _classify_type(kind: type[BaseException], status: int | None, text: str) -> 
     return ErrorType.UNKNOWN
 
 
+#: loaded with the first request that failed inside a governed attempt (none: nothing seen)
+_RESENDS = __name__.rpartition(".")[0] + ".http_resends"
+
+
+def _provider_error_behind(exc: BaseException) -> BaseException | None:
+    """The provider failure a governed attempt saw behind ``exc`` (see :mod:`.http_resends`)."""
+    resends = sys.modules.get(_RESENDS)
+    return None if resends is None else resends.provider_error_behind(exc)  # type: ignore[no-any-return]
+
+
 def classify(exc: BaseException) -> Failure:
     """The :class:`Failure` for any exception (a ``Failure`` is returned as is)."""
-    if isinstance(exc, Failure):
+    if not isinstance(exc, Failure) and (exc.__cause__ is not None or exc.__context__ is not None):
+        # a user's error wrapped around the provider's failure is classified by that failure
+        exc = _provider_error_behind(exc) or exc
+    if isinstance(exc, Failure):  # given (a user's explicit typing is kept) or found behind
         if exc.stack_digest is None:
             exc.stack_digest = stack_digest(exc)
         return exc

@@ -48,7 +48,7 @@ def test_pydantic_ai_run_governed_under_observe_is_one_task_not_two(
         governor = Governor(project="shop", emit=captured.emit)
         result = run_governed_sync(agent, "where is order 7?", governor)
         assert result.output == "shipped"
-        assert fake.count == 2  # the client's own retry of the 429 still happens
+        assert fake.count == 2  # the 429 is retried (the governor decides the client's retry)
     assert len(_tasks(captured)) == 1  # the adapter's task; the observer did not add one
     assert list(captured.outcomes().values()) == [TaskOutcome.SUCCEEDED]
     assert {e.agent.name for e in captured.of_kind(EventKind.TASK_STARTED)} <= {"support"}
@@ -92,7 +92,7 @@ def test_langchain_handler_under_observe_is_one_task_not_two(captured: CapturedE
         reply = model.invoke("where is order 7?", config={"callbacks": [handler]})  # type: ignore[attr-defined]
         handler.close()
         assert reply.content == "shipped"
-        assert fake.count == 2  # the client's own retry of the 429 still happens
+        assert fake.count == 2  # the 429 is retried (the governor decides the client's retry)
     assert len(_tasks(captured)) == 1  # the handler's task; the observer did not add one
     assert list(captured.outcomes().values()) == [TaskOutcome.SUCCEEDED]
 
@@ -171,7 +171,7 @@ def test_tenacity_hooks_under_observe_record_each_call_once(captured: CapturedEv
             return answer.choices[0].message.content or ""
 
         assert ask() == "shipped"
-        assert fake.count == 2  # the client's own retry of the 429 still happens
+        assert fake.count == 2  # the 429 is retried (the governor decides the client's retry)
         client.chat.completions.create(
             model="gpt-test", messages=[{"role": "user", "content": "x"}]
         )

@@ -57,6 +57,22 @@ def test_a_provider_client_with_its_default_retries(observed, provider) -> None:
     assert tasks_and_attempts(observed) == (1, 3, 2)
 
 
+def test_a_tenacity_loop_around_the_default_client(observed, provider) -> None:
+    import tenacity
+
+    client = openai.OpenAI(base_url=f"{provider.url}/v1", api_key="sk-test")  # max_retries=2
+
+    @tenacity.retry(stop=tenacity.stop_after_attempt(4))
+    def ask() -> str:
+        return (
+            client.chat.completions.create(model="m", messages=HI).choices[0].message.content or ""
+        )
+
+    assert ask() == "ok"
+    assert provider.count == 3  # the client recovered inside tenacity's first attempt
+    assert tasks_and_attempts(observed) == (1, 3, 2)
+
+
 def test_langchain_with_retry_over_a_client_that_does_not_retry(observed, provider) -> None:
     from langchain_core.runnables import RunnableLambda
 
@@ -233,5 +249,49 @@ def test_pydantic_ai_run_governed_counts_the_client_retries_under_it(provider, g
         "m", provider=OpenAIProvider(base_url=f"{provider.url}/v1", api_key="sk-test")
     )
     assert run_governed_sync(Agent(model), "hi", governor).output == "ok"
-    assert provider.count == 3  # the client still retries: counted, not owned
+    assert provider.count == 3  # the client's two retries, each decided by the governor
     assert tasks_and_attempts(captured) == (1, 3, 2)
+    assert_the_governor_decided(captured)
+
+
+def assert_the_governor_decided(captured: CapturedEvents) -> None:
+    """The two retries were the governor's verdicts (honouring the server's retry-after-ms)."""
+    decisions = captured.of_kind(EventKind.DECISION)
+    assert len(decisions) == 2
+    assert all("honouring Retry-After" in d.decision_reason for d in decisions)
+
+
+def test_the_langchain_handler_owns_the_client_retries_under_it(provider, governed) -> None:
+    from test_adapters_observed_once import _ShopModel
+
+    from retrylens.sdk.adapters_langchain import RetryLensCallbackHandler
+
+    captured, governor = governed
+    model = _ShopModel.make(provider.url)  # a chat model over the default openai client
+    handler = RetryLensCallbackHandler(governor)
+    assert model.invoke("hi", config={"callbacks": [handler]}).content == "ok"  # type: ignore[attr-defined]
+    handler.close()
+    assert provider.count == 3
+    assert tasks_and_attempts(captured) == (1, 3, 2)
+    assert_the_governor_decided(captured)
+
+
+def test_tenacity_hooks_own_the_client_retries_under_them(provider, governed) -> None:
+    import tenacity
+
+    from retrylens.sdk.adapters_tenacity import TenacityHooks
+
+    captured, governor = governed
+    client = openai.OpenAI(base_url=f"{provider.url}/v1", api_key="sk-test")  # max_retries=2
+    hooks = TenacityHooks(governor, goal="g", agent="a", dependency="openai")
+
+    @tenacity.retry(**hooks.kwargs(stop=tenacity.stop_after_attempt(4)))
+    def ask() -> str:
+        return (
+            client.chat.completions.create(model="m", messages=HI).choices[0].message.content or ""
+        )
+
+    assert ask() == "ok"
+    assert provider.count == 3
+    assert tasks_and_attempts(captured) == (1, 3, 2)
+    assert_the_governor_decided(captured)
