@@ -77,8 +77,8 @@ TARGETS: dict[str, Target] = {
     ),
     "writer": Target(
         "ingest/writer.py",
-        # Narrowed (session 8, time): the fallback and its count; insert_event_lines (33
-        # mutants, most in its settings) not run yet.
+        # The fallback and its count; insert_event_lines (the event-line insert and its
+        # settings) is the insert_lines target.
         ("_sql_value", "native_rows", "write"),
         (
             "tests/foundation/test_writer_guarantees.py",
