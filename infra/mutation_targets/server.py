@@ -56,8 +56,8 @@ TARGETS: dict[str, Target] = {
     "chain": Target(
         "ingest/chain.py",
         (
-            # Narrowed (session 8, time): what hands batches on and commits them; left out
-            # seconds_left, inserting and build_chain's defaults (14 mutants).
+            # What hands batches on and commits them; seconds_left, inserting and
+            # build_chain's defaults are the chain_timing target (session 9).
             "submit",
             "_done",
             "_finish",
@@ -77,8 +77,8 @@ TARGETS: dict[str, Target] = {
     ),
     "writer": Target(
         "ingest/writer.py",
-        # Narrowed (session 8, time): the fallback and its count; insert_event_lines (33
-        # mutants, most in its settings) not run yet.
+        # The fallback and its count; insert_event_lines (the event-line insert and its
+        # settings) is the insert_lines target.
         ("_sql_value", "native_rows", "write"),
         (
             "tests/foundation/test_writer_guarantees.py",
@@ -91,10 +91,41 @@ TARGETS: dict[str, Target] = {
         ("insert_event_lines",),
         (
             "tests/foundation/test_store_dedup_guarantees.py::test_an_event_resent_within_one_insert_is_counted_once_on_both_roads",
+            "tests/foundation/test_writer_guarantees.py::test_a_line_clickhouse_would_fill_with_defaults_goes_in_from_its_raw_message",
             "tests/foundation/test_batch_parts.py::test_json_row_blocks_encoded_apart_insert_as_one_deduplicated_insert",
             "tests/foundation/test_ingest_json_rows.py::test_a_batch_clickhouse_rejects_goes_in_as_native_rows_once",
             "tests/foundation/test_ingest_json_rows.py::test_a_replayed_batch_of_json_rows_is_not_stored_twice",
             "tests/foundation/test_ingest_json_rows.py::test_floats_are_stored_identically_at_rounding_edges",
+        ),
+    ),
+    "event_row": Target(
+        "store/event_table.py",
+        ("_values",),
+        (
+            # Pure first (every optional part present and absent, column by column); then
+            # the two roads' stored rows compared (one chDB start) for what the pure misses.
+            "tests/foundation/test_event_row_guarantees.py",
+            "tests/foundation/test_ingest_json_rows.py::test_fleet_and_failure_events_are_stored_identically",
+            "tests/foundation/test_ingest_json_rows.py::test_every_fields_boundary_values_are_stored_identically",
+        ),
+    ),
+    "event_lines": Target(
+        "store/event_lines.py",
+        ("lines_select", "line_prefix", "event_line"),
+        (
+            "tests/foundation/test_event_line_guarantees.py",
+            # The SELECT that turns lines into rows runs only in ClickHouse: one line insert.
+            "tests/foundation/test_store_dedup_guarantees.py::test_an_event_resent_within_one_insert_is_counted_once_on_both_roads",
+        ),
+    ),
+    "chain_timing": Target(
+        "ingest/chain.py",
+        # What session 8's narrowed chain target left out: when the source's loop comes
+        # back (seconds_left, inserting) and the defaults of build_chain.
+        ("seconds_left", "inserting", "build_chain"),
+        (
+            "tests/foundation/test_chain_guarantees.py::test_a_full_batch_is_stored_then_committed_at_once_by_default",
+            "tests/foundation/test_chain_guarantees.py::test_a_finished_helper_insert_is_committed_by_poll_without_more_input",
         ),
     ),
     "store_dedup": Target(
@@ -134,7 +165,119 @@ _CLUSTER_ONLY = (
     " ignores insert_distributed_sync, so no test here can observe it (the cluster DDL is tested as text only)"
 )
 
+#: The event-line insert's "one block" settings (ingest/writer.py insert_event_lines) hold it
+#: one all-or-nothing block twice over: the reader makes one chunk (no parallel parsing,
+#: max_block_size above the batch's rows) and the squash before the table holds every chunk
+#: to the end (min_insert_block_size_rows above the batch's rows, no byte threshold).
+_ONE_BLOCK = (
+    "one of the settings that keep the event-line insert one block, each redundant with the others: the"
+    " reader makes one chunk (parallel parsing off, max_block_size above the batch's rows), and the squash"
+    " before the table holds every chunk to the end (min_insert_block_size_rows above the rows, byte"
+    " threshold off). Measured in chDB 26.9 on 20,000 events (15 MB, past the 10 MiB parallel-parsing"
+    " segment): with this setting changed alone the insert is one part and a bad last line stores nothing;"
+    " only two changed together (parallel parsing on and a 1-byte minimum) make two parts. max_threads"
+    " changes nothing with parallel parsing off, and the events table's views keep the write one stream"
+)
+_ONE_BLOCK_SIZE = (
+    "one_block only has to exceed, or equal, the batch's rows: every caller passes rows as the number of"
+    " lines (the writer's row_count, the tests' chunk.rows) and a batch reaching the insert has at least one"
+    " (an empty body returns first), so max(rows, 0), max(rows, 2) and + 0, + 2 all size one block for"
+    " every row and leave the squash holding everything until the last line (rows >= rows)"
+)
+_WRITER_CLUSTER_ONLY = (
+    "read only by a cluster's Distributed events table (the event-line insert's insert_distributed_sync, as"
+    " in store/events.py insert_native); chDB and a single server ignore it, and the test environment has no"
+    " cluster (the cluster DDL is tested as text only)"
+)
+_LINES_SIGNATURE = "def insert_event_lines(store: EventStore, blocks: Sequence[bytes], {}, rows: int, dedup_token: str {} None) -> None:"
+
 EQUIVALENT: Equivalent = {
+    (
+        "store/event_table.py",
+        "_values",
+        "core/ReplaceBinaryOperator_BitOr_BitAnd",
+        "def _values(event: RetryEvent & WireEvent, *, topic: str, partition: int, offset: int) -> list[Any]:",
+    ): _ANNOTATION,
+    (
+        "store/event_table.py",
+        "_values",
+        "core/ReplaceBinaryOperator_Mul_Div",
+        "def _values(event: RetryEvent | WireEvent, /, topic: str, partition: int, offset: int) -> list[Any]:",
+    ): "the keyword-only `*` as `/`: the one caller (event_row) passes the event by position and the"
+    " topic, partition and offset by keyword",
+    (
+        "store/event_lines.py",
+        "event_line",
+        "core/ReplaceBinaryOperator_BitOr_BitAnd",
+        "def event_line(event: RetryEvent & WireEvent, prefix: bytes, offset: int) -> bytes:",
+    ): _ANNOTATION,
+    (
+        "ingest/chain.py",
+        "seconds_left",
+        "core/ReplaceBinaryOperator_BitOr_BitAnd",
+        "def seconds_left(self) -> float & None:",
+    ): _ANNOTATION,
+    (
+        "ingest/chain.py",
+        "build_chain",
+        "core/ReplaceBinaryOperator_BitOr_BitAnd",
+        "policy: BurstPolicy & None = None,",
+    ): _ANNOTATION,
+    (
+        "ingest/chain.py",
+        "build_chain",
+        "core/ReplaceBinaryOperator_BitOr_BitAnd",
+        "before_commit: Callable[[Batch], None] & None = None,",
+    ): _ANNOTATION,
+    (
+        "ingest/writer.py",
+        "insert_event_lines",
+        "core/ReplaceBinaryOperator_BitOr_BitAnd",
+        _LINES_SIGNATURE.format("*", "&"),
+    ): _ANNOTATION,
+    (
+        "ingest/writer.py",
+        "insert_event_lines",
+        "core/ReplaceBinaryOperator_Mul_Div",
+        _LINES_SIGNATURE.format("/", "|"),
+    ): "the keyword-only `*` as `/`: every caller (the writer, bench/ingest.py, the tests) passes the"
+    " store and blocks by position and rows and the token by keyword",
+    **{
+        ("ingest/writer.py", "insert_event_lines", "core/NumberReplacer", line): _ONE_BLOCK_SIZE
+        for line in (
+            "one_block = max(rows, 0) + 1",
+            "one_block = max(rows, 2) + 1",
+            "one_block = max(rows, 1) + 0",
+            "one_block = max(rows, 1) + 2",
+        )
+    },
+    **{
+        ("ingest/writer.py", "insert_event_lines", "core/NumberReplacer", line): _ONE_BLOCK
+        for line in (
+            '"input_format_parallel_parsing": 1,',
+            '"max_threads": 0,',
+            '"max_threads": 2,',
+            '"min_insert_block_size_bytes": 1,',
+        )
+    },
+    **{
+        (
+            "ingest/writer.py",
+            "insert_event_lines",
+            "core/NumberReplacer",
+            line,
+        ): _WRITER_CLUSTER_ONLY
+        for line in (
+            'settings["insert_distributed_sync"] = 0',
+            'settings["insert_distributed_sync"] = 2',
+        )
+    },
+    (
+        "ingest/writer.py",
+        "insert_event_lines",
+        "core/AddNot",
+        "if not store.ctx.cluster:",
+    ): _WRITER_CLUSTER_ONLY,
     (
         "ingest/encoder.py",
         "encode_chunk",

@@ -78,3 +78,34 @@ def test_an_empty_batch_writes_nothing(store: EventStore) -> None:
     writer = BatchWriter(store)
     assert writer.write(Batch(max_rows=10, max_seconds=1.0)) == 0
     assert store.count_rows() == 0 and writer.fallbacks == 0
+
+
+@pytest.mark.parametrize(
+    "drift",
+    [
+        # A key the line structure does not know (an encoder renamed a field): read with
+        # unknown keys skipped, the line would store tokens_in as 0.
+        (b'"tokens_in":', b'"tokens_in_":'),
+        # A null in a column that holds none: read with nulls as defaults, project ''.
+        (b'"project":"alice"', b'"project":null'),
+    ],
+    ids=["unknown-key", "null-text"],
+)
+def test_a_line_clickhouse_would_fill_with_defaults_goes_in_from_its_raw_message(
+    store: EventStore, drift: tuple[bytes, bytes]
+) -> None:
+    values = [payload(project="alice", tokens_in=7 + i) for i in range(3)]
+    raw = RawChunk("t", 0, [0, 1, 2], [None] * 3, values, 3)
+    encoded = encode_raw(raw)
+    first, rest = encoded.block.split(b"\n", 1)
+    assert drift[0] in first
+    drifted = EncodedChunk(encoded.rows, first.replace(*drift) + b"\n" + rest, encoded.invalid)
+    writer = BatchWriter(store)
+    assert writer.write(_batch(raw, drifted)) == 3
+    stored = store.client.query(
+        store.sql(
+            "SELECT kafka_offset, project, tokens_in FROM [[db]].events ORDER BY kafka_offset"
+        )
+    )
+    assert stored.result_rows == [(0, "alice", 7), (1, "alice", 8), (2, "alice", 9)]
+    assert writer.fallbacks == 1
