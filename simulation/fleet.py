@@ -142,7 +142,7 @@ def run_fleet(
         policy = NaiveDriver.POLICY
     else:
         runner = _GovernedFleet(world, policy, clock, start, id_rng, count_and_emit, handoffs.append,
-                                validate_events, compact, preflight)
+                                validate_events, compact, preflight, seed=seed)
     tallies: list[Tally] = []
     fleet = generate_tasks(scenario, tasks, seed)
     for task in fleet if task_range is None else [fleet[i] for i in task_range]:
@@ -166,12 +166,22 @@ def run_fleet(
 
 
 class _GovernedFleet:
-    """One real :class:`Governor` per project (each a deployment), sharing the virtual clock."""
+    """One real :class:`Governor` per project (each a deployment), sharing the virtual clock.
+
+    The governors' random stream (backoff jitter, shadow exploration, ids) is re-seeded from
+    the task before each task runs, as the world's faults are: a task's draws are its own.
+    With one stream for the whole fleet, a task that drew less (stopped earlier, or handed
+    to a person) shifted every later task's draws, so the demo's A/B — the same tasks with
+    and without pre-check advice, paired task by task — changed tasks that got no advice
+    and moved its cost figure by chance.
+    """
 
     def __init__(self, world: World, policy: RetryPolicy, clock: VirtualClock, start: datetime, rng: random.Random,
                  emit: Callable[[RetryEvent], object], on_handoff: Callable[[object], object],
-                 validate_events: bool, compact: bool, preflight: Callable[[str], Any] | None = None) -> None:
+                 validate_events: bool, compact: bool, preflight: Callable[[str], Any] | None = None, *,
+                 seed: int = 0) -> None:
         self.world, self.policy, self.clock, self.start, self.rng = world, policy, clock, start, rng
+        self.seed = seed
         self.compact = compact
         self.preflight = preflight
         self.emit, self.channel, self.validate = emit, CallbackChannel(on_handoff), validate_events
@@ -190,4 +200,5 @@ class _GovernedFleet:
                 preflight=self.preflight(project) if self.preflight is not None else None,
             )
             driver = self.drivers[project] = GovernedDriver(self.world, governor, self.clock, compact=self.compact)
+        self.rng.seed(f"{self.seed}:governor:{task.index}")
         return driver.run(task, rng)
