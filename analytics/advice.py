@@ -68,9 +68,25 @@ OUTPUT_FAILURES = ("schema_mismatch", "validation")
 KINDS = ("human_review", "degrade_first", "no_retry_of", "lower_max_attempts")
 
 
+Spend = tuple[float, float]
+"""``(sum, sum of squares)`` of a spend in USD over tasks: enough for its mean and its 95 % CI."""
+
+
+def _mean_ci(spend: Spend | None, n: int) -> tuple[float, float, float] | None:
+    """Mean spend per task and its normal 95 % CI, or ``None`` when the history did not record it."""
+    if spend is None or n < 2:
+        return None
+    total, squares = spend
+    mean = total / n
+    var = max(0.0, (squares - n * mean * mean) / (n - 1))
+    half = Z95 * math.sqrt(var / n)
+    return mean, mean - half, mean + half
+
+
 @dataclass(frozen=True)
 class AgentEvidence:
-    """What one agent's history says about simplified retries and about recovering late."""
+    """What one agent's history says about simplified retries and about recovering late, and
+    what each of them spent: a cap pays only if the attempts it stops spent something."""
 
     relaxed_ok: int = 0
     relaxed_n: int = 0
@@ -80,8 +96,25 @@ class AgentEvidence:
     recovery: dict[int, tuple[int, int]] = field(default_factory=dict)
     #: failure class → (tasks retried after a failure of that class, of which later succeeded)
     classes: dict[str, tuple[int, int]] = field(default_factory=dict)
+    #: what the attempts after each of those points spent (USD; what a cap there would save)
+    recovery_spent: dict[int, Spend] = field(default_factory=dict)
+    classes_spent: dict[str, Spend] = field(default_factory=dict)
+    #: spend from a simplified / another retry after an output failure to the task's end
+    relaxed_spent: Spend | None = None
+    other_spent: Spend | None = None
+    #: this agent's tasks, those that succeeded and what they all spent: the price of one success
+    tasks: int = 0
+    succeeded: int = 0
+    spent: float = 0.0
+
+    @property
+    def price_of_success(self) -> float | None:
+        return self.spent / self.succeeded if self.succeeded else None
 
     def degrade_helps(self) -> tuple[bool, str]:
+        """Simplified retries clearly succeeded more often, and what they cost to finish is paid:
+        no more than other retries, or than the successes they added are worth at this agent's
+        own price of a success (its spend per succeeded task)."""
         if self.relaxed_n < MIN_RETRIES or self.other_n < MIN_RETRIES:
             return False, (f"too few retries after output failures to judge a simplified mode "
                            f"({self.relaxed_n} simplified, {self.other_n} other; {MIN_RETRIES} of each needed)")
@@ -90,45 +123,75 @@ class AgentEvidence:
         lo = a - b - Z95 * se
         words = (f"after an output failure, a simplified retry succeeded {a:.0%} of {self.relaxed_n} times vs "
                  f"{b:.0%} of {self.other_n} other retries (difference {a - b:+.0%}, 95 % lower bound {lo:+.0%})")
-        return lo > 0, words
+        if lo <= 0:
+            return False, words
+        relaxed, other = _mean_ci(self.relaxed_spent, self.relaxed_n), _mean_ci(self.other_spent, self.other_n)
+        price = self.price_of_success
+        if relaxed is None or other is None or price is None:
+            return False, words + "; what it costs was not recorded, so it is not given"
+        extra, paid = relaxed[0] - other[0], lo * price
+        words += (f"; to the task's end it spent {extra * 1e6:+,.0f} µUSD a retry vs other retries, "
+                  f"{'within' if extra <= paid else 'above'} what the added successes are worth "
+                  f"({lo:.0%} × {price * 1e6:,.0f} µUSD a success = {paid * 1e6:,.0f} µUSD)")
+        return extra <= paid, words
 
     def cap(self) -> tuple[int | None, str]:
-        """The smallest cap after which this agent's tasks (almost) never recovered, with why."""
+        """The smallest cap after which this agent's tasks (almost) never recovered and the attempts
+        it stops clearly spent something, with why."""
         for failed in sorted(self.recovery):
             reached, recovered = self.recovery[failed]
             if reached < MIN_RETRIES:
                 continue
             rate = recovered / reached
             hi = _wilson_hi(recovered, reached)
-            if hi < UNRECOVERABLE:
+            saved = _mean_ci(self.recovery_spent.get(failed), reached)
+            if hi < UNRECOVERABLE and saved is not None and saved[1] > 0:
                 return failed, (f"of {reached} earlier tasks that failed {failed} time(s), {recovered} succeeded "
-                                f"later ({rate:.0%}, 95 % upper bound {hi:.0%})")
-        return None, "retries of this agent's failed tasks recover often enough to keep its cap"
+                                f"later ({rate:.0%}, 95 % upper bound {hi:.0%}); their later attempts spent "
+                                f"{saved[0] * 1e6:,.0f} µUSD a task (95 % lower bound {saved[1] * 1e6:,.0f})")
+        return None, ("retries of this agent's failed tasks recover often enough, or spend too little, "
+                      "to lower its cap")
 
     def class_caps(self) -> list[tuple[str, str]]:
-        """The failure classes retries of this agent's tasks (almost) never recovered from, with why."""
+        """The failure classes retries of this agent's tasks (almost) never recovered from, where
+        those retries clearly spent something (a retry that costs nothing saves nothing), with why."""
         out = []
         for cls in CAPPABLE:
             retried, recovered = self.classes.get(cls, (0, 0))
             if retried < MIN_CLASS_TASKS:
                 continue
             hi = _wilson_hi(recovered, retried)
-            if hi < CLASS_UNRECOVERABLE:
+            saved = _mean_ci(self.classes_spent.get(cls), retried)
+            if hi < CLASS_UNRECOVERABLE and saved is not None and saved[1] > 0:
                 out.append((cls, f"of {retried} earlier tasks retried after a {cls} failure, {recovered} succeeded "
-                                 f"later ({recovered / retried:.0%}, 95 % upper bound {hi:.0%})"))
+                                 f"later ({recovered / retried:.0%}, 95 % upper bound {hi:.0%}); those retries "
+                                 f"spent {saved[0] * 1e6:,.0f} µUSD a task (95 % lower bound "
+                                 f"{saved[1] * 1e6:,.0f})"))
         return out
 
     def as_dict(self) -> dict[str, Any]:
         return {"relaxed_ok": self.relaxed_ok, "relaxed_n": self.relaxed_n, "other_ok": self.other_ok,
                 "other_n": self.other_n, "recovery": {str(k): list(v) for k, v in self.recovery.items()},
-                "classes": {k: list(v) for k, v in self.classes.items()}}
+                "classes": {k: list(v) for k, v in self.classes.items()},
+                "recovery_spent": {str(k): list(v) for k, v in self.recovery_spent.items()},
+                "classes_spent": {k: list(v) for k, v in self.classes_spent.items()},
+                "relaxed_spent": None if self.relaxed_spent is None else list(self.relaxed_spent),
+                "other_spent": None if self.other_spent is None else list(self.other_spent),
+                "tasks": self.tasks, "succeeded": self.succeeded, "spent": self.spent}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> AgentEvidence:
+        def spend(v: Any) -> Spend | None:
+            return None if v is None else (float(v[0]), float(v[1]))
+
         return cls(int(data.get("relaxed_ok", 0)), int(data.get("relaxed_n", 0)), int(data.get("other_ok", 0)),
                    int(data.get("other_n", 0)),
                    {int(k): (int(v[0]), int(v[1])) for k, v in (data.get("recovery") or {}).items()},
-                   {str(k): (int(v[0]), int(v[1])) for k, v in (data.get("classes") or {}).items()})
+                   {str(k): (int(v[0]), int(v[1])) for k, v in (data.get("classes") or {}).items()},
+                   {int(k): (float(v[0]), float(v[1])) for k, v in (data.get("recovery_spent") or {}).items()},
+                   {str(k): (float(v[0]), float(v[1])) for k, v in (data.get("classes_spent") or {}).items()},
+                   spend(data.get("relaxed_spent")), spend(data.get("other_spent")),
+                   int(data.get("tasks", 0)), int(data.get("succeeded", 0)), float(data.get("spent", 0.0)))
 
 
 def _wilson_hi(k: int, n: int) -> float:
@@ -140,35 +203,61 @@ def _wilson_hi(k: int, n: int) -> float:
     return (centre + spread) / (1 + Z95**2 / n)
 
 
+#: per task, ``[(attempt, cost)]`` of its attempts: what a cap or a simplified mode would change
+_COSTS = (
+    "SELECT project, task_id, groupArrayIf((toUInt32(attempt), cost_usd),"
+    "   kind IN ('attempt_failed', 'attempt_succeeded')) AS costs"
+    " FROM [[db]].events FINAL WHERE {where} GROUP BY project, task_id"
+)
 _RETRIES = (
     "SELECT d.project AS project, d.agent_name AS agent, d.decision = 'degrade_precision' AS relaxed,"
-    " count() AS n, countIf(a.kind = 'attempt_succeeded') AS ok"
-    " FROM (SELECT project, agent_name, task_id, attempt, toString(decision) AS decision FROM [[db]].events FINAL"
+    " count() AS n, countIf(a.kind = 'attempt_succeeded') AS ok,"
+    " sum(arraySum(x -> if(x.1 > d.attempt, x.2, 0), c.costs)) AS spent,"
+    " sum(pow(arraySum(x -> if(x.1 > d.attempt, x.2, 0), c.costs), 2)) AS spent_sq"
+    " FROM (SELECT project, agent_name, task_id, toUInt32(attempt) AS attempt, toString(decision) AS decision"
+    "   FROM [[db]].events FINAL"
     "   WHERE kind = 'decision' AND toString(error_type) IN {output:Array(String)} AND {where}"
     "   AND decision NOT IN ('give_up', 'handoff_human', 'cancel_chain', 'none', '')) AS d"
-    " INNER JOIN (SELECT project, task_id, attempt, kind FROM [[db]].events FINAL"
+    " INNER JOIN (SELECT project, task_id, toUInt32(attempt) AS attempt, kind FROM [[db]].events FINAL"
     "   WHERE kind IN ('attempt_succeeded', 'attempt_failed') AND {where}) AS a"
     " ON d.project = a.project AND d.task_id = a.task_id AND a.attempt = d.attempt + 1"
+    " INNER JOIN (" + _COSTS + ") AS c ON d.project = c.project AND d.task_id = c.task_id"
     " GROUP BY project, agent, relaxed"
 )
 _RECOVERY = (
-    "SELECT project, agent, failed, count() AS reached, countIf(ok) AS recovered FROM ("
+    "SELECT project, agent, failed, count() AS reached, countIf(ok) AS recovered,"
+    " sum(arraySum(x -> if(x.1 > failed, x.2, 0), costs)) AS spent,"
+    " sum(pow(arraySum(x -> if(x.1 > failed, x.2, 0), costs), 2)) AS spent_sq FROM ("
     "  SELECT project, any(agent_name) AS agent, task_id, uniqExactIf(attempt, kind = 'attempt_failed') AS fails,"
-    "   argMaxIf(toString(outcome), ts, outcome != '') = 'succeeded' AS ok"
+    "   argMaxIf(toString(outcome), ts, outcome != '') = 'succeeded' AS ok,"
+    "   groupArrayIf((toUInt32(attempt), cost_usd), kind IN ('attempt_failed', 'attempt_succeeded')) AS costs"
     "  FROM [[db]].events FINAL WHERE {where} GROUP BY project, task_id HAVING fails > 0)"
     " ARRAY JOIN range(1, toUInt32(least(fails, 6)) + 1) AS failed"
     " GROUP BY project, agent, failed"
 )
 
 _CLASSES = (
-    "SELECT f.project AS project, f.agent AS agent, f.cls AS cls, count() AS retried, countIf(t.ok) AS recovered"
-    " FROM (SELECT project, any(agent_name) AS agent, task_id, toString(error_type) AS cls, min(attempt) AS first"
+    "SELECT f.project AS project, f.agent AS agent, f.cls AS cls, count() AS retried, countIf(t.ok) AS recovered,"
+    " sum(arraySum(x -> if(x.1 > f.first, x.2, 0), t.costs)) AS spent,"
+    " sum(pow(arraySum(x -> if(x.1 > f.first, x.2, 0), t.costs), 2)) AS spent_sq"
+    " FROM (SELECT project, any(agent_name) AS agent, task_id, toString(error_type) AS cls,"
+    "   toUInt32(min(attempt)) AS first"
     "   FROM [[db]].events FINAL WHERE kind = 'attempt_failed' AND {where} GROUP BY project, task_id, cls) AS f"
     " INNER JOIN (SELECT project, task_id, max(attempt) AS last,"
-    "   argMaxIf(toString(outcome), ts, outcome != '') = 'succeeded' AS ok"
+    "   argMaxIf(toString(outcome), ts, outcome != '') = 'succeeded' AS ok,"
+    "   groupArrayIf((toUInt32(attempt), cost_usd), kind IN ('attempt_failed', 'attempt_succeeded')) AS costs"
     "   FROM [[db]].events FINAL WHERE {where} GROUP BY project, task_id) AS t"
     " ON f.project = t.project AND f.task_id = t.task_id"
     " WHERE t.last > f.first GROUP BY project, agent, cls"
+)
+#: per agent: tasks, of which succeeded, and their spend (the price of one success)
+_SPEND = (
+    "SELECT project, agent, count() AS tasks, countIf(ok) AS succeeded, sum(spent) AS spent FROM ("
+    "  SELECT project, any(agent_name) AS agent, task_id,"
+    "   argMaxIf(toString(outcome), ts, outcome != '') = 'succeeded' AS ok,"
+    "   sumIf(cost_usd, kind IN ('attempt_failed', 'attempt_succeeded')) AS spent"
+    "  FROM [[db]].events FINAL WHERE {where} GROUP BY project, task_id)"
+    " GROUP BY project, agent"
 )
 
 
@@ -177,32 +266,58 @@ def build_advice_book(store: EventStore, where: Slice = Slice()) -> dict[str, An
     and each advice kind's measured effect on stored pre-checks with the kinds retired for it."""
     clause, params = where.where()
     evidence: dict[str, dict[str, Any]] = {}
+
+    def of(row: dict[str, Any]) -> dict[str, Any]:
+        return evidence.setdefault(f"{row['project']}/{row['agent']}", AgentEvidence().as_dict())
+
     for row in query_rows(store.client, store.sql(_RETRIES.replace("{where}", clause)),
                           {**params, "output": list(OUTPUT_FAILURES)}):
-        e = evidence.setdefault(f"{row['project']}/{row['agent']}", AgentEvidence().as_dict())
+        e = of(row)
         prefix = "relaxed" if row["relaxed"] else "other"
         e[f"{prefix}_n"] += int(row["n"])
         e[f"{prefix}_ok"] += int(row["ok"])
+        total, squares = e[f"{prefix}_spent"] or (0.0, 0.0)
+        e[f"{prefix}_spent"] = [total + float(row["spent"]), squares + float(row["spent_sq"])]
     for row in query_rows(store.client, store.sql(_RECOVERY.replace("{where}", clause)), params):
         # "failed k times and later succeeded" needs a task that failed more than k times or succeeded after k
-        e = evidence.setdefault(f"{row['project']}/{row['agent']}", AgentEvidence().as_dict())
+        e = of(row)
         e["recovery"][str(int(row["failed"]))] = [int(row["reached"]), int(row["recovered"])]
+        e["recovery_spent"][str(int(row["failed"]))] = [float(row["spent"]), float(row["spent_sq"])]
     for row in query_rows(store.client, store.sql(_CLASSES.replace("{where}", clause)), params):
-        e = evidence.setdefault(f"{row['project']}/{row['agent']}", AgentEvidence().as_dict())
-        e.setdefault("classes", {})[str(row["cls"])] = [int(row["retried"]), int(row["recovered"])]
+        e = of(row)
+        e["classes"][str(row["cls"])] = [int(row["retried"]), int(row["recovered"])]
+        e["classes_spent"][str(row["cls"])] = [float(row["spent"]), float(row["spent_sq"])]
+    for row in query_rows(store.client, store.sql(_SPEND.replace("{where}", clause)), params):
+        e = of(row)
+        e["tasks"], e["succeeded"], e["spent"] = int(row["tasks"]), int(row["succeeded"]), float(row["spent"])
     # what each kind did where it was given vs withheld (stored pre-checks): kinds that do not help retire
     effects = advice_effects(store, project=where.project, start=where.start, end=where.end)
-    return {"version": 1, "agents": evidence, "effects": effects, "retired": retired_kinds(effects)}
+    return {"version": 2, "agents": evidence, "effects": effects, "retired": retired_kinds(effects)}
+
+
+def _add(a: Spend | None, b: Spend | None) -> Spend | None:
+    if a is None or b is None:
+        return b if a is None else a
+    return a[0] + b[0], a[1] + b[1]
 
 
 def _sum(items: list[AgentEvidence]) -> AgentEvidence:
     recovery: dict[int, tuple[int, int]] = {}
+    recovery_spent: dict[int, Spend] = {}
+    relaxed_spent: Spend | None = None
+    other_spent: Spend | None = None
     for e in items:
         for k, (reached, recovered) in e.recovery.items():
             a, b = recovery.get(k, (0, 0))
             recovery[k] = (a + reached, b + recovered)
+        for k, spend in e.recovery_spent.items():
+            recovery_spent[k] = _add(recovery_spent.get(k), spend) or spend
+        relaxed_spent, other_spent = _add(relaxed_spent, e.relaxed_spent), _add(other_spent, e.other_spent)
     return AgentEvidence(sum(e.relaxed_ok for e in items), sum(e.relaxed_n for e in items),
-                         sum(e.other_ok for e in items), sum(e.other_n for e in items), recovery)
+                         sum(e.other_ok for e in items), sum(e.other_n for e in items), recovery,
+                         recovery_spent=recovery_spent, relaxed_spent=relaxed_spent, other_spent=other_spent,
+                         tasks=sum(e.tasks for e in items), succeeded=sum(e.succeeded for e in items),
+                         spent=sum(e.spent for e in items))
 
 
 def evidence_for(book: dict[str, Any] | None, project: str, agent: str) -> tuple[AgentEvidence, str]:
