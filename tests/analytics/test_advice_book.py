@@ -40,7 +40,9 @@ def _truth_of_classes(fleet: object, agent: str) -> tuple[dict[str, list[int]], 
                 entry = out.setdefault(cls, [0, 0])
                 entry[0] += 1
                 entry[1] += tally.outcome.value == "succeeded"
-                spent[cls] = spent.get(cls, 0.0) + sum(a.cost_usd for a in tally.log if a.number > first)
+                spent[cls] = spent.get(cls, 0.0) + sum(
+                    a.cost_usd for a in tally.log if a.number > first
+                )
     return out, spent
 
 

@@ -26,11 +26,15 @@ class _ReviewOne:
 
     def adapt(self, run: Any) -> None:
         if run.state.task_id == self.task_id:
-            apply_advice(run, PrecheckResponse(risk=1.0, recommended=Recommendation(human_review=True)))
+            apply_advice(
+                run, PrecheckResponse(risk=1.0, recommended=Recommendation(human_review=True))
+            )
 
 
 def _runs(tallies: list[Any]) -> dict[str, Any]:
-    return {t.task_id: (t.outcome, round(t.cost_usd, 10), [vars(a) for a in t.log]) for t in tallies}
+    return {
+        t.task_id: (t.outcome, round(t.cost_usd, 10), [vars(a) for a in t.log]) for t in tallies
+    }
 
 
 def test_advice_to_one_task_changes_no_other_tasks_run() -> None:
@@ -38,7 +42,11 @@ def test_advice_to_one_task_changes_no_other_tasks_run() -> None:
     plain = run_fleet(scenario, tasks=120, seed=3, start=START)
     # the first task that retried: it drew backoff jitter that later tasks would otherwise draw
     target = next(t.task_id for t in plain.tallies if len(t.log) > 1)
-    advised = run_fleet(scenario, tasks=120, seed=3, start=START, preflight=lambda _p: _ReviewOne(target))
+    advised = run_fleet(
+        scenario, tasks=120, seed=3, start=START, preflight=lambda _p: _ReviewOne(target)
+    )
     before, after = _runs(plain.tallies), _runs(advised.tallies)
-    assert after.pop(target)[2] == [] and before.pop(target)[2] != []  # the advised task ran nothing
+    assert (
+        after.pop(target)[2] == [] and before.pop(target)[2] != []
+    )  # the advised task ran nothing
     assert after == before
