@@ -11,20 +11,31 @@ stored history shows it pays for such inputs, and every answer carries the evide
   retries do not fix): running it again buys nothing a person would not have to redo. A
   risk alone never sends a task to a person.
 - ``degrade_first`` (simplified mode from the first attempt) — the input is riskier than
-  its agent's usual task (risk ≥ :data:`DEGRADE_AT`), and in this agent's history a
+  its agent's usual task (risk ≥ :data:`DEGRADE_AT`), in this agent's history a
   simplified retry after an output failure (schema mismatch, validation, planning)
   succeeded clearly more often than any other retry (the 95 % lower bound of the
-  difference above zero, at least :data:`MIN_RETRIES` of each).
+  difference above zero, at least :data:`MIN_RETRIES` of each), **and its extra spend is
+  paid**: what simplified retries spent from the retry to the task's end, minus what the
+  other retries spent, is at most the successes they added (that lower bound) times this
+  agent's own price of a success (its spend per succeeded task). Simplified mode that
+  saves a task also pays for the task's later steps; that is worth it only at the price a
+  success normally costs.
 - ``no_retry_of`` (a tighter cap for one failure class) — in this agent's own history at
   least :data:`MIN_CLASS_TASKS` tasks were retried after a failure of that (non-transient)
   class and (almost) none of them succeeded later (95 % upper bound of the rate below
-  :data:`CLASS_UNRECOVERABLE`): the retry only spends. The cap bites only on that class,
-  so it needs no risk threshold, and a task a retry could save is one of the (almost)
-  none. Another agent's record is no evidence here: what recovers depends on the work.
-- ``lower_max_attempts`` (tighter cap) — the input is risky (risk ≥ :data:`CAP_AT`) and
-  in this agent's history tasks that had already failed ``cap`` times almost never
-  succeeded later (upper 95 % bound of that rate below :data:`UNRECOVERABLE`): further
-  attempts only spend.
+  :data:`CLASS_UNRECOVERABLE`), **and those retries clearly spent something** (mean spend
+  of the attempts after that failure, 95 % lower bound above zero): a retry that costs
+  nothing saves nothing when stopped (the default fleet's logic retries re-run only a
+  free lookup; session 8 gave this cap to every support-agent task for no saving). The
+  cap bites only on that class, so it needs no risk threshold. Another agent's record is
+  no evidence here: what recovers depends on the work.
+- ``lower_max_attempts`` (tighter cap) — the input is risky (risk ≥ :data:`CAP_AT`), in
+  this agent's history tasks that had already failed ``cap`` times almost never
+  succeeded later (upper 95 % bound of that rate below :data:`UNRECOVERABLE`), and the
+  attempts after the ``cap``-th clearly spent something (as for ``no_retry_of``).
+
+A kind whose spend the book did not record (a book written before spends were recorded)
+is not given: its effect on cost is unknown.
 
 :func:`build_advice_book` reads that history from the store once per training (it is
 saved in the model's metadata, so a pre-check does no I/O for it); :func:`advise` turns a
@@ -68,9 +79,25 @@ OUTPUT_FAILURES = ("schema_mismatch", "validation")
 KINDS = ("human_review", "degrade_first", "no_retry_of", "lower_max_attempts")
 
 
+Spend = tuple[float, float]
+"""``(sum, sum of squares)`` of a spend in USD over tasks: enough for its mean and its 95 % CI."""
+
+
+def _mean_ci(spend: Spend | None, n: int) -> tuple[float, float, float] | None:
+    """Mean spend per task and its normal 95 % CI, or ``None`` when the history did not record it."""
+    if spend is None or n < 2:
+        return None
+    total, squares = spend
+    mean = total / n
+    var = max(0.0, (squares - n * mean * mean) / (n - 1))
+    half = Z95 * math.sqrt(var / n)
+    return mean, mean - half, mean + half
+
+
 @dataclass(frozen=True)
 class AgentEvidence:
-    """What one agent's history says about simplified retries and about recovering late."""
+    """What one agent's history says about simplified retries and about recovering late, and
+    what each of them spent: a cap pays only if the attempts it stops spent something."""
 
     relaxed_ok: int = 0
     relaxed_n: int = 0
@@ -80,55 +107,140 @@ class AgentEvidence:
     recovery: dict[int, tuple[int, int]] = field(default_factory=dict)
     #: failure class → (tasks retried after a failure of that class, of which later succeeded)
     classes: dict[str, tuple[int, int]] = field(default_factory=dict)
+    #: what the attempts after each of those points spent (USD; what a cap there would save)
+    recovery_spent: dict[int, Spend] = field(default_factory=dict)
+    classes_spent: dict[str, Spend] = field(default_factory=dict)
+    #: spend from a simplified / another retry after an output failure to the task's end
+    relaxed_spent: Spend | None = None
+    other_spent: Spend | None = None
+    #: this agent's tasks, those that succeeded and what they all spent: the price of one success
+    tasks: int = 0
+    succeeded: int = 0
+    spent: float = 0.0
+
+    @property
+    def price_of_success(self) -> float | None:
+        return self.spent / self.succeeded if self.succeeded else None
 
     def degrade_helps(self) -> tuple[bool, str]:
+        """Simplified retries clearly succeeded more often, and what they cost to finish is paid:
+        no more than other retries, or than the successes they added are worth at this agent's
+        own price of a success (its spend per succeeded task)."""
         if self.relaxed_n < MIN_RETRIES or self.other_n < MIN_RETRIES:
-            return False, (f"too few retries after output failures to judge a simplified mode "
-                           f"({self.relaxed_n} simplified, {self.other_n} other; {MIN_RETRIES} of each needed)")
+            return False, (
+                f"too few retries after output failures to judge a simplified mode "
+                f"({self.relaxed_n} simplified, {self.other_n} other; {MIN_RETRIES} of each needed)"
+            )
         a, b = self.relaxed_ok / self.relaxed_n, self.other_ok / self.other_n
         se = math.sqrt(a * (1 - a) / self.relaxed_n + b * (1 - b) / self.other_n)
         lo = a - b - Z95 * se
-        words = (f"after an output failure, a simplified retry succeeded {a:.0%} of {self.relaxed_n} times vs "
-                 f"{b:.0%} of {self.other_n} other retries (difference {a - b:+.0%}, 95 % lower bound {lo:+.0%})")
-        return lo > 0, words
+        words = (
+            f"after an output failure, a simplified retry succeeded {a:.0%} of {self.relaxed_n} times vs "
+            f"{b:.0%} of {self.other_n} other retries (difference {a - b:+.0%}, 95 % lower bound {lo:+.0%})"
+        )
+        if lo <= 0:
+            return False, words
+        relaxed, other = (
+            _mean_ci(self.relaxed_spent, self.relaxed_n),
+            _mean_ci(self.other_spent, self.other_n),
+        )
+        price = self.price_of_success
+        if relaxed is None or other is None or price is None:
+            return False, words + "; what it costs was not recorded, so it is not given"
+        extra, paid = relaxed[0] - other[0], lo * price
+        words += (
+            f"; to the task's end it spent {extra * 1e6:+,.0f} µUSD a retry vs other retries, "
+            f"{'within' if extra <= paid else 'above'} what the added successes are worth "
+            f"({lo:.0%} × {price * 1e6:,.0f} µUSD a success = {paid * 1e6:,.0f} µUSD)"
+        )
+        return extra <= paid, words
 
     def cap(self) -> tuple[int | None, str]:
-        """The smallest cap after which this agent's tasks (almost) never recovered, with why."""
+        """The smallest cap after which this agent's tasks (almost) never recovered and the attempts
+        it stops clearly spent something, with why."""
         for failed in sorted(self.recovery):
             reached, recovered = self.recovery[failed]
             if reached < MIN_RETRIES:
                 continue
             rate = recovered / reached
             hi = _wilson_hi(recovered, reached)
-            if hi < UNRECOVERABLE:
-                return failed, (f"of {reached} earlier tasks that failed {failed} time(s), {recovered} succeeded "
-                                f"later ({rate:.0%}, 95 % upper bound {hi:.0%})")
-        return None, "retries of this agent's failed tasks recover often enough to keep its cap"
+            saved = _mean_ci(self.recovery_spent.get(failed), reached)
+            if hi < UNRECOVERABLE and saved is not None and saved[1] > 0:
+                return failed, (
+                    f"of {reached} earlier tasks that failed {failed} time(s), {recovered} succeeded "
+                    f"later ({rate:.0%}, 95 % upper bound {hi:.0%}); their later attempts spent "
+                    f"{saved[0] * 1e6:,.0f} µUSD a task (95 % lower bound {saved[1] * 1e6:,.0f})"
+                )
+        return None, (
+            "retries of this agent's failed tasks recover often enough, or spend too little, "
+            "to lower its cap"
+        )
 
     def class_caps(self) -> list[tuple[str, str]]:
-        """The failure classes retries of this agent's tasks (almost) never recovered from, with why."""
+        """The failure classes retries of this agent's tasks (almost) never recovered from, where
+        those retries clearly spent something (a retry that costs nothing saves nothing), with why."""
         out = []
         for cls in CAPPABLE:
             retried, recovered = self.classes.get(cls, (0, 0))
             if retried < MIN_CLASS_TASKS:
                 continue
             hi = _wilson_hi(recovered, retried)
-            if hi < CLASS_UNRECOVERABLE:
-                out.append((cls, f"of {retried} earlier tasks retried after a {cls} failure, {recovered} succeeded "
-                                 f"later ({recovered / retried:.0%}, 95 % upper bound {hi:.0%})"))
+            saved = _mean_ci(self.classes_spent.get(cls), retried)
+            if hi < CLASS_UNRECOVERABLE and saved is not None and saved[1] > 0:
+                out.append(
+                    (
+                        cls,
+                        f"of {retried} earlier tasks retried after a {cls} failure, {recovered} succeeded "
+                        f"later ({recovered / retried:.0%}, 95 % upper bound {hi:.0%}); those retries "
+                        f"spent {saved[0] * 1e6:,.0f} µUSD a task (95 % lower bound "
+                        f"{saved[1] * 1e6:,.0f})",
+                    )
+                )
         return out
 
     def as_dict(self) -> dict[str, Any]:
-        return {"relaxed_ok": self.relaxed_ok, "relaxed_n": self.relaxed_n, "other_ok": self.other_ok,
-                "other_n": self.other_n, "recovery": {str(k): list(v) for k, v in self.recovery.items()},
-                "classes": {k: list(v) for k, v in self.classes.items()}}
+        return {
+            "relaxed_ok": self.relaxed_ok,
+            "relaxed_n": self.relaxed_n,
+            "other_ok": self.other_ok,
+            "other_n": self.other_n,
+            "recovery": {str(k): list(v) for k, v in self.recovery.items()},
+            "classes": {k: list(v) for k, v in self.classes.items()},
+            "recovery_spent": {str(k): list(v) for k, v in self.recovery_spent.items()},
+            "classes_spent": {k: list(v) for k, v in self.classes_spent.items()},
+            "relaxed_spent": None if self.relaxed_spent is None else list(self.relaxed_spent),
+            "other_spent": None if self.other_spent is None else list(self.other_spent),
+            "tasks": self.tasks,
+            "succeeded": self.succeeded,
+            "spent": self.spent,
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> AgentEvidence:
-        return cls(int(data.get("relaxed_ok", 0)), int(data.get("relaxed_n", 0)), int(data.get("other_ok", 0)),
-                   int(data.get("other_n", 0)),
-                   {int(k): (int(v[0]), int(v[1])) for k, v in (data.get("recovery") or {}).items()},
-                   {str(k): (int(v[0]), int(v[1])) for k, v in (data.get("classes") or {}).items()})
+        def spend(v: Any) -> Spend | None:
+            return None if v is None else (float(v[0]), float(v[1]))
+
+        return cls(
+            int(data.get("relaxed_ok", 0)),
+            int(data.get("relaxed_n", 0)),
+            int(data.get("other_ok", 0)),
+            int(data.get("other_n", 0)),
+            {int(k): (int(v[0]), int(v[1])) for k, v in (data.get("recovery") or {}).items()},
+            {str(k): (int(v[0]), int(v[1])) for k, v in (data.get("classes") or {}).items()},
+            {
+                int(k): (float(v[0]), float(v[1]))
+                for k, v in (data.get("recovery_spent") or {}).items()
+            },
+            {
+                str(k): (float(v[0]), float(v[1]))
+                for k, v in (data.get("classes_spent") or {}).items()
+            },
+            spend(data.get("relaxed_spent")),
+            spend(data.get("other_spent")),
+            int(data.get("tasks", 0)),
+            int(data.get("succeeded", 0)),
+            float(data.get("spent", 0.0)),
+        )
 
 
 def _wilson_hi(k: int, n: int) -> float:
@@ -140,35 +252,61 @@ def _wilson_hi(k: int, n: int) -> float:
     return (centre + spread) / (1 + Z95**2 / n)
 
 
+#: per task, ``[(attempt, cost)]`` of its attempts: what a cap or a simplified mode would change
+_COSTS = (
+    "SELECT project, task_id, groupArrayIf((toUInt32(attempt), cost_usd),"
+    "   kind IN ('attempt_failed', 'attempt_succeeded')) AS costs"
+    " FROM [[db]].events FINAL WHERE {where} GROUP BY project, task_id"
+)
 _RETRIES = (
     "SELECT d.project AS project, d.agent_name AS agent, d.decision = 'degrade_precision' AS relaxed,"
-    " count() AS n, countIf(a.kind = 'attempt_succeeded') AS ok"
-    " FROM (SELECT project, agent_name, task_id, attempt, toString(decision) AS decision FROM [[db]].events FINAL"
+    " count() AS n, countIf(a.kind = 'attempt_succeeded') AS ok,"
+    " sum(arraySum(x -> if(x.1 > d.attempt, x.2, 0), c.costs)) AS spent,"
+    " sum(pow(arraySum(x -> if(x.1 > d.attempt, x.2, 0), c.costs), 2)) AS spent_sq"
+    " FROM (SELECT project, agent_name, task_id, toUInt32(attempt) AS attempt, toString(decision) AS decision"
+    "   FROM [[db]].events FINAL"
     "   WHERE kind = 'decision' AND toString(error_type) IN {output:Array(String)} AND {where}"
     "   AND decision NOT IN ('give_up', 'handoff_human', 'cancel_chain', 'none', '')) AS d"
-    " INNER JOIN (SELECT project, task_id, attempt, kind FROM [[db]].events FINAL"
+    " INNER JOIN (SELECT project, task_id, toUInt32(attempt) AS attempt, kind FROM [[db]].events FINAL"
     "   WHERE kind IN ('attempt_succeeded', 'attempt_failed') AND {where}) AS a"
     " ON d.project = a.project AND d.task_id = a.task_id AND a.attempt = d.attempt + 1"
+    " INNER JOIN (" + _COSTS + ") AS c ON d.project = c.project AND d.task_id = c.task_id"
     " GROUP BY project, agent, relaxed"
 )
 _RECOVERY = (
-    "SELECT project, agent, failed, count() AS reached, countIf(ok) AS recovered FROM ("
+    "SELECT project, agent, failed, count() AS reached, countIf(ok) AS recovered,"
+    " sum(arraySum(x -> if(x.1 > failed, x.2, 0), costs)) AS spent,"
+    " sum(pow(arraySum(x -> if(x.1 > failed, x.2, 0), costs), 2)) AS spent_sq FROM ("
     "  SELECT project, any(agent_name) AS agent, task_id, uniqExactIf(attempt, kind = 'attempt_failed') AS fails,"
-    "   argMaxIf(toString(outcome), ts, outcome != '') = 'succeeded' AS ok"
+    "   argMaxIf(toString(outcome), ts, outcome != '') = 'succeeded' AS ok,"
+    "   groupArrayIf((toUInt32(attempt), cost_usd), kind IN ('attempt_failed', 'attempt_succeeded')) AS costs"
     "  FROM [[db]].events FINAL WHERE {where} GROUP BY project, task_id HAVING fails > 0)"
     " ARRAY JOIN range(1, toUInt32(least(fails, 6)) + 1) AS failed"
     " GROUP BY project, agent, failed"
 )
 
 _CLASSES = (
-    "SELECT f.project AS project, f.agent AS agent, f.cls AS cls, count() AS retried, countIf(t.ok) AS recovered"
-    " FROM (SELECT project, any(agent_name) AS agent, task_id, toString(error_type) AS cls, min(attempt) AS first"
+    "SELECT f.project AS project, f.agent AS agent, f.cls AS cls, count() AS retried, countIf(t.ok) AS recovered,"
+    " sum(arraySum(x -> if(x.1 > f.first, x.2, 0), t.costs)) AS spent,"
+    " sum(pow(arraySum(x -> if(x.1 > f.first, x.2, 0), t.costs), 2)) AS spent_sq"
+    " FROM (SELECT project, any(agent_name) AS agent, task_id, toString(error_type) AS cls,"
+    "   toUInt32(min(attempt)) AS first"
     "   FROM [[db]].events FINAL WHERE kind = 'attempt_failed' AND {where} GROUP BY project, task_id, cls) AS f"
     " INNER JOIN (SELECT project, task_id, max(attempt) AS last,"
-    "   argMaxIf(toString(outcome), ts, outcome != '') = 'succeeded' AS ok"
+    "   argMaxIf(toString(outcome), ts, outcome != '') = 'succeeded' AS ok,"
+    "   groupArrayIf((toUInt32(attempt), cost_usd), kind IN ('attempt_failed', 'attempt_succeeded')) AS costs"
     "   FROM [[db]].events FINAL WHERE {where} GROUP BY project, task_id) AS t"
     " ON f.project = t.project AND f.task_id = t.task_id"
     " WHERE t.last > f.first GROUP BY project, agent, cls"
+)
+#: per agent: tasks, of which succeeded, and their spend (the price of one success)
+_SPEND = (
+    "SELECT project, agent, count() AS tasks, countIf(ok) AS succeeded, sum(spent) AS spent FROM ("
+    "  SELECT project, any(agent_name) AS agent, task_id,"
+    "   argMaxIf(toString(outcome), ts, outcome != '') = 'succeeded' AS ok,"
+    "   sumIf(cost_usd, kind IN ('attempt_failed', 'attempt_succeeded')) AS spent"
+    "  FROM [[db]].events FINAL WHERE {where} GROUP BY project, task_id)"
+    " GROUP BY project, agent"
 )
 
 
@@ -177,41 +315,95 @@ def build_advice_book(store: EventStore, where: Slice = Slice()) -> dict[str, An
     and each advice kind's measured effect on stored pre-checks with the kinds retired for it."""
     clause, params = where.where()
     evidence: dict[str, dict[str, Any]] = {}
-    for row in query_rows(store.client, store.sql(_RETRIES.replace("{where}", clause)),
-                          {**params, "output": list(OUTPUT_FAILURES)}):
-        e = evidence.setdefault(f"{row['project']}/{row['agent']}", AgentEvidence().as_dict())
+
+    def of(row: dict[str, Any]) -> dict[str, Any]:
+        return evidence.setdefault(f"{row['project']}/{row['agent']}", AgentEvidence().as_dict())
+
+    for row in query_rows(
+        store.client,
+        store.sql(_RETRIES.replace("{where}", clause)),
+        {**params, "output": list(OUTPUT_FAILURES)},
+    ):
+        e = of(row)
         prefix = "relaxed" if row["relaxed"] else "other"
         e[f"{prefix}_n"] += int(row["n"])
         e[f"{prefix}_ok"] += int(row["ok"])
+        total, squares = e[f"{prefix}_spent"] or (0.0, 0.0)
+        e[f"{prefix}_spent"] = [total + float(row["spent"]), squares + float(row["spent_sq"])]
     for row in query_rows(store.client, store.sql(_RECOVERY.replace("{where}", clause)), params):
         # "failed k times and later succeeded" needs a task that failed more than k times or succeeded after k
-        e = evidence.setdefault(f"{row['project']}/{row['agent']}", AgentEvidence().as_dict())
+        e = of(row)
         e["recovery"][str(int(row["failed"]))] = [int(row["reached"]), int(row["recovered"])]
+        e["recovery_spent"][str(int(row["failed"]))] = [float(row["spent"]), float(row["spent_sq"])]
     for row in query_rows(store.client, store.sql(_CLASSES.replace("{where}", clause)), params):
-        e = evidence.setdefault(f"{row['project']}/{row['agent']}", AgentEvidence().as_dict())
-        e.setdefault("classes", {})[str(row["cls"])] = [int(row["retried"]), int(row["recovered"])]
+        e = of(row)
+        e["classes"][str(row["cls"])] = [int(row["retried"]), int(row["recovered"])]
+        e["classes_spent"][str(row["cls"])] = [float(row["spent"]), float(row["spent_sq"])]
+    for row in query_rows(store.client, store.sql(_SPEND.replace("{where}", clause)), params):
+        e = of(row)
+        e["tasks"], e["succeeded"], e["spent"] = (
+            int(row["tasks"]),
+            int(row["succeeded"]),
+            float(row["spent"]),
+        )
     # what each kind did where it was given vs withheld (stored pre-checks): kinds that do not help retire
     effects = advice_effects(store, project=where.project, start=where.start, end=where.end)
-    return {"version": 1, "agents": evidence, "effects": effects, "retired": retired_kinds(effects)}
+    return {"version": 2, "agents": evidence, "effects": effects, "retired": retired_kinds(effects)}
+
+
+def _add(a: Spend | None, b: Spend | None) -> Spend | None:
+    if a is None or b is None:
+        return b if a is None else a
+    return a[0] + b[0], a[1] + b[1]
 
 
 def _sum(items: list[AgentEvidence]) -> AgentEvidence:
     recovery: dict[int, tuple[int, int]] = {}
+    recovery_spent: dict[int, Spend] = {}
+    relaxed_spent: Spend | None = None
+    other_spent: Spend | None = None
     for e in items:
         for k, (reached, recovered) in e.recovery.items():
             a, b = recovery.get(k, (0, 0))
             recovery[k] = (a + reached, b + recovered)
-    return AgentEvidence(sum(e.relaxed_ok for e in items), sum(e.relaxed_n for e in items),
-                         sum(e.other_ok for e in items), sum(e.other_n for e in items), recovery)
+        for k, spend in e.recovery_spent.items():
+            recovery_spent[k] = _add(recovery_spent.get(k), spend) or spend
+        relaxed_spent, other_spent = (
+            _add(relaxed_spent, e.relaxed_spent),
+            _add(other_spent, e.other_spent),
+        )
+    return AgentEvidence(
+        sum(e.relaxed_ok for e in items),
+        sum(e.relaxed_n for e in items),
+        sum(e.other_ok for e in items),
+        sum(e.other_n for e in items),
+        recovery,
+        recovery_spent=recovery_spent,
+        relaxed_spent=relaxed_spent,
+        other_spent=other_spent,
+        tasks=sum(e.tasks for e in items),
+        succeeded=sum(e.succeeded for e in items),
+        spent=sum(e.spent for e in items),
+    )
 
 
-def evidence_for(book: dict[str, Any] | None, project: str, agent: str) -> tuple[AgentEvidence, str]:
+def evidence_for(
+    book: dict[str, Any] | None, project: str, agent: str
+) -> tuple[AgentEvidence, str]:
     """The agent's own history when it holds :data:`MIN_RETRIES` retries of each kind, else its
     project's, else every agent's: the closest history that can say something."""
-    agents = {key: AgentEvidence.from_dict(value) for key, value in ((book or {}).get("agents") or {}).items()}
-    levels = [(f"{agent}'s history", [agents[k] for k in agents if k == f"{project}/{agent}"]),
-              (f"project {project}'s history", [v for k, v in agents.items() if k.startswith(f"{project}/")]),
-              ("every agent's history", list(agents.values()))]
+    agents = {
+        key: AgentEvidence.from_dict(value)
+        for key, value in ((book or {}).get("agents") or {}).items()
+    }
+    levels = [
+        (f"{agent}'s history", [agents[k] for k in agents if k == f"{project}/{agent}"]),
+        (
+            f"project {project}'s history",
+            [v for k, v in agents.items() if k.startswith(f"{project}/")],
+        ),
+        ("every agent's history", list(agents.values())),
+    ]
     for words, items in levels:
         pooled = _sum(items)
         if pooled.relaxed_n >= MIN_RETRIES and pooled.other_n >= MIN_RETRIES:
@@ -235,45 +427,96 @@ class Advice:
 def hopeless(stats: FingerprintStats) -> bool:
     """Every earlier task of this input failed (at least :data:`MIN_FINGERPRINT_TASKS`), with
     failure classes retries do not fix: the pre-check's "known bad input"."""
-    return (stats.tasks >= MIN_FINGERPRINT_TASKS and stats.tasks_failed >= stats.tasks
-            and persistence_of(stats.recent_error_types) == "permanent")
+    return (
+        stats.tasks >= MIN_FINGERPRINT_TASKS
+        and stats.tasks_failed >= stats.tasks
+        and persistence_of(stats.recent_error_types) == "permanent"
+    )
 
 
-def _candidates(risk: float, stats: FingerprintStats, project: str, agent: str, book: dict[str, Any] | None,
-                human_review_threshold: float) -> list[tuple[dict[str, Any], dict[str, str]]]:
+def _candidates(
+    risk: float,
+    stats: FingerprintStats,
+    project: str,
+    agent: str,
+    book: dict[str, Any] | None,
+    human_review_threshold: float,
+) -> list[tuple[dict[str, Any], dict[str, str]]]:
     """Each kind the history supports for this input: ``(recommendation fields, entry in words)``."""
-    failed_once = (risk >= human_review_threshold and stats.tasks >= 1 and stats.tasks_failed >= stats.tasks
-                   and persistence_of(stats.recent_error_types) == "permanent")
+    failed_once = (
+        risk >= human_review_threshold
+        and stats.tasks >= 1
+        and stats.tasks_failed >= stats.tasks
+        and persistence_of(stats.recent_error_types) == "permanent"
+    )
     if hopeless(stats) or failed_once:
-        return [({"human_review": True, "max_attempts": 1},
-                 {"advice": "human_review", "action": "hand to a person before the first attempt",
-                  "evidence": f"risk {risk:.0%}; this input failed in all {stats.tasks} earlier task(s) "
-                              f"({', '.join(stats.recent_error_types[:3]) or 'unclassified'}, not transient)"})]
+        return [
+            (
+                {"human_review": True, "max_attempts": 1},
+                {
+                    "advice": "human_review",
+                    "action": "hand to a person before the first attempt",
+                    "evidence": f"risk {risk:.0%}; this input failed in all {stats.tasks} earlier task(s) "
+                    f"({', '.join(stats.recent_error_types[:3]) or 'unclassified'}, not transient)",
+                },
+            )
+        ]
     out: list[tuple[dict[str, Any], dict[str, str]]] = []
-    own = AgentEvidence.from_dict(((book or {}).get("agents") or {}).get(f"{project}/{agent}") or {})
+    own = AgentEvidence.from_dict(
+        ((book or {}).get("agents") or {}).get(f"{project}/{agent}") or {}
+    )
     class_caps = own.class_caps()
     if class_caps:
-        out.append(({"caps": {cls: 0 for cls, _ in class_caps}},
-                    {"advice": "no_retry_of", "action": "no retry of " + ", ".join(c for c, _ in class_caps)
-                     + " failures", "evidence": f"{agent}'s history: " + "; ".join(w for _, w in class_caps)}))
+        out.append(
+            (
+                {"caps": {cls: 0 for cls, _ in class_caps}},
+                {
+                    "advice": "no_retry_of",
+                    "action": "no retry of " + ", ".join(c for c, _ in class_caps) + " failures",
+                    "evidence": f"{agent}'s history: " + "; ".join(w for _, w in class_caps),
+                },
+            )
+        )
     evidence, level = evidence_for(book, project, agent)
     if risk >= max(DEGRADE_AT, 0.0):
         helps, words = evidence.degrade_helps()
         if helps:
-            out.append(({"degrade_first": True},
-                        {"advice": "degrade_first", "action": "simplified mode from the first attempt",
-                         "evidence": f"risk {risk:.0%}; {level}: {words}"}))
+            out.append(
+                (
+                    {"degrade_first": True},
+                    {
+                        "advice": "degrade_first",
+                        "action": "simplified mode from the first attempt",
+                        "evidence": f"risk {risk:.0%}; {level}: {words}",
+                    },
+                )
+            )
     if risk >= CAP_AT:
         cap, words = evidence.cap()
         if cap is not None:
-            out.append(({"max_attempts": cap},
-                        {"advice": "lower_max_attempts", "action": f"at most {cap} attempt(s)",
-                         "evidence": f"risk {risk:.0%}; {level}: {words}"}))
+            out.append(
+                (
+                    {"max_attempts": cap},
+                    {
+                        "advice": "lower_max_attempts",
+                        "action": f"at most {cap} attempt(s)",
+                        "evidence": f"risk {risk:.0%}; {level}: {words}",
+                    },
+                )
+            )
     return out
 
 
-def advise(risk: float, stats: FingerprintStats, *, project: str, agent: str, book: dict[str, Any] | None,
-           human_review_threshold: float, holdout: bool = False) -> Advice:
+def advise(
+    risk: float,
+    stats: FingerprintStats,
+    *,
+    project: str,
+    agent: str,
+    book: dict[str, Any] | None,
+    human_review_threshold: float,
+    holdout: bool = False,
+) -> Advice:
     """The advice for one pre-checked task, each kind only where the evidence says it pays.
 
     Every entry carries a ``status``: ``given``; ``retired`` (the book's measured effect of
@@ -287,11 +530,21 @@ def advise(risk: float, stats: FingerprintStats, *, project: str, agent: str, bo
     for fields, entry in _candidates(risk, stats, project, agent, book, human_review_threshold):
         kind = entry["advice"]
         if kind in retired:
-            entries.append({**entry, "status": "retired",
-                            "evidence": f"retired: measured on earlier pre-checks, {retired[kind]}"})
+            entries.append(
+                {
+                    **entry,
+                    "status": "retired",
+                    "evidence": f"retired: measured on earlier pre-checks, {retired[kind]}",
+                }
+            )
         elif holdout:
-            entries.append({**entry, "status": "withheld",
-                            "evidence": f"withheld from this task to measure its effect; {entry['evidence']}"})
+            entries.append(
+                {
+                    **entry,
+                    "status": "withheld",
+                    "evidence": f"withheld from this task to measure its effect; {entry['evidence']}",
+                }
+            )
         else:
             rec.update(fields)
             entries.append({**entry, "status": "given"})

@@ -13,7 +13,10 @@ measured effect: a randomised comparison, not a before/after.
 A kind is **retired** — no longer given; the pre-check answer says so with these figures
 — when, with at least :data:`MIN_ARM` judged tasks on each side, it clearly lowers success
 (the CI's upper bound below zero), or clearly raises cost or hand-offs without clearly
-raising success (that CI's lower bound above zero while success's lower bound is not).
+raising success (that CI's lower bound above zero while success's lower bound is not), or
+raises cost by more than the successes it adds are worth: the cost CI's lower bound above
+the success CI's upper bound times the price of a success where it was withheld (that
+arm's spend per succeeded task) — the rule the advice book applies before giving a kind.
 Human review is judged like the rest: a hand-off that saved nothing shows as lost success.
 """
 
@@ -100,6 +103,12 @@ def verdict(effect: dict[str, Any]) -> tuple[str, str]:
     if s["lo"] <= 0 and (c["lo"] > 0 or h["lo"] > 0):
         what = "cost" if c["lo"] > 0 else "hand-offs"
         return "hurts", f"it raises {what} without clearly raising success: {words}"
+    price = effect.get("price_of_success")
+    if price is not None and c["lo"] > 0 and c["lo"] > s["hi"] * price:
+        return "hurts", (
+            f"it raises cost by more than the successes it adds are worth (at most {s['hi']:+.1%} x "
+            f"{price:.5f} USD a success where withheld): {words}"
+        )
     if s["lo"] > 0 or c["hi"] < 0 or h["hi"] < 0:
         return "helps", words
     return "unclear", words
@@ -133,6 +142,8 @@ def measure(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         for m in METRICS:
             diff = _diff if m == "cost_usd" else _diff_rates  # success, hand-off: yes/no
             effect[m] = diff(given[m], withheld[m])
+        won = sum(withheld["success"])
+        effect["price_of_success"] = sum(withheld["cost_usd"]) / won if won else None
         effect["verdict"], effect["words"] = verdict(effect)
         out.append(effect)
     return out

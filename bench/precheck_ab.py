@@ -10,18 +10,24 @@ changes no figure). Figures per run and pooled over seeds: success rate, cost, h
 with and without, and per advice kind the paired per-task difference (with − without) of
 success, cost and hand-offs with 95 % bootstrap CIs over the tasks that received it.
 
+Per seed the same is also broken down per agent (``by_agent``) and per advice kind. ``--jobs N``
+runs N (scenario, seed) runs at once, each in a process of its own (chDB opens one data
+directory per process); the figures do not depend on it.
+
 ``--json`` prints one object. Usage:
-``python bench/precheck_ab.py [--json] [--tasks N] [--seeds 7,8,9] [--scenario FILE ...]``.
+``python bench/precheck_ab.py [--json] [--tasks N] [--seeds 7,8,9] [--jobs N] [--scenario FILE ...]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import sys
 import tempfile
 import time
 import uuid
+from concurrent.futures import ProcessPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -104,9 +110,11 @@ def paired(checked: Any, plain: Any, advice: dict[str, list[str]]) -> dict[str, 
     ids = [t.task_id for t in checked.tallies]
     assert ids == [t.task_id for t in plain.tallies]
     kinds: dict[str, list[int]] = {}
+    agents: dict[str, list[int]] = {}
     for i, task_id in enumerate(ids):
         for kind in advice.get(task_id) or ["none"]:
             kinds.setdefault(kind, []).append(i)
+        agents.setdefault(checked.tallies[i].agent, []).append(i)
     return {
         "tasks": len(ids),
         "with_prechecks": {
@@ -121,6 +129,7 @@ def paired(checked: Any, plain: Any, advice: dict[str, list[str]]) -> dict[str, 
         },
         "diffs": {m: (a[m] - b[m]).tolist() for m in a},
         "kinds": kinds,
+        "agents": agents,
     }
 
 
@@ -138,16 +147,17 @@ def bootstrap(values: np.ndarray, *, replicates: int = 2000, seed: int = 0) -> d
     }
 
 
-def effects(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per advice kind, pooled over ``runs``: the paired differences with CIs."""
+def effects(runs: list[dict[str, Any]], by: str = "kinds") -> dict[str, Any]:
+    """Per advice kind (or per agent, ``by="agents"``), pooled over ``runs``: the paired
+    differences with CIs."""
     pooled: dict[str, dict[str, list[float]]] = {}
     for run in runs:
-        for kind, rows in run["kinds"].items():
+        for kind, rows in run[by].items():
             for m, diffs in run["diffs"].items():
                 pooled.setdefault(kind, {}).setdefault(m, []).extend(diffs[i] for i in rows)
     return {
-        kind: {m: bootstrap(np.array(v)) for m, v in by.items()}
-        for kind, by in sorted(pooled.items())
+        kind: {m: bootstrap(np.array(v)) for m, v in figures.items()}
+        for kind, figures in sorted(pooled.items())
     }
 
 
@@ -163,6 +173,7 @@ def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
                     "with": r["with_prechecks"],
                     "without": r["without"],
                     "advice": r["advice"],
+                    "by_advice": effects([r]),
                     "model_auc": r["model"].get("roc_auc"),
                     "success_not_lower": r["with_prechecks"]["success_rate"]
                     >= r["without"]["success_rate"],
@@ -185,6 +196,7 @@ def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
                 for m in ("success", "cost_usd", "handoff")
             },
             "by_advice": effects(mine),
+            "by_agent": effects(mine, "agents"),
         }
     return out
 
@@ -195,28 +207,42 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=1000)
     parser.add_argument("--seeds", default="7,8,9")
     parser.add_argument("--learn-share", type=float, default=0.5)
+    parser.add_argument("--jobs", type=int, default=1, help="runs at once, one process each")
     parser.add_argument(
         "--scenario", type=Path, action="append", help="scenario file(s); default: every one"
     )
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",") if s]
-    runs = []
     began = time.perf_counter()
+    jobs = [(path, seed) for path in args.scenario or scenarios() for seed in seeds]
     with tempfile.TemporaryDirectory(prefix="precheck-ab-") as tmp:
-        for path in args.scenario or scenarios():
-            for seed in seeds:
-                runs.append(
-                    one_run(path, seed, args.tasks, args.learn_share, Path(tmp) / "chdb", Path(tmp))
-                )
-                if not args.json:
-                    r = runs[-1]
-                    print(
-                        f"{r['scenario']} seed {seed}: success {r['with_prechecks']['success_rate']:.4f} vs "
-                        f"{r['without']['success_rate']:.4f}, cost {r['with_prechecks']['cost_usd']:.4f} vs "
-                        f"{r['without']['cost_usd']:.4f}, hand-offs {r['with_prechecks']['handoffs']} vs "
-                        f"{r['without']['handoffs']}; advice {r['advice']}",
-                        file=sys.stderr,
-                    )
+        calls = [
+            (
+                path,
+                seed,
+                args.tasks,
+                args.learn_share,
+                Path(tmp) / f"chdb-{i % args.jobs}",
+                Path(tmp),
+            )
+            for i, (path, seed) in enumerate(jobs)
+        ]
+        if args.jobs > 1:
+            with ProcessPoolExecutor(
+                args.jobs, mp_context=multiprocessing.get_context("spawn"), max_tasks_per_child=1
+            ) as pool:
+                runs = list(pool.map(one_run, *zip(*calls, strict=True)))
+        else:
+            runs = [one_run(*call) for call in calls]
+    if not args.json:
+        for r in runs:
+            print(
+                f"{r['scenario']} seed {r['seed']}: success {r['with_prechecks']['success_rate']:.4f} vs "
+                f"{r['without']['success_rate']:.4f}, cost {r['with_prechecks']['cost_usd']:.4f} vs "
+                f"{r['without']['cost_usd']:.4f}, hand-offs {r['with_prechecks']['handoffs']} vs "
+                f"{r['without']['handoffs']}; advice {r['advice']}",
+                file=sys.stderr,
+            )
     result = {
         "tasks": args.tasks,
         "learn_share": args.learn_share,

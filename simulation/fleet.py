@@ -136,13 +136,28 @@ def run_fleet(
     policy = fleet_policy(scenario)
     handoffs: list[object] = []
     if driver == "naive":
-        events = EventFactory(project="naive", wall=lambda: start + timedelta(seconds=clock()), rng=id_rng,
-                              validate=validate_events)
+        events = EventFactory(
+            project="naive",
+            wall=lambda: start + timedelta(seconds=clock()),
+            rng=id_rng,
+            validate=validate_events,
+        )
         runner: Any = NaiveDriver(world, events, count_and_emit, clock, id_rng)
         policy = NaiveDriver.POLICY
     else:
-        runner = _GovernedFleet(world, policy, clock, start, id_rng, count_and_emit, handoffs.append,
-                                validate_events, compact, preflight)
+        runner = _GovernedFleet(
+            world,
+            policy,
+            clock,
+            start,
+            id_rng,
+            count_and_emit,
+            handoffs.append,
+            validate_events,
+            compact,
+            preflight,
+            seed=seed,
+        )
     tallies: list[Tally] = []
     fleet = generate_tasks(scenario, tasks, seed)
     for task in fleet if task_range is None else [fleet[i] for i in task_range]:
@@ -151,7 +166,10 @@ def run_fleet(
         if on_task is not None:
             on_task(tally)
     return FleetResult(
-        driver=driver, scenario=scenario.name, seed=seed, tasks=len(tallies),
+        driver=driver,
+        scenario=scenario.name,
+        seed=seed,
+        tasks=len(tallies),
         succeeded=sum(t.outcome is TaskOutcome.SUCCEEDED for t in tallies),
         attempts=sum(t.attempts for t in tallies),
         wasted_attempts=sum(t.failed_retries for t in tallies),
@@ -161,17 +179,40 @@ def run_fleet(
         handoffs=sum(t.handed_off for t in tallies),
         loops=sum(t.looped for t in tallies),
         events_emitted=emitted,
-        policy_id=policy.id, policy_version=policy.version, tallies=tallies,
+        policy_id=policy.id,
+        policy_version=policy.version,
+        tallies=tallies,
     )
 
 
 class _GovernedFleet:
-    """One real :class:`Governor` per project (each a deployment), sharing the virtual clock."""
+    """One real :class:`Governor` per project (each a deployment), sharing the virtual clock.
 
-    def __init__(self, world: World, policy: RetryPolicy, clock: VirtualClock, start: datetime, rng: random.Random,
-                 emit: Callable[[RetryEvent], object], on_handoff: Callable[[object], object],
-                 validate_events: bool, compact: bool, preflight: Callable[[str], Any] | None = None) -> None:
+    The governors' random stream (backoff jitter, shadow exploration, ids) is re-seeded from
+    the task before each task runs, as the world's faults are: a task's draws are its own.
+    With one stream for the whole fleet, a task that drew less (stopped earlier, or handed
+    to a person) shifted every later task's draws, so the demo's A/B — the same tasks with
+    and without pre-check advice, paired task by task — changed tasks that got no advice
+    and moved its cost figure by chance.
+    """
+
+    def __init__(
+        self,
+        world: World,
+        policy: RetryPolicy,
+        clock: VirtualClock,
+        start: datetime,
+        rng: random.Random,
+        emit: Callable[[RetryEvent], object],
+        on_handoff: Callable[[object], object],
+        validate_events: bool,
+        compact: bool,
+        preflight: Callable[[str], Any] | None = None,
+        *,
+        seed: int = 0,
+    ) -> None:
         self.world, self.policy, self.clock, self.start, self.rng = world, policy, clock, start, rng
+        self.seed = seed
         self.compact = compact
         self.preflight = preflight
         self.emit, self.channel, self.validate = emit, CallbackChannel(on_handoff), validate_events
@@ -183,11 +224,22 @@ class _GovernedFleet:
         driver = self.drivers.get(project)
         if driver is None:
             governor = Governor(
-                self.policy, project=project, emit=self.emit, clock=self.clock,
-                wall=lambda: self.start + timedelta(seconds=self.clock()), sleep=self.clock.advance,
-                asleep=self.clock.aadvance, rng=self.rng, key_store=self.key_store, handoff=self.channel,
-                history=FailureHistory(), validate_events=self.validate,
+                self.policy,
+                project=project,
+                emit=self.emit,
+                clock=self.clock,
+                wall=lambda: self.start + timedelta(seconds=self.clock()),
+                sleep=self.clock.advance,
+                asleep=self.clock.aadvance,
+                rng=self.rng,
+                key_store=self.key_store,
+                handoff=self.channel,
+                history=FailureHistory(),
+                validate_events=self.validate,
                 preflight=self.preflight(project) if self.preflight is not None else None,
             )
-            driver = self.drivers[project] = GovernedDriver(self.world, governor, self.clock, compact=self.compact)
+            driver = self.drivers[project] = GovernedDriver(
+                self.world, governor, self.clock, compact=self.compact
+            )
+        self.rng.seed(f"{self.seed}:governor:{task.index}")
         return driver.run(task, rng)

@@ -26,9 +26,11 @@ def _recorded_fleet(store: EventStore, tasks: int = 400) -> object:
     return fleet
 
 
-def _truth_of_classes(fleet: object, agent: str) -> dict[str, list[int]]:
-    """Per failure class: tasks retried after one (a later attempt ran), and how many then succeeded."""
+def _truth_of_classes(fleet: object, agent: str) -> tuple[dict[str, list[int]], dict[str, float]]:
+    """Per failure class: tasks retried after one (a later attempt ran), how many then succeeded,
+    and what the attempts after the first such failure spent (what no retry of it would save)."""
     out: dict[str, list[int]] = {}
+    spent: dict[str, float] = {}
     for tally in fleet.tallies:  # type: ignore[attr-defined]
         if tally.agent != agent:
             continue
@@ -38,20 +40,29 @@ def _truth_of_classes(fleet: object, agent: str) -> dict[str, list[int]]:
                 entry = out.setdefault(cls, [0, 0])
                 entry[0] += 1
                 entry[1] += tally.outcome.value == "succeeded"
-    return out
+                spent[cls] = spent.get(cls, 0.0) + sum(
+                    a.cost_usd for a in tally.log if a.number > first
+                )
+    return out, spent
 
 
-def test_the_books_per_class_recovery_is_the_fleets_truth_and_drives_the_cap_advice(
+def test_the_books_per_class_recovery_and_spend_are_the_fleets_truth_and_drive_the_cap_advice(
     store: EventStore,
 ) -> None:
     fleet = _recorded_fleet(store)
     book = build_advice_book(store)
     support = book["agents"]["shop/support-agent"]
-    assert support["classes"] == _truth_of_classes(fleet, "support-agent")
+    classes, spent = _truth_of_classes(fleet, "support-agent")
+    assert support["classes"] == classes
+    assert {c: round(v[0], 6) for c, v in support["classes_spent"].items()} == {
+        c: round(v, 6) for c, v in spent.items()
+    }
     retried, recovered = support["classes"][
         "logic"
     ]  # orders that do not exist: no retry ever finds them
     assert retried >= 8 and recovered == 0
+    # ... but a retry after one re-runs only the lookup tool, which costs nothing: no saving
+    assert support["classes_spent"]["logic"] == [0.0, 0.0] and spent["validation"] > 0
     advice = advise(
         0.05,
         FingerprintStats(project="shop", fingerprint="f" * 32),
@@ -60,4 +71,4 @@ def test_the_books_per_class_recovery_is_the_fleets_truth_and_drives_the_cap_adv
         book=book,
         human_review_threshold=0.7,
     )
-    assert "no_retry_of" in advice.kinds and advice.recommendation.caps.get("logic") == 0
+    assert "no_retry_of" not in advice.kinds and advice.recommendation.caps == {}

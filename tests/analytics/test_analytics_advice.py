@@ -9,34 +9,80 @@ from retrylens.analytics.fingerprints import FingerprintStats
 
 
 def _stats(tasks: int = 0, failed: int = 0, errors: tuple[str, ...] = ()) -> FingerprintStats:
-    return FingerprintStats(project="shop", fingerprint="f" * 32, attempts=tasks * 2, failures=failed * 2,
-                            tasks=tasks, tasks_failed=failed, recent_error_types=list(errors))
+    return FingerprintStats(
+        project="shop",
+        fingerprint="f" * 32,
+        attempts=tasks * 2,
+        failures=failed * 2,
+        tasks=tasks,
+        tasks_failed=failed,
+        recent_error_types=list(errors),
+    )
 
 
 def _book(**agents: AgentEvidence) -> dict:
     return {"version": 1, "agents": {f"shop/{name}": e.as_dict() for name, e in agents.items()}}
 
 
-HELPS = AgentEvidence(relaxed_ok=36, relaxed_n=40, other_ok=40, other_n=100)
-DOES_NOT_HELP = AgentEvidence(relaxed_ok=20, relaxed_n=40, other_ok=50, other_n=100)
-UNRECOVERABLE_AFTER_2 = AgentEvidence(recovery={1: (100, 60), 2: (60, 1)})
+def _spent(*values: float, times: int = 1) -> tuple[float, float]:
+    """``(sum, sum of squares)`` of per-task spends (USD), as the advice book stores them."""
+    values = values * times
+    return sum(values), sum(v * v for v in values)
+
+
+#: 100 tasks, 80 succeeded, 0.8 USD: a success costs this agent 10,000 µUSD
+PRICE = {"tasks": 100, "succeeded": 80, "spent": 0.8}
+HELPS = AgentEvidence(
+    relaxed_ok=36,
+    relaxed_n=40,
+    other_ok=40,
+    other_n=100,
+    relaxed_spent=_spent(0.004, 0.006, times=20),
+    other_spent=_spent(0.008, 0.012, times=50),
+    **PRICE,
+)
+DOES_NOT_HELP = AgentEvidence(
+    relaxed_ok=20,
+    relaxed_n=40,
+    other_ok=50,
+    other_n=100,
+    relaxed_spent=_spent(0.004, 0.006, times=20),
+    other_spent=_spent(0.008, 0.012, times=50),
+    **PRICE,
+)
+UNRECOVERABLE_AFTER_2 = AgentEvidence(
+    recovery={1: (100, 60), 2: (60, 1)}, recovery_spent={2: _spent(0.002, 0.004, times=30)}
+)
 
 
 def _advise(risk: float, stats: FingerprintStats | None = None, book: dict | None = None):
-    return advise(risk, stats or _stats(), project="shop", agent="support", book=book, human_review_threshold=0.7)
+    return advise(
+        risk,
+        stats or _stats(),
+        project="shop",
+        agent="support",
+        book=book,
+        human_review_threshold=0.7,
+    )
 
 
 def test_a_risky_input_gets_no_advice_without_evidence_that_any_helps() -> None:
     """Before: risk >= 0.7 meant human review; the demo's A/B lost 64 points of success on those tasks."""
     advice = _advise(0.9)
     assert advice.kinds == [] and advice.recommendation.model_dump() == {
-        "max_attempts": None, "degrade_first": False, "human_review": False, "caps": {}}
+        "max_attempts": None,
+        "degrade_first": False,
+        "human_review": False,
+        "caps": {},
+    }
 
 
 def test_an_input_that_failed_every_earlier_time_goes_to_a_person_before_spending() -> None:
     stats = _stats(tasks=3, failed=3, errors=("logic",))
     advice = _advise(0.05, stats)
-    assert hopeless(stats) and advice.kinds == ["human_review"] and advice.recommendation.human_review
+    assert (
+        hopeless(stats) and advice.kinds == ["human_review"] and advice.recommendation.human_review
+    )
     assert "failed in all 3 earlier task(s)" in advice.evidence[0]["evidence"]
 
 
@@ -46,11 +92,18 @@ def test_a_high_risk_input_whose_one_earlier_run_failed_for_good_goes_to_a_perso
     assert _advise(0.5, once).kinds == []
 
 
-@pytest.mark.parametrize("stats", [
-    _stats(tasks=3, failed=2, errors=("logic",)),  # one earlier task succeeded
-    _stats(tasks=1, failed=1, errors=("logic",)),  # once, at a risk below the threshold, is not a pattern
-    _stats(tasks=3, failed=3, errors=("timeout", "rate_limit")),  # transient: a later try may well pass
-])
+@pytest.mark.parametrize(
+    "stats",
+    [
+        _stats(tasks=3, failed=2, errors=("logic",)),  # one earlier task succeeded
+        _stats(
+            tasks=1, failed=1, errors=("logic",)
+        ),  # once, at a risk below the threshold, is not a pattern
+        _stats(
+            tasks=3, failed=3, errors=("timeout", "rate_limit")
+        ),  # transient: a later try may well pass
+    ],
+)
 def test_an_input_that_may_still_succeed_is_not_handed_off(stats: FingerprintStats) -> None:
     assert not hopeless(stats) and "human_review" not in _advise(0.5, stats).kinds
 
@@ -58,26 +111,40 @@ def test_an_input_that_may_still_succeed_is_not_handed_off(stats: FingerprintSta
 def test_simplified_mode_first_only_where_simplified_retries_clearly_did_better() -> None:
     advice = _advise(0.4, book=_book(support=HELPS))
     assert advice.kinds == ["degrade_first"] and advice.recommendation.degrade_first
-    assert "support's history" in advice.evidence[0]["evidence"] and "90% of 40" in advice.evidence[0]["evidence"]
+    assert (
+        "support's history" in advice.evidence[0]["evidence"]
+        and "90% of 40" in advice.evidence[0]["evidence"]
+    )
     assert _advise(0.4, book=_book(support=DOES_NOT_HELP)).kinds == []
     assert _advise(0.05, book=_book(support=HELPS)).kinds == []  # not risky: nothing to prevent
 
 
 def test_thin_history_borrows_the_projects_then_says_so() -> None:
-    evidence, level = evidence_for(_book(support=AgentEvidence(relaxed_ok=2, relaxed_n=2, other_ok=1, other_n=3),
-                                         billing=HELPS), "shop", "support")
+    evidence, level = evidence_for(
+        _book(
+            support=AgentEvidence(relaxed_ok=2, relaxed_n=2, other_ok=1, other_n=3), billing=HELPS
+        ),
+        "shop",
+        "support",
+    )
     assert level == "project shop's history" and evidence.relaxed_n == 42
 
 
 def test_a_tighter_cap_only_where_failed_tasks_did_not_recover() -> None:
     advice = _advise(0.5, book=_book(support=UNRECOVERABLE_AFTER_2))
     assert advice.recommendation.max_attempts == 2 and advice.kinds == ["lower_max_attempts"]
-    assert "of 60 earlier tasks that failed 2 time(s), 1 succeeded later" in advice.evidence[0]["evidence"]
+    assert (
+        "of 60 earlier tasks that failed 2 time(s), 1 succeeded later"
+        in advice.evidence[0]["evidence"]
+    )
     recovering = AgentEvidence(recovery={1: (100, 60), 2: (60, 20)})
     assert _advise(0.5, book=_book(support=recovering)).recommendation.max_attempts is None
 
 
-NEVER_RECOVERS_FROM_LOGIC = AgentEvidence(classes={"logic": (25, 0), "validation": (40, 22)})
+NEVER_RECOVERS_FROM_LOGIC = AgentEvidence(
+    classes={"logic": (25, 0), "validation": (40, 22)},
+    classes_spent={"logic": _spent(*[0.003, 0.005] * 12, 0.004)},
+)
 
 
 def test_no_retry_of_a_failure_class_this_agents_tasks_never_recovered_from() -> None:
@@ -96,3 +163,47 @@ def test_no_retry_of_needs_the_agents_own_history() -> None:
     thin = AgentEvidence(classes={"logic": (7, 0)})
     assert _advise(0.05, book=_book(support=thin, billing=NEVER_RECOVERS_FROM_LOGIC)).kinds == []
     assert AgentEvidence.from_dict(NEVER_RECOVERS_FROM_LOGIC.as_dict()) == NEVER_RECOVERS_FROM_LOGIC
+
+
+def test_no_retry_of_is_not_given_where_the_retries_it_would_stop_spent_nothing() -> None:
+    """A retry that costs nothing saves nothing when stopped (the default fleet's logic retries re-run
+    only a free lookup): session 8 gave ``no_retry_of logic`` to every support-agent task for no saving."""
+    free = AgentEvidence(classes={"logic": (25, 0)}, classes_spent={"logic": (0.0, 0.0)})
+    assert _advise(0.05, book=_book(support=free)).kinds == []
+    unmeasured = AgentEvidence(
+        classes={"logic": (25, 0)}
+    )  # a book from before spends were recorded
+    assert _advise(0.05, book=_book(support=unmeasured)).kinds == []
+    assert (
+        "spent 4,000 µUSD a task"
+        in _advise(0.05, book=_book(support=NEVER_RECOVERS_FROM_LOGIC)).evidence[0]["evidence"]
+    )
+
+
+def test_a_tighter_cap_is_not_given_where_the_attempts_it_stops_spent_nothing() -> None:
+    free = AgentEvidence(recovery={1: (100, 60), 2: (60, 1)}, recovery_spent={2: (0.0, 0.0)})
+    assert _advise(0.5, book=_book(support=free)).recommendation.max_attempts is None
+
+
+def test_simplified_mode_first_only_where_its_extra_spend_is_paid_by_the_successes_it_adds() -> (
+    None
+):
+    """Simplified retries that succeed more often but cost more to finish than the added successes
+    are worth at the agent's own price of a success (its spend per succeeded task) are not given."""
+    cheaper = _advise(0.4, book=_book(support=HELPS))
+    assert (
+        cheaper.kinds == ["degrade_first"]
+        and "-5,000 µUSD a retry" in cheaper.evidence[0]["evidence"]
+    )
+    dearer = AgentEvidence(
+        relaxed_ok=36,
+        relaxed_n=40,
+        other_ok=40,
+        other_n=100,
+        relaxed_spent=_spent(0.02, 0.03, times=20),
+        other_spent=_spent(0.008, 0.012, times=50),
+        **PRICE,
+    )
+    assert _advise(0.4, book=_book(support=dearer)).kinds == []
+    unmeasured = AgentEvidence(relaxed_ok=36, relaxed_n=40, other_ok=40, other_n=100)
+    assert _advise(0.4, book=_book(support=unmeasured)).kinds == []
