@@ -61,6 +61,11 @@ NAMES = {
     "title": ("refund failed: Mr. Chen was not found", ["Chen"]),
     "title without a dot": ("refund failed: Dr Álvarez is away", ["Álvarez", "\\u00c1lvarez"]),
     "particle": ("letter for Ludwig van Beethoven bounced", ["Ludwig", "Beethoven"]),
+    "two particles": ("letter for Johannes van der Waals bounced", ["Johannes", "Waals"]),
+    "two particles after a first name": (
+        "refund failed for María de la Cruz",
+        ["María", "Cruz", "Mar\\u00eda"],
+    ),
     "apostrophe": ("letter for Seán O'Brien bounced", ["O'Brien", "Se\\u00e1n"]),
 }
 
