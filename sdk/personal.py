@@ -9,7 +9,7 @@ by their shape, in any script Python's ``str`` methods know the case of:
 - two or more capitalised words in a row: ``Mei Chen``, ``José Álvarez``, ``Seán O'Brien``,
   with lower-case particles between them (``Ludwig van Beethoven``, ``María de la Cruz``);
 - a surname in capitals beside a capitalised word: ``CHEN Mei``, ``Mei CHEN``;
-- "Last, First": ``Chen, Mei``;
+- "Last, First": ``Chen, Mei``, ``Álvarez, José Luis``;
 - a title and one capitalised word: ``Mr. Chen``, ``Dr Álvarez``.
 
 A word people write in error text (``Too Many Requests``, ``Internal Server Error``,
@@ -130,17 +130,23 @@ def _name_at(
     if _gap(text, words, i) == ", " and kind == "C" and words[i + 1][2] == "C":
         after = _gap(text, words, i + 1)  # "Chen, Mei" but not a list "A, B, C"
         if not after.startswith(",") and (i == 0 or _gap(text, words, i - 1) != ", "):
-            return (start, words[i + 1][1]), i + 2
-    end, names = i, 1
+            end = _run_end(text, words, i + 1)  # "Álvarez, José Luis"
+            return (start, words[end][1]), end + 1
+    end = _run_end(text, words, i)
+    kinds = {words[k][2] for k in range(i, end + 1)}
+    if end > i and "C" in kinds:
+        return (start, words[end][1]), end + 1
+    return None, end + 1
+
+
+def _run_end(text: str, words: list[tuple[int, int, str]], end: int) -> int:
+    """The last of the names that follow word ``end`` one space apart (particles between)."""
     while _gap(text, words, end) == " ":
         following = _past_particles(text, words, end + 1)
         if following is None:
             break
-        end, names = following, names + 1
-    kinds = {words[k][2] for k in range(i, end + 1)}
-    if names >= 2 and "C" in kinds:
-        return (start, words[end][1]), end + 1
-    return None, end + 1
+        end = following
+    return end
 
 
 def _past_particles(text: str, words: list[tuple[int, int, str]], k: int) -> int | None:

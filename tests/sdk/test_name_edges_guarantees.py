@@ -1,4 +1,4 @@
-"""Where a name starts and where it stops, read on the emitted event's message.
+"""Where a name starts and where it stops, read on the emitted event's message and context.
 
 tests/sdk/test_sdk_redaction.py holds each shape of a name (unicode, "Last, First",
 capitals, titles, particles) to "never reaches events"; these hold the edges of each
@@ -81,6 +81,14 @@ EDGES = {
         "moved to Zendesk. Stripe declined",
     ),
     "Last, First after a colon": ("refund failed: Chen, Mei", "refund failed: [NAME]"),
+    "Last, First with two given names": (
+        "refund failed for Álvarez, José Luis",
+        "refund failed for [NAME]",
+    ),
+    "Last, First, then another name": (
+        "refunds for Chen, Mei Ling, Ana Silva",
+        "refunds for [NAME], [NAME]",
+    ),
     # and two capitalised words: not capitals, nor a word that is no name, on either side
     "a capitalised word, then capitals": (
         "charge failed at Stripe, SAP notified",
@@ -94,6 +102,7 @@ EDGES = {
         "charge failed at Stripe, declined by the bank",
         "charge failed at Stripe, declined by the bank",
     ),
+    "two names apart": ("refunds for Mei Chen, Ana Silva", "refunds for [NAME], [NAME]"),
     "a name right after a word that is none": (
         "ticket from Zendesk: Mei Chen called",
         "ticket from Zendesk: [NAME] called",
@@ -104,6 +113,10 @@ EDGES = {
     ),
     # particles belong to a name only with one space on each side and a name after them
     "two particles between names": ("call Ludwig Mies van der Rohe", "call [NAME]"),
+    "a particle before a comma": (
+        "no seat for José Álvarez de, Madrid",
+        "no seat for [NAME] de, Madrid",
+    ),
     "particles before a word that is no name": (
         "refund for Mei Chen de la tienda",
         "refund for [NAME] de la tienda",

@@ -56,6 +56,10 @@ def _emitted(message: str, goal: str = "look the order up") -> tuple[bytes, list
 NAMES = {
     "unicode": ("refund failed for José Álvarez", ["José", "Álvarez", "Jos\\u00e9"]),
     "last, first": ("refund failed for Chen, Mei (gold tier)", ["Chen", "Mei"]),
+    "last, first with a middle name": (
+        "refund failed for Chen, Mei Ling (gold tier)",
+        ["Chen", "Mei", "Ling"],
+    ),
     "upper-case surname": ("refund failed for CHEN Mei", ["CHEN", "Mei"]),
     "surname last in capitals": ("refund failed for Mei CHEN", ["CHEN", "Mei"]),
     "title": ("refund failed: Mr. Chen was not found", ["Chen"]),
