@@ -287,7 +287,7 @@ EQUIVALENT.update(
                 _ONE_SPACE,
             ),
             (
-                "_name_at",
+                "_run_end",
                 "core/ReplaceComparisonOperator_Eq_Is",
                 'while _gap(text, words, end) is " ":',
                 _ONE_SPACE,
