@@ -7,9 +7,9 @@ and take a second to load: far beyond what the SDK may cost an agent. So names a
 by their shape, in any script Python's ``str`` methods know the case of:
 
 - two or more capitalised words in a row: ``Mei Chen``, ``José Álvarez``, ``Seán O'Brien``,
-  with lower-case particles between them (``Ludwig van Beethoven``);
+  with lower-case particles between them (``Ludwig van Beethoven``, ``María de la Cruz``);
 - a surname in capitals beside a capitalised word: ``CHEN Mei``, ``Mei CHEN``;
-- "Last, First": ``Chen, Mei``;
+- "Last, First": ``Chen, Mei``, ``Álvarez, José Luis``;
 - a title and one capitalised word: ``Mr. Chen``, ``Dr Álvarez``.
 
 A word people write in error text (``Too Many Requests``, ``Internal Server Error``,
@@ -130,21 +130,31 @@ def _name_at(
     if _gap(text, words, i) == ", " and kind == "C" and words[i + 1][2] == "C":
         after = _gap(text, words, i + 1)  # "Chen, Mei" but not a list "A, B, C"
         if not after.startswith(",") and (i == 0 or _gap(text, words, i - 1) != ", "):
-            return (start, words[i + 1][1]), i + 2
-    end, names = i, 1
-    while _gap(text, words, end) == " ":
-        nxt = words[end + 1][2]
-        if nxt in "CU":
-            names += 1
-        elif not (nxt == "p" and _gap(text, words, end + 1) == " " and end + 2 < len(words)):
-            break
-        elif words[end + 2][2] not in "CU":
-            break
-        end += 1
+            end = _run_end(text, words, i + 1)  # "Álvarez, José Luis"
+            return (start, words[end][1]), end + 1
+    end = _run_end(text, words, i)
     kinds = {words[k][2] for k in range(i, end + 1)}
-    if names >= 2 and "C" in kinds:
+    if end > i and "C" in kinds:
         return (start, words[end][1]), end + 1
     return None, end + 1
+
+
+def _run_end(text: str, words: list[tuple[int, int, str]], end: int) -> int:
+    """The last of the names that follow word ``end`` one space apart (particles between)."""
+    while _gap(text, words, end) == " ":
+        following = _past_particles(text, words, end + 1)
+        if following is None:
+            break
+        end = following
+    return end
+
+
+def _past_particles(text: str, words: list[tuple[int, int, str]], k: int) -> int | None:
+    """The name word at ``k``, or after the particles from ``k`` on joined by single spaces
+    (``van der Waals``, ``de la Cruz``); ``None`` when no name follows them."""
+    while words[k][2] == "p" and _gap(text, words, k) == " ":
+        k += 1
+    return k if words[k][2] in "CU" else None
 
 
 def redact_names(text: str, replacement: str = "[NAME]") -> str:

@@ -4,6 +4,17 @@ from __future__ import annotations
 
 from .target import Equivalent, Target
 
+_STATUS_TESTS = (
+    "a_failed_operation_is_typed_from_its_status_and_text",
+    "a_status_is_a_number_from_0_to_999",
+    "a_request_fails_from_status_400_up",
+    "a_status_attribute_on_an_operation_span_without_error_is_no_failure",
+    "a_failed_tool_that_says_nothing_more_is_a_tool_error",
+    "the_error_detail_says_what_the_span_said",
+    "http_requests_are_the_attempts_of_their_genai_span_in_resend_order",
+    "an_old_http_method_attribute_also_marks_a_request",
+)
+
 TARGETS: dict[str, Target] = {
     "otlp": Target(
         "api/otlp.py",
@@ -27,6 +38,17 @@ TARGETS: dict[str, Target] = {
         (
             "--noconftest",
             "tests/api/test_otlp_mapping_guarantees.py",
+        ),
+    ),
+    # the status classification alone (a span's status and text -> its error type), to run
+    # again when only that changes (429 and 529 -> rate_limit, session 9), with the tests of
+    # the mapping that read a status or type a failure
+    "otlp_status": Target(
+        "api/otlp.py",
+        ("_status", "classify"),
+        (
+            "--noconftest",
+            *(f"tests/api/test_otlp_mapping_guarantees.py::test_{name}" for name in _STATUS_TESTS),
         ),
     ),
     "recommendation": Target(

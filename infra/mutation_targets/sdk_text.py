@@ -4,6 +4,21 @@ from __future__ import annotations
 
 from .target import Equivalent, Target
 
+#: the tests of tests/sdk/test_sdk_redaction.py that meet a name or must keep text unchanged
+_NAME_TESTS = (
+    "a_name_in_an_error_message_never_reaches_events",
+    "a_name_in_the_goal_never_reaches_events",
+    "an_ordinary_error_message_reaches_events_unchanged",
+    "a_callback_channel_receives_the_redacted_package",
+    "a_file_channel_writes_neither_names_nor_secrets",
+)
+#: the tests of tests/sdk/test_redaction_guarantees.py with a name in every free-text field
+_NAME_FIELDS = (
+    "a_name_and_a_key_in_a_step_name_never_reach_the_decision_event",
+    "redact_event_alone_cleans_every_free_text_field_and_nothing_else",
+    "each_free_text_field_alone_is_redacted",
+)
+
 TARGETS: dict[str, Target] = {
     "sanitizer": Target(
         "sdk/sanitizer.py",
@@ -23,13 +38,34 @@ TARGETS: dict[str, Target] = {
     ),
     "personal": Target(
         "sdk/personal.py",
-        ("_capitalised", "_capitals", "_kind", "find_names", "_gap", "_name_at", "_redact_names"),
-        ("tests/sdk/test_sdk_redaction.py",),
+        (
+            "_capitalised",
+            "_capitals",
+            "_kind",
+            "find_names",
+            "_gap",
+            "_name_at",
+            "_past_particles",
+            "_run_end",
+            "redact_names",
+            "_redact_names",
+        ),
+        # --noconftest: no fixture needed; the root conftest loads the store on every mutant
+        # and only the tests that meet a name (the secrets' and cards' cases cost as much again)
+        (
+            "--noconftest",
+            "tests/sdk/test_name_edges_guarantees.py",
+            *(f"tests/sdk/test_sdk_redaction.py::test_{name}" for name in _NAME_TESTS),
+            *(f"tests/sdk/test_redaction_guarantees.py::test_{name}" for name in _NAME_FIELDS),
+        ),
     ),
     "processors": Target(
         "sdk/processors.py",
         ("_clean", "__call__", "_clean_snapshot", "process"),
+        # --noconftest: no fixture needed (session 9: 146 tests, 3 s of CPU, against 10 s more
+        # for the root conftest's store on every mutant)
         (
+            "--noconftest",
             "tests/sdk/test_redaction_guarantees.py",
             "tests/sdk/test_sdk_redaction.py",
             "tests/sdk/test_sdk_stories.py",
@@ -203,5 +239,142 @@ EQUIVALENT.update(
             'if name in _BY_NAME and not (name >= "ValidationError" and status):',
         ): "no other name in the table sorts at or after 'ValidationError', so >= picks out the "
         "same entry as ==",
+    }
+)
+_ONE_SPACE = (
+    "CPython keeps one object per one-character Latin-1 string: the literal ' ' and a "
+    "one-character slice equal to it (the gap) are that object, so `is` is `==` here"
+)
+_INTERNED_KIND = (
+    "a word's kind is always one of `_kind`'s literals, and CPython interns a module's "
+    "identifier-like constants: a kind equal to a literal ('C', 'T', 'p') is that object"
+)
+_KINDS = "a word's kind is one of 'T', 'C', 'U', '-' and 'p': only 'p' sorts at or after 'p'"
+_FIRST_WORD = (
+    "`i == 0` only spares `_gap(text, words, i - 1)`, which at i == 0 slices from the end of "
+    "the last word to the start of the first (two words at least here): '', never ', ', so "
+    "the clause is true at 0 either way"
+)
+EQUIVALENT.update(
+    {
+        (
+            "sdk/personal.py",
+            "_name_at",
+            operator,
+            f'if not after.startswith(",") and ({test} or _gap(text, words, i - 1) != ", "):',
+        ): _FIRST_WORD
+        for operator, test in (
+            ("core/ReplaceComparisonOperator_Eq_Lt", "i < 0"),
+            ("core/ReplaceComparisonOperator_Eq_LtE", "i <= 0"),
+            ("core/ReplaceComparisonOperator_Eq_Is", "i is 0"),
+            ("core/NumberReplacer", "i == -1"),
+        )
+    }
+)
+_PERSONAL_ANNOTATION = "an annotation: a string under `from __future__ import annotations`"
+_WITHIN = (
+    "`_name_at` moves on by one word at least and never past the end (the words it spans "
+    "exist), so the index meets len(words) exactly: `!=` is `<`, and in `_gap` `==` is `>=`"
+)
+EQUIVALENT.update(
+    {
+        ("sdk/personal.py", function, operator, line): why
+        for function, operator, line, why in (
+            (
+                "_name_at",
+                "core/ReplaceComparisonOperator_Eq_Is",
+                'while _gap(text, words, end) is " " and words[end + 1][2] in "CU":',
+                _ONE_SPACE,
+            ),
+            (
+                "_run_end",
+                "core/ReplaceComparisonOperator_Eq_Is",
+                'while _gap(text, words, end) is " ":',
+                _ONE_SPACE,
+            ),
+            (
+                "_name_at",
+                "core/ReplaceComparisonOperator_Eq_Is",
+                'if _gap(text, words, i) == ", " and kind is "C" and words[i + 1][2] == "C":',
+                _INTERNED_KIND,
+            ),
+            (
+                "_name_at",
+                "core/ReplaceComparisonOperator_Eq_Is",
+                'if _gap(text, words, i) == ", " and kind == "C" and words[i + 1][2] is "C":',
+                _INTERNED_KIND,
+            ),
+            (
+                "_name_at",
+                "core/ReplaceComparisonOperator_Eq_Is",
+                'if kind is "T" and _gap(text, words, i) in (" ", ". ") and words[i + 1][2] in '
+                '"CU":',
+                _INTERNED_KIND,
+            ),
+            (
+                "_name_at",
+                "core/ReplaceComparisonOperator_Eq_LtE",
+                'if _gap(text, words, i) == ", " and kind <= "C" and words[i + 1][2] == "C":',
+                "only a 'C' or 'U' word gets past `if kind not in \"CU\"`, and 'U' sorts after "
+                "'C': `<=` is `==`",
+            ),
+            (
+                "_name_at",
+                "core/ReplaceBinaryOperator_BitOr_BitAnd",
+                ") -> tuple[tuple[int, int] & None, int]:",
+                _PERSONAL_ANNOTATION,
+            ),
+            (
+                "_past_particles",
+                "core/ReplaceBinaryOperator_BitOr_BitAnd",
+                "def _past_particles(text: str, words: list[tuple[int, int, str]], k: int) -> "
+                "int & None:",
+                _PERSONAL_ANNOTATION,
+            ),
+            (
+                "_past_particles",
+                "core/ReplaceComparisonOperator_Eq_GtE",
+                'while words[k][2] >= "p" and _gap(text, words, k) == " ":',
+                _KINDS,
+            ),
+            (
+                "_past_particles",
+                "core/ReplaceComparisonOperator_Eq_Is",
+                'while words[k][2] is "p" and _gap(text, words, k) == " ":',
+                _INTERNED_KIND,
+            ),
+            (
+                "_past_particles",
+                "core/ReplaceComparisonOperator_Eq_Is",
+                'while words[k][2] == "p" and _gap(text, words, k) is " ":',
+                _ONE_SPACE,
+            ),
+            (
+                "find_names",
+                "core/ReplaceComparisonOperator_Lt_NotEq",
+                "while i != len(words):",
+                _WITHIN,
+            ),
+            ("_gap", "core/ReplaceComparisonOperator_GtE_Eq", "if i + 1 == len(words):", _WITHIN),
+        )
+    }
+)
+_NAMES_MEMO = (
+    "both branches compute `_redact_names(text, replacement)`; the length only decides whether "
+    "the answer is memoised"
+)
+EQUIVALENT.update(
+    {
+        ("sdk/personal.py", "redact_names", operator, f"if {test}:"): _NAMES_MEMO
+        for operator, test in (
+            ("core/ReplaceComparisonOperator_Gt_Eq", "len(text) == 2_048"),
+            ("core/ReplaceComparisonOperator_Gt_NotEq", "len(text) != 2_048"),
+            ("core/ReplaceComparisonOperator_Gt_Lt", "len(text) < 2_048"),
+            ("core/ReplaceComparisonOperator_Gt_LtE", "len(text) <= 2_048"),
+            ("core/ReplaceComparisonOperator_Gt_GtE", "len(text) >= 2_048"),
+            ("core/AddNot", "not len(text) > 2_048"),
+            ("core/NumberReplacer", "len(text) > 2049"),
+            ("core/NumberReplacer", "len(text) > 2047"),
+        )
     }
 )

@@ -280,7 +280,8 @@ def test_a_status_attribute_on_an_operation_span_without_error_is_no_failure() -
 
 
 @pytest.mark.parametrize(
-    ("value", "status"), [(0, 0), (999, 999), (1000, None), (-1, None), ("503", 503)]
+    ("value", "status"),
+    [(0, 0), (999, 999), (1000, None), (-1, None), ("503", 503), ("abc", None), ("", None)],
 )
 def test_a_status_is_a_number_from_0_to_999(value: object, status: int | None) -> None:
     events = mapped(
@@ -301,6 +302,9 @@ def test_a_status_is_a_number_from_0_to_999(value: object, status: int | None) -
 TYPED = {
     "status 429": ({"http.response.status_code": 429}, {}, "rate_limit", 429),
     "old status attribute": ({"http.status_code": 429}, {}, "rate_limit", 429),
+    "status 529": ({"http.response.status_code": 529}, {}, "rate_limit", 529),  # overloaded
+    "old status attribute 529": ({"http.status_code": 529}, {}, "rate_limit", 529),
+    "error.type 529": ({"error.type": "529"}, {}, "rate_limit", 529),
     "error.type RateLimitError": ({"error.type": "RateLimitError"}, {}, "rate_limit", None),
     "message rate limit": ({}, {"status_message": "Rate limit reached"}, "rate_limit", None),
     "message rate_limit_exceeded": (

@@ -56,11 +56,20 @@ def _emitted(message: str, goal: str = "look the order up") -> tuple[bytes, list
 NAMES = {
     "unicode": ("refund failed for José Álvarez", ["José", "Álvarez", "Jos\\u00e9"]),
     "last, first": ("refund failed for Chen, Mei (gold tier)", ["Chen", "Mei"]),
+    "last, first with a middle name": (
+        "refund failed for Chen, Mei Ling (gold tier)",
+        ["Chen", "Mei", "Ling"],
+    ),
     "upper-case surname": ("refund failed for CHEN Mei", ["CHEN", "Mei"]),
     "surname last in capitals": ("refund failed for Mei CHEN", ["CHEN", "Mei"]),
     "title": ("refund failed: Mr. Chen was not found", ["Chen"]),
     "title without a dot": ("refund failed: Dr Álvarez is away", ["Álvarez", "\\u00c1lvarez"]),
     "particle": ("letter for Ludwig van Beethoven bounced", ["Ludwig", "Beethoven"]),
+    "two particles": ("letter for Johannes van der Waals bounced", ["Johannes", "Waals"]),
+    "two particles after a first name": (
+        "refund failed for María de la Cruz",
+        ["María", "Cruz", "Mar\\u00eda"],
+    ),
     "apostrophe": ("letter for Seán O'Brien bounced", ["O'Brien", "Se\\u00e1n"]),
 }
 
