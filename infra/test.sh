@@ -15,7 +15,10 @@
 # Environment: DEPS (above); PYTEST_ARGS (extra pytest arguments, e.g. -m "not browser");
 # RETRYLENS_TEST_VENV (where the venv goes; default .venv-test-$DEPS, recreated each run);
 # PYTHON (interpreter the venv is built from; default python3); KAFKA_PORT (default 9092);
-# PYTEST_WORKERS (pytest-xdist worker processes; default 2, 0 = none).
+# PYTEST_WORKERS (pytest-xdist worker processes; default 2, 0 = none);
+# RETRYLENS_TEST_STEP: all (default: build, then run), build (only steps 1-2: the venv,
+# no broker, no pytest) or run (only step 3, in the venv an earlier `build` left): .ci/run
+# builds the lowest run's venv in the background while the locked run's tests run.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -38,57 +41,78 @@ case "$DEPS" in
   locked|lowest|newest) ;;
   *) log "unknown DEPS=$DEPS (locked, lowest or newest)"; exit 2 ;;
 esac
-
-# The broker starts in the background while the venv is built and pytest collects (~20 s
-# saved per run); tests/conftest.py waits after collection, before any test, for
-# $RETRYLENS_TEST_KAFKA_READY_FILE (touched once `kafka.sh start` has seen the broker serve
-# requests) or its `.failed` twin.
-export KAFKA_PORT="${KAFKA_PORT:-9092}"
-export RETRYLENS_TEST_KAFKA="127.0.0.1:${KAFKA_PORT}"
-KAFKA_START_LOG="$(mktemp "${TMPDIR:-/tmp}/retrylens-kafka-start.XXXXXX")"
-export RETRYLENS_TEST_KAFKA_READY_FILE="$KAFKA_START_LOG.ready"
-(
-  if bash infra/kafka/kafka.sh start; then touch "$RETRYLENS_TEST_KAFKA_READY_FILE"
-  else code=$?; touch "$RETRYLENS_TEST_KAFKA_READY_FILE.failed"; exit $code; fi
-) >"$KAFKA_START_LOG" 2>&1 &
-kafka_start=$!
-# On any exit: let a start still under way finish (so no broker outlives us), then stop it.
-trap 'wait "$kafka_start" 2>/dev/null; bash infra/kafka/kafka.sh stop >/dev/null 2>&1 || true; rm -f "$KAFKA_START_LOG" "$RETRYLENS_TEST_KAFKA_READY_FILE"{,.failed}' EXIT
-
-log "fresh venv $VENV (DEPS=$DEPS)"
-rm -rf "$VENV"
-"$UV" venv --quiet --python "$PYTHON" "$VENV"
-case "$DEPS" in
-  locked)
-    UV_PROJECT_ENVIRONMENT="$VENV" "$UV" sync --quiet --frozen --extra test --python "$VENV/bin/python"
-    ;;
-  lowest)
-    "$UV" pip install --quiet --python "$VENV/bin/python" --resolution lowest-direct -e ".[test]"
-    ;;
-  newest)
-    "$UV" pip install --quiet --python "$VENV/bin/python" --upgrade -e ".[test]"
-    ;;
+STEP="${RETRYLENS_TEST_STEP:-all}"
+case "$STEP" in
+  all|build|run) ;;
+  *) log "unknown RETRYLENS_TEST_STEP=$STEP (all, build or run)"; exit 2 ;;
 esac
-VPY="$VENV/bin/python"
-# A public benchmark's real stateful tools for the governor's acceptance test
-# (tests/sdk/test_sdk_bfcl_acceptance.py). Its declared dependencies pull torch; its tool
-# classes need only mpmath, so it is installed without them, pinned.
-"$UV" pip install --quiet --python "$VPY" --no-deps "bfcl-eval==2026.3.23" "mpmath==1.4.1"
-# The suite must see the venv's packages and nothing else.
-"$VPY" - <<'EOF'
+
+# The broker starts in the background while the venv is built (or, for a venv built
+# earlier, while pytest collects): ~20 s saved per run; tests/conftest.py waits after
+# collection, before any test, for $RETRYLENS_TEST_KAFKA_READY_FILE (touched once
+# `kafka.sh start` has seen the broker serve requests) or its `.failed` twin.
+start_broker() {
+  export KAFKA_PORT="${KAFKA_PORT:-9092}"
+  export RETRYLENS_TEST_KAFKA="127.0.0.1:${KAFKA_PORT}"
+  KAFKA_START_LOG="$(mktemp "${TMPDIR:-/tmp}/retrylens-kafka-start.XXXXXX")"
+  export RETRYLENS_TEST_KAFKA_READY_FILE="$KAFKA_START_LOG.ready"
+  (
+    if bash infra/kafka/kafka.sh start; then touch "$RETRYLENS_TEST_KAFKA_READY_FILE"
+    else code=$?; touch "$RETRYLENS_TEST_KAFKA_READY_FILE.failed"; exit $code; fi
+  ) >"$KAFKA_START_LOG" 2>&1 &
+  kafka_start=$!
+  # On any exit: let a start still under way finish (so no broker outlives us), then stop it.
+  trap 'wait "$kafka_start" 2>/dev/null; bash infra/kafka/kafka.sh stop >/dev/null 2>&1 || true; rm -f "$KAFKA_START_LOG" "$RETRYLENS_TEST_KAFKA_READY_FILE"{,.failed}' EXIT
+}
+
+build_venv() {
+  log "fresh venv $VENV (DEPS=$DEPS)"
+  rm -rf "$VENV"
+  "$UV" venv --quiet --python "$PYTHON" "$VENV"
+  case "$DEPS" in
+    locked)
+      UV_PROJECT_ENVIRONMENT="$VENV" "$UV" sync --quiet --frozen --extra test --python "$VENV/bin/python"
+      ;;
+    lowest)
+      "$UV" pip install --quiet --python "$VENV/bin/python" --resolution lowest-direct -e ".[test]"
+      ;;
+    newest)
+      "$UV" pip install --quiet --python "$VENV/bin/python" --upgrade -e ".[test]"
+      ;;
+  esac
+  VPY="$VENV/bin/python"
+  # A public benchmark's real stateful tools for the governor's acceptance test
+  # (tests/sdk/test_sdk_bfcl_acceptance.py). Its declared dependencies pull torch; its tool
+  # classes need only mpmath, so it is installed without them, pinned.
+  "$UV" pip install --quiet --python "$VPY" --no-deps "bfcl-eval==2026.3.23" "mpmath==1.4.1"
+  # The suite must see the venv's packages and nothing else.
+  "$VPY" - <<'EOF'
 import sys, sysconfig
 assert sys.prefix != sys.base_prefix, "tests must run inside a virtual environment"
 import pydantic, retrylens
 print(f"[test.sh] python {sys.version.split()[0]} in {sys.prefix}; pydantic {pydantic.VERSION}; "
       f"retrylens from {retrylens.__file__}", file=sys.stderr)
 EOF
-"$UV" pip freeze --python "$VPY" > "$VENV/freeze.txt"
-log "versions: $(grep -E '^(pydantic|fastapi|pandas|chdb|streamlit|langchain-core|kafka-python)==' "$VENV/freeze.txt" | tr '\n' ' ')"
+  "$UV" pip freeze --python "$VPY" > "$VENV/freeze.txt"
+  log "versions: $(grep -E '^(pydantic|fastapi|pandas|chdb|streamlit|langchain-core|kafka-python)==' "$VENV/freeze.txt" | tr '\n' ' ')"
 
-if [[ -x infra/browser.sh ]]; then
-  PYTHON="$VPY" bash infra/browser.sh
-fi
+  if [[ -x infra/browser.sh ]]; then
+    PYTHON="$VPY" bash infra/browser.sh
+  fi
+}
 
+VPY="$VENV/bin/python"
+case "$STEP" in
+  all) start_broker; build_venv ;;
+  build) build_venv; log "venv $VENV built (DEPS=$DEPS)"; exit 0 ;;
+  run)
+    if [[ ! -f "$VENV/freeze.txt" ]]; then
+      log "no venv built at $VENV: run RETRYLENS_TEST_STEP=build first"; exit 2
+    fi
+    log "venv $VENV built earlier (DEPS=$DEPS)"
+    start_broker
+    ;;
+esac
 
 # Tests start the CLI as `python -m retrylens`, never through PATH.
 export PATH="/usr/local/bin:/usr/bin:/bin"
