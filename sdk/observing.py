@@ -118,19 +118,21 @@ class _ModelCall:
             observer is None
             or attempt_scope.current.get() is not None
             or attempt_scope.recorded.get()
-            or not provider_hook._idle()
+            or attempt_scope.operation.get() is not None
         ):
             return self  # recorded elsewhere, or not observed
         self._observer, self._operation = observer, observer.begin(self.client)
-        self._token = provider_hook._op_var().set(self._operation)
+        self._token = attempt_scope.operation.set(self._operation)
         return self
 
     def __exit__(self, kind: object, error: BaseException | None, tb: object) -> None:
+        from . import attempt_scope, provider_calls
+
         observer, self._observer = self._observer, None
         if observer is None:
             return
-        provider_hook._op_var().reset(self._token)
-        provider_hook._end(observer, self._operation, error, None)
+        attempt_scope.operation.reset(self._token)
+        provider_calls.end(observer, self._operation, error, None)
 
     async def __aenter__(self) -> _ModelCall:
         return self.__enter__()
