@@ -39,6 +39,7 @@ class Observer(Protocol):
     """What the hook reports to outside governed calls (:mod:`.observing` implements it)."""
 
     def begin(self, client: str) -> Any: ...
+    def answered(self, operation: Any, request: Any, response: Any, latency_ms: int) -> None: ...
     def physical(self, operation: Any, request: http_attempts.Physical) -> None: ...
     def end(self, operation: Any, error: BaseException | None, result: Any = None) -> None: ...
 
@@ -67,11 +68,6 @@ def owns_retries() -> bool:
     return os.environ.get(_CLIENT_RETRIES_ENV, "governor").strip().lower() != "client"
 
 
-def idle() -> bool:
-    """No provider call is being observed in this context."""
-    return attempt_scope.operation.get() is None
-
-
 def refused_cause(error: BaseException) -> BaseException | None:
     """The refused resend a stainless client wrapped as its connection error, if it was one."""
     cause = error.__cause__
@@ -93,12 +89,31 @@ def wrap_send(original: Any) -> Any:
             watcher = observer
             if watcher is None:
                 return original(self, request, *args, **kwargs)
-            if idle():
+            operation = attempt_scope.operation.get()
+            if operation is None:
                 client = _plain_client(request)
                 if client is None:
                     return original(self, request, *args, **kwargs)
                 return _plain.send(watcher, client, send_seen, self, request, args, kwargs)
+            return send_observed(self, request, watcher, operation, args, kwargs)
         return send_seen(self, request, *args, **kwargs)
+
+    def send_observed(
+        self: Any, request: Any, watcher: Observer, operation: Any, args: Any, kwargs: Any
+    ) -> Any:
+        """A request of an observed client call: reported to its operation, nothing else."""
+        traced = _trace_connections(self, request, None, False)
+        started = time.perf_counter()
+        try:
+            response = original(self, request, *args, **kwargs)
+        except Exception as error:
+            _to_operation(watcher, operation, request, None, error, _ms_since(started))
+            raise
+        finally:
+            if traced is not _NOT_TRACED:
+                _resends.untrace(request, traced)
+        _to_operation(watcher, operation, request, response, None, _ms_since(started))
+        return response
 
     def send_seen(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
         scope = attempt_scope.current.get()
@@ -131,12 +146,31 @@ def wrap_asend(original: Any) -> Any:
             watcher = observer
             if watcher is None:
                 return await original(self, request, *args, **kwargs)
-            if idle():
+            operation = attempt_scope.operation.get()
+            if operation is None:
                 client = _plain_client(request)
                 if client is None:
                     return await original(self, request, *args, **kwargs)
                 return await _plain.asend(watcher, client, send_seen, self, request, args, kwargs)
+            return await send_observed(self, request, watcher, operation, args, kwargs)
         return await send_seen(self, request, *args, **kwargs)
+
+    async def send_observed(
+        self: Any, request: Any, watcher: Observer, operation: Any, args: Any, kwargs: Any
+    ) -> Any:
+        """A request of an observed client call: reported to its operation, nothing else."""
+        traced = _trace_connections(self, request, None, True)
+        started = time.perf_counter()
+        try:
+            response = await original(self, request, *args, **kwargs)
+        except Exception as error:
+            _to_operation(watcher, operation, request, None, error, _ms_since(started))
+            raise
+        finally:
+            if traced is not _NOT_TRACED:
+                _resends.untrace(request, traced)
+        _to_operation(watcher, operation, request, response, None, _ms_since(started))
+        return response
 
     async def send_seen(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
         scope = attempt_scope.current.get()
@@ -208,7 +242,7 @@ def _after(
     request: Any, response: Any, error: BaseException | None, started: float, scope: Any = None
 ) -> Any:
     """Note one request; inside a governed attempt, keep the client from retrying it."""
-    latency_ms = int((time.perf_counter() - started) * 1000)
+    latency_ms = _ms_since(started)
     if scope is not None:
         if not owns_retries():
             return response
@@ -253,18 +287,45 @@ def _report(
         if recorder:
             if recorder is True:
                 return  # an adapter records the call, without counting its requests
-            report = recorder.physical
-        else:
-            operation = attempt_scope.operation.get()
-            if operation is None or watcher is None:
-                return  # only requests of a provider call
-            report = functools.partial(watcher.physical, operation)
-        attempts = _ATTEMPTS or _load_attempts()
-        physical = (
-            attempts.of_exception(request, error, latency_ms)
-            if error is not None
-            else attempts.of_response(request, response, latency_ms)
-        )
-        report(physical)
+            attempts = _ATTEMPTS or _load_attempts()
+            recorder.physical(
+                attempts.of_exception(request, error, latency_ms)
+                if error is not None
+                else attempts.of_response(request, response, latency_ms)
+            )
+            return
+        operation = attempt_scope.operation.get()
+        if operation is None or watcher is None:
+            return  # only requests of a provider call
     except Exception:  # noqa: BLE001 - observing never changes the call
         return
+    _to_operation(watcher, operation, request, response, error, latency_ms)
+
+
+def _to_operation(
+    watcher: Observer,
+    operation: Any,
+    request: Any,
+    response: Any,
+    error: BaseException | None,
+    latency_ms: int,
+) -> None:
+    """Report one request of an observed call: an answer as such (the observer builds what it
+    needs of it), a failure as a :class:`~.http_attempts.Physical`."""
+    try:
+        if error is None and int(response.status_code) < 400:
+            watcher.answered(operation, request, response, latency_ms)
+            return
+        attempts = _ATTEMPTS or _load_attempts()
+        watcher.physical(
+            operation,
+            attempts.of_exception(request, error, latency_ms)
+            if error is not None
+            else attempts.of_response(request, response, latency_ms),
+        )
+    except Exception:  # noqa: BLE001 - observing never changes the call
+        return
+
+
+def _ms_since(started: float) -> int:
+    return int((time.perf_counter() - started) * 1000)
