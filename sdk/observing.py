@@ -235,12 +235,14 @@ class Observer:
         built for it nor any task state.
         """
         try:
-            if operation.requests or self._tracing():
-                self._record(operation, _attempts().of_response(request, response, latency_ms))
+            attempts = _ATTEMPTS or _attempts()
+            spans = self._spans
+            if operation.requests or (spans if spans is not None else self._tracing()):
+                self._record(operation, attempts.of_response(request, response, latency_ms))
                 return
             now = time.monotonic()
             g = self._governor or self.governor
-            operation.host = _attempts().host_of(request)
+            operation.host = attempts.host_of(request)
             operation.started = g.clock() - latency_ms / 1000
             operation.last_end = now
             operation.answered = latency_ms  # recorded at the end, with the call's result

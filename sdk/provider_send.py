@@ -107,12 +107,12 @@ def wrap_send(original: Any) -> Any:
         try:
             response = original(self, request, *args, **kwargs)
         except Exception as error:
-            _to_operation(watcher, operation, request, None, error, _ms_since(started))
+            _to_operation(watcher, operation, request, None, error, started)
             raise
         finally:
             if traced is not _NOT_TRACED:
                 _resends.untrace(request, traced)
-        _to_operation(watcher, operation, request, response, None, _ms_since(started))
+        _to_operation(watcher, operation, request, response, None, started)
         return response
 
     def send_seen(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
@@ -164,12 +164,12 @@ def wrap_asend(original: Any) -> Any:
         try:
             response = await original(self, request, *args, **kwargs)
         except Exception as error:
-            _to_operation(watcher, operation, request, None, error, _ms_since(started))
+            _to_operation(watcher, operation, request, None, error, started)
             raise
         finally:
             if traced is not _NOT_TRACED:
                 _resends.untrace(request, traced)
-        _to_operation(watcher, operation, request, response, None, _ms_since(started))
+        _to_operation(watcher, operation, request, response, None, started)
         return response
 
     async def send_seen(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
@@ -242,7 +242,7 @@ def _after(
     request: Any, response: Any, error: BaseException | None, started: float, scope: Any = None
 ) -> Any:
     """Note one request; inside a governed attempt, keep the client from retrying it."""
-    latency_ms = _ms_since(started)
+    latency_ms = int((time.perf_counter() - started) * 1000)
     if scope is not None:
         if not owns_retries():
             return response
@@ -299,7 +299,7 @@ def _report(
             return  # only requests of a provider call
     except Exception:  # noqa: BLE001 - observing never changes the call
         return
-    _to_operation(watcher, operation, request, response, error, latency_ms)
+    _to_operation(watcher, operation, request, response, error, latency_ms=latency_ms)
 
 
 def _to_operation(
@@ -308,10 +308,14 @@ def _to_operation(
     request: Any,
     response: Any,
     error: BaseException | None,
-    latency_ms: int,
+    started: float = 0.0,
+    latency_ms: int | None = None,
 ) -> None:
-    """Report one request of an observed call: an answer as such (the observer builds what it
-    needs of it), a failure as a :class:`~.http_attempts.Physical`."""
+    """Report one request of an observed call (sent at ``started``, or taking ``latency_ms``):
+    an answer as such (the observer builds what it needs of it), a failure as a
+    :class:`~.http_attempts.Physical`."""
+    if latency_ms is None:
+        latency_ms = int((time.perf_counter() - started) * 1000)
     try:
         if error is None and int(response.status_code) < 400:
             watcher.answered(operation, request, response, latency_ms)
@@ -325,7 +329,3 @@ def _to_operation(
         )
     except Exception:  # noqa: BLE001 - observing never changes the call
         return
-
-
-def _ms_since(started: float) -> int:
-    return int((time.perf_counter() - started) * 1000)
