@@ -14,7 +14,8 @@ are the timing bench's (first try ≤ 1.0, retried call ≤ 2.0 per attempt).
 ``governed`` and ``governed_unhooked`` (``governor.call(lambda: client...)`` with the
 provider hook and without). Targets (issue 21): what ``observe()`` adds to the call, and
 what the hook adds to a governed call, each at most what ``governor.call`` adds to it
-without the hook (the first try's overhead on this very call).
+without the hook (the first try's overhead on this very call); ``observed_to_first_try``
+is the first of these as a share of that overhead.
 
 Run another checkout's code with that checkout's interpreter:
 ``/other/.venv/bin/python bench/instructions.py --json``. Needs valgrind on PATH.
@@ -163,7 +164,7 @@ def measure(calls: int, python: str) -> dict[str, float | int]:
     return results
 
 
-def measure_provider(calls: int, python: str) -> dict[str, float | int]:
+def measure_provider(calls: int, python: str) -> dict[str, float | int | None]:
     sides = ("plain", "observed", "governed", "governed_unhooked")
     got = {side: per_call(side, "provider", calls, python) for side in sides}
     first_try = got["governed_unhooked"] - got["plain"]
@@ -174,6 +175,7 @@ def measure_provider(calls: int, python: str) -> dict[str, float | int]:
         "first_try_added_instructions": round(first_try),
         "observed_added_instructions": round(observed_added),
         "governed_hook_added_instructions": round(hook_added),
+        "observed_to_first_try": round(observed_added / first_try, 3) if first_try else None,
         "observed_target_met": int(observed_added <= first_try),
         "governed_target_met": int(hook_added <= first_try),
     }

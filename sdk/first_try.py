@@ -147,36 +147,48 @@ class FirstTry:
             self.run.succeed(self.run.last_attempt or self.attempt, result)
             self.run.finish()
             return
-        usage = None if type(result) in _PLAIN else usage_of(result)
         g = self.g
-        latency_ms = int((g.clock() - self.started) * 1000)
+        event = compact_event(g, self.template, self.task_id, self.started, result)
         if self.dependency:
             g.observe_success(self.dependency)
-        template, fields = self.template
-        ids = g.ids.hex(
-            128
-        )  # event uuid, task, trace, root span, attempt correlation, attempt span
-        ts = g.events.wall()
-        values = template.copy()  # in the schema's field order, so the wire bytes are pydantic's
-        values["event_id"] = uuid4_from_int(int(ids[:32], 16))
-        values["ts"] = (
-            ts
-            if not ts.microsecond % 1000
-            else ts.replace(microsecond=ts.microsecond // 1000 * 1000)
-        )
-        values["task_id"] = self.task_id or f"task-{ids[32:48]}"
-        values["trace_id"] = ids[48:80]
-        values["parent_span_id"] = ids[80:96]
-        values["correlation_id"] = ids[96:112]
-        values["span_id"] = ids[112:128]
-        values["latency_ms"] = latency_ms if latency_ms > 0 else 0
-        values["side_effects"] = []
-        if usage is not None:
-            values["tokens_in"], values["tokens_out"] = usage.tokens_in, usage.tokens_out
-            values["cost_usd"] = round(usage.cost_usd, 6)
-        g.emit(_construct(values, fields))
+        g.emit(event)
         if self.task_id is not None:
             g.chains.leave(self.task_id)
+
+
+def compact_event(
+    g: Host,
+    template: tuple[dict[str, Any], set[str]],
+    task_id: str | None,
+    started: float,
+    result: Any = None,
+) -> RetryEvent:
+    """The compact event of a call site's first try that began at ``started`` and returned
+    ``result`` (its usage read off it), built from the site's :func:`compact_template`.
+
+    Also what :func:`retrylens.sdk.observe` records for a provider call answered at once.
+    """
+    usage = None if type(result) in _PLAIN else usage_of(result)
+    latency_ms = int((g.clock() - started) * 1000)
+    values, fields = template
+    ids = g.ids.hex(128)  # event uuid, task, trace, root span, attempt correlation, attempt span
+    ts = g.events.wall()
+    values = values.copy()  # in the schema's field order, so the wire bytes are pydantic's
+    values["event_id"] = uuid4_from_int(int(ids[:32], 16))
+    values["ts"] = (
+        ts if not ts.microsecond % 1000 else ts.replace(microsecond=ts.microsecond // 1000 * 1000)
+    )
+    values["task_id"] = task_id or f"task-{ids[32:48]}"
+    values["trace_id"] = ids[48:80]
+    values["parent_span_id"] = ids[80:96]
+    values["correlation_id"] = ids[96:112]
+    values["span_id"] = ids[112:128]
+    values["latency_ms"] = latency_ms if latency_ms > 0 else 0
+    values["side_effects"] = []
+    if usage is not None:
+        values["tokens_in"], values["tokens_out"] = usage.tokens_in, usage.tokens_out
+        values["cost_usd"] = round(usage.cost_usd, 6)
+    return _construct(values, fields)  # type: ignore[no-any-return]
 
 
 @functools.lru_cache(maxsize=1024)

@@ -117,7 +117,7 @@ def of_response(request: Any, response: Any, latency_ms: int) -> Physical:
     status = int(response.status_code)
     if status < 400:  # the common case: nothing to read from the headers
         return Physical(
-            _host(request),
+            host_of(request),
             _method(request),
             status,
             None,
@@ -129,7 +129,7 @@ def of_response(request: Any, response: Any, latency_ms: int) -> Physical:
     code = "overloaded" if status == 529 else (f"http_{status}" if error_type else "")
     kept = getattr(response, "extensions", {}).get(SHOULD_RETRY_EXTENSION, _UNSET)
     return Physical(
-        host=_host(request),
+        host=host_of(request),
         method=_method(request),
         status=status,
         error_type=error_type,
@@ -148,7 +148,7 @@ def of_exception(request: Any, error: BaseException, latency_ms: int) -> Physica
     names = {cls.__name__ for cls in type(error).__mro__}
     timeout = "TimeoutException" in names or isinstance(error, TimeoutError)
     return Physical(
-        host=_host(request),
+        host=host_of(request),
         method=_method(request),
         status=None,
         error_type=ErrorType.TIMEOUT if timeout else ErrorType.NETWORK,
@@ -170,7 +170,8 @@ def _method(request: Any) -> str:
         return ""
 
 
-def _host(request: Any) -> str:
+def host_of(request: Any) -> str:
+    """The host ``request`` goes to (``''`` if unreadable): a provider call's goal names it."""
     try:
         return str(request.url.host)
     except Exception:  # noqa: BLE001

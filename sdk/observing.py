@@ -29,23 +29,34 @@ from . import provider_hook
 if TYPE_CHECKING:
     from retrylens.schemas import RetryEvent
 
-    from .first_try import FirstTry
     from .governor import Governor
     from .http_attempts import Physical
     from .run import TaskRun
     from .state import Attempt
 
-#: :class:`~.first_try.FirstTry`, loaded with the first recorded request and kept (an
-#: ``import`` statement per request runs the import machinery on every observed call).
+#: :class:`~.first_try.FirstTry`, :func:`~.first_try.compact_event` and :mod:`.http_attempts`,
+#: loaded with the first recorded request and kept (an ``import`` statement per request runs
+#: the import machinery on every observed call).
 _FIRST_TRY: Any = None
+_COMPACT_EVENT: Any = None
+_ATTEMPTS: Any = None
 
 
-def _load_first_try() -> Any:
-    global _FIRST_TRY
-    from .first_try import FirstTry
+def _load_first_try() -> tuple[Any, Any]:
+    global _FIRST_TRY, _COMPACT_EVENT
+    from .first_try import FirstTry, compact_event
 
-    _FIRST_TRY = FirstTry
-    return FirstTry
+    _FIRST_TRY, _COMPACT_EVENT = FirstTry, compact_event
+    return FirstTry, compact_event
+
+
+def _attempts() -> Any:
+    global _ATTEMPTS
+    if _ATTEMPTS is None:
+        from . import http_attempts
+
+        _ATTEMPTS = http_attempts
+    return _ATTEMPTS
 
 
 _lock = _thread.allocate_lock()  # not threading: an app that never observes pays nothing for it
@@ -118,19 +129,21 @@ class _ModelCall:
             observer is None
             or attempt_scope.current.get() is not None
             or attempt_scope.recorded.get()
-            or not provider_hook._idle()
+            or attempt_scope.operation.get() is not None
         ):
             return self  # recorded elsewhere, or not observed
         self._observer, self._operation = observer, observer.begin(self.client)
-        self._token = provider_hook._op_var().set(self._operation)
+        self._token = attempt_scope.operation.set(self._operation)
         return self
 
     def __exit__(self, kind: object, error: BaseException | None, tb: object) -> None:
+        from . import attempt_scope, provider_calls
+
         observer, self._observer = self._observer, None
         if observer is None:
             return
-        provider_hook._op_var().reset(self._token)
-        provider_hook._end(observer, self._operation, error, None)
+        attempt_scope.operation.reset(self._token)
+        provider_calls.end(observer, self._operation, error, None)
 
     async def __aenter__(self) -> _ModelCall:
         return self.__enter__()
@@ -142,22 +155,33 @@ class _ModelCall:
 class _Operation:
     """One client call being recorded.
 
-    Its first request is a fast-path first try (:class:`~retrylens.sdk.first_try.FirstTry`):
-    a call answered at once costs one compact event, as a governed call does; the task
-    run is built only when a request fails or the client sends another.
+    A call answered at once costs one compact event, as a governed call's first try does
+    (:func:`~retrylens.sdk.first_try.compact_event`); its task run is built only when a
+    request fails or the client sends another (as a fast first try materializes).
     """
 
-    __slots__ = ("client", "first", "run", "attempt", "failed", "answered", "last_end", "requests")
+    __slots__ = (
+        "client",
+        "run",
+        "attempt",
+        "failed",
+        "answered",
+        "last_end",
+        "requests",
+        "host",
+        "started",
+    )
 
     def __init__(self, client: str) -> None:
         self.client = client
-        self.first: FirstTry | None = None
         self.run: TaskRun | None = None
         self.attempt: Attempt | None = None
         self.failed: Physical | None = None  # the last request, when it failed
-        self.answered: Physical | None = None  # the last request, when it succeeded
-        self.last_end = 0.0
+        self.answered: int | None = None  # the last request's latency (ms), when it succeeded
+        self.last_end = 0.0  # when the last request ended (monotonic)
         self.requests = 0
+        self.host = ""  # the first request's
+        self.started = 0.0  # when the first request began, on the governor's clock
 
 
 class Observer:
@@ -176,6 +200,8 @@ class Observer:
         self._governor: Governor | None = None
         self._spans = spans
         self.tracer_provider: Any = None
+        #: (client, host) -> the compact event template of that call site, built once
+        self._sites: dict[tuple[str, str], tuple[dict[str, Any], set[str]]] = {}
 
     @property
     def governor(self) -> Governor:
@@ -201,6 +227,29 @@ class Observer:
     def begin(self, client: str) -> _Operation:
         return _Operation(client)
 
+    def answered(self, operation: _Operation, request: Any, response: Any, latency_ms: int) -> None:
+        """A request that got a response below 400 (the hook checked the status).
+
+        The first request of a call answered at once is only noted: if the call ends
+        there, :meth:`end` records it as one compact event, with no :class:`Physical`
+        built for it nor any task state.
+        """
+        try:
+            attempts = _ATTEMPTS or _attempts()
+            spans = self._spans
+            if operation.requests or (spans if spans is not None else self._tracing()):
+                self._record(operation, attempts.of_response(request, response, latency_ms))
+                return
+            now = time.monotonic()
+            g = self._governor or self.governor
+            operation.host = attempts.host_of(request)
+            operation.started = g.clock() - latency_ms / 1000
+            operation.last_end = now
+            operation.answered = latency_ms  # recorded at the end, with the call's result
+            operation.requests = 1
+        except Exception:  # noqa: BLE001 - observing never changes the call
+            _log_failure("recording a provider request failed")
+
     def physical(self, operation: _Operation, request: Physical) -> None:
         try:
             self._record(operation, request)
@@ -209,7 +258,10 @@ class Observer:
 
     def end(self, operation: _Operation, error: BaseException | None, result: Any = None) -> None:
         try:
-            self._finish(operation, error, result)
+            if operation.run is None and error is None and operation.requests:
+                self._succeeded_at_once(operation, result)  # the common case
+            else:
+                self._finish(operation, error, result)
         except Exception:  # noqa: BLE001
             _log_failure("recording the end of a provider call failed")
 
@@ -221,18 +273,15 @@ class Observer:
 
             attempt_span(op.client, request, op.requests, self.tracer_provider)
         op.requests += 1
-        if op.first is None:  # the call's first request
+        if op.requests == 1:  # the call's first request
             g = self.governor
-            goal = f"{op.client} call to {request.host}"
-            op.first = (_FIRST_TRY or _load_first_try())(
-                g, goal, self.agent, "execution", op.client, None
-            )
-            op.first.started = g.clock() - request.latency_ms / 1000
+            op.host = request.host
+            op.started = g.clock() - request.latency_ms / 1000
             op.last_end = now
             if not request.failed:
-                op.answered = request  # recorded at the end, with the call's result
+                op.answered = request.latency_ms  # recorded at the end, with the call's result
                 return
-            op.run, op.attempt = op.first.materialize()
+            self._materialized(op)
             self._failed(op, request)
             return
         run, attempt = self._materialized(op)
@@ -246,15 +295,41 @@ class Observer:
         if request.failed:
             self._failed(op, request)
         else:
-            op.failed, op.answered = None, request
+            op.failed, op.answered = None, request.latency_ms
+
+    def _succeeded_at_once(self, op: _Operation, result: Any) -> None:
+        """The call's one request was answered: its compact event, as a first try's."""
+        g = self._governor or self.governor
+        site = self._sites.get((op.client, op.host))
+        if site is None:
+            site = self._site(op.client, op.host)
+        g.emit((_COMPACT_EVENT or _load_first_try()[1])(g, site, None, op.started, result))
+
+    def _site(self, client: str, host: str) -> tuple[dict[str, Any], set[str]]:
+        """The compact template of calls of ``client`` to ``host``: a first try's for that goal."""
+        first_try = _load_first_try()[0](
+            self.governor, f"{client} call to {host}", self.agent, "execution", client, None
+        )
+        if len(self._sites) >= 1024:  # hosts made on the fly: keep the memo bounded
+            self._sites.clear()
+        self._sites[(client, host)] = first_try.template
+        return first_try.template  # type: ignore[no-any-return]
 
     def _materialized(self, op: _Operation) -> tuple[TaskRun, Attempt]:
-        """The call's task run, built now if its first request succeeded on the fast path."""
+        """The call's task run, built now as a first try that began with its first request."""
         if op.run is None or op.attempt is None:
-            assert op.first is not None
-            op.run, op.attempt = op.first.materialize()
+            first = (_FIRST_TRY or _load_first_try()[0])(
+                self.governor,
+                f"{op.client} call to {op.host}",
+                self.agent,
+                "execution",
+                op.client,
+                None,
+            )
+            first.started = op.started
+            op.run, op.attempt = first.materialize()
         if op.answered is not None:  # an answered request the client followed with another
-            op.run.succeed(op.attempt, None, latency_ms=op.answered.latency_ms)
+            op.run.succeed(op.attempt, None, latency_ms=op.answered)
             op.answered = None
         return op.run, op.attempt
 
@@ -282,17 +357,12 @@ class Observer:
     def _finish(self, op: _Operation, error: BaseException | None, result: Any) -> None:
         from retrylens.schemas.taxonomy import TaskOutcome
 
-        if op.first is None:
+        if not op.requests:
             return  # the call sent nothing (it failed before its first request)
-        if op.run is None and error is None:
-            assert op.answered is not None
-            op.first.succeed(result)  # one compact event: the common case
-            return
         answered, op.answered = op.answered, None  # recorded below, with the call's end
         run, attempt = self._materialized(op)
-        assert attempt is not None
         if answered is not None and error is None:
-            run.succeed(attempt, result, latency_ms=answered.latency_ms)
+            run.succeed(attempt, result, latency_ms=answered)
             run.finish(TaskOutcome.SUCCEEDED)
             return
         if error is not None and op.failed is None:

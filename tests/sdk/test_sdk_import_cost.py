@@ -24,6 +24,8 @@ DEFERRED = (
     "retrylens.sdk.attempts",
     "retrylens.sdk.shadow",
     "retrylens.sdk.provider_hook",
+    "retrylens.sdk.provider_send",
+    "retrylens.sdk.provider_calls",
     "retrylens.sdk.observing",
 )
 
