@@ -127,8 +127,8 @@ def _verdict(p: dict[str, Any], live_cost: float, margins: Margins) -> tuple[str
                 f"{margins.cost_share:.0%} of the live cost with no measurable loss of success ({ci})",
                 -cost["hi"] / max(abs(live_cost), 1e-12))
     if success["lo"] > 0:
-        return ("below_margin", f"success rate {pct(success['value'])} ({ci}): above zero, but too small to act "
-                f"on: the CI's lower bound is below the {margins.success:.1%} margin", 0.0)
+        return ("below_margin", f"success rate {pct(success['value'])} ({ci}): above zero, but the CI's lower "
+                f"bound is below the {margins.success:.1%} margin", 0.0)
     if success["hi"] < 0:
         return ("worse", f"success rate {pct(success['value'])} ({ci})", 0.0)
     return ("within_uncertainty", f"success rate {pct(success['value'])} ({ci}) and cost per task "

@@ -41,7 +41,7 @@ def _zero_percent(text: str) -> list[str]:
 def test_a_tiny_gain_is_not_called_better() -> None:
     (verdict,) = _report()["recommendation"]["candidates"]
     assert verdict["verdict"] == "below_margin"
-    assert "better" not in verdict["why"] and "too small to act on" in verdict["why"]
+    assert "better" not in verdict["why"] and "below the 1.0% margin" in verdict["why"]
 
 
 def test_a_tiny_gain_prints_its_size_not_zero() -> None:
