@@ -49,9 +49,9 @@ from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold
 
 from retrylens.sdk.features import normalise_input
 
-from .word_features import MIN_WORD_TASKS, Vocabulary, is_stop_word
+from .word_features import MIN_WORD_SUPPORT, MIN_WORD_TASKS, Vocabulary, is_stop_word, unsupported
 
-FEATURE_SET_VERSION = "v4"
+FEATURE_SET_VERSION = "v5"
 N_FEATURES = 2**18
 FEATURE_FAMILIES = (
     "kw:<word>", "tool:<name>", "agent=<name>", "model=<name>", "language=<code>",
@@ -59,7 +59,8 @@ FEATURE_FAMILIES = (
     "phase=<name>", "fp_seen", "fp_failure_rate",
     "tok:<word>|tok:<word> <word> (task text known: l2-normalised 1+log tf, replaces kw:)",
     "size_z:<size>|agent=<name> (log size standardised by the agent's training rows, clipped to ±3)",
-    f"words: no stop words; only those of >= {MIN_WORD_TASKS} distinct training tasks",
+    f"words: no stop words (scope words such as 'every' kept); only those of >= {MIN_WORD_TASKS} distinct training "
+    f"tasks; a word's weight backed by >= {MIN_WORD_SUPPORT} distinct tasks of its outcome",
 )
 #: Pre-run inputs only: a feature name must start with one of these (a test checks it).
 PRE_RUN_PREFIXES = (
@@ -307,28 +308,44 @@ def _selection_splits(y: np.ndarray, groups: Sequence[str] | None) -> list[tuple
     return [(tr, te) for tr, te in splits if len(np.unique(y[tr])) == 2 and len(np.unique(y[te])) == 2]
 
 
-def _fitted_input(dicts: Sequence[Mapping[str, float]], groups: Sequence[str] | None, scale: float,
-                  min_word_tasks: int = MIN_WORD_TASKS) -> tuple[Vocabulary, SizeNorm, list[dict[str, float]]]:
-    """The fitted transformations of training rows, and the rows with them applied."""
+def _fit(dicts: Sequence[Mapping[str, float]], y: np.ndarray, groups: Sequence[str] | None, c: float, scale: float,
+         min_word_tasks: int = MIN_WORD_TASKS, min_support: int = MIN_WORD_SUPPORT,
+         ) -> tuple[Vocabulary, SizeNorm, CompactLogisticRegression, Any]:
+    """Vocabulary, :class:`SizeNorm` and regression fitted on these rows (and their matrix).
+
+    With ``min_support`` > 0, words whose weight too few tasks of that outcome back
+    (:func:`~.word_features.unsupported`) leave the vocabulary and the rest is refitted once.
+    """
     vocabulary = Vocabulary.fit(dicts, groups, min_tasks=min_word_tasks)
-    kept = [vocabulary.apply(d) for d in dicts]
-    norm = SizeNorm.fit(kept, scale=scale)
-    return vocabulary, norm, [norm.apply(d) for d in kept]
+    for pruning in (True, False):
+        kept = [vocabulary.apply(d) for d in dicts]
+        norm = SizeNorm.fit(kept, scale=scale)
+        x = vectorise([norm.apply(d) for d in kept])
+        model = CompactLogisticRegression(C=c).fit(x, y)
+        if not pruning or min_support <= 0 or not vocabulary.words:
+            break
+        words = sorted(vocabulary.words)
+        columns = vectorise([{w: 1.0} for w in words]).indices
+        weights = dict(zip(words, model.coef_[0, columns].tolist(), strict=True))
+        drop = unsupported(weights, kept, y.tolist(), groups, min_support=min_support)
+        if not drop:
+            break
+        vocabulary = Vocabulary(vocabulary.words - drop, vocabulary.min_tasks)
+    return vocabulary, norm, model, x
 
 
 def _fold_decisions(dicts: Sequence[Mapping[str, float]], y: np.ndarray, tr: np.ndarray, te: np.ndarray,
                     c: float, scale: float, groups: Sequence[str] | None = None,
-                    min_word_tasks: int = MIN_WORD_TASKS) -> np.ndarray:
+                    min_word_tasks: int = MIN_WORD_TASKS, min_support: int = MIN_WORD_SUPPORT) -> np.ndarray:
     """Fit on rows ``tr`` (vocabulary and :class:`SizeNorm` from those rows only) and score rows ``te``."""
-    vocabulary, norm, rows = _fitted_input([dicts[i] for i in tr], None if groups is None else [groups[i] for i in tr],
-                                           scale, min_word_tasks)
-    model = CompactLogisticRegression(C=c).fit(vectorise(rows), y[tr])
+    vocabulary, norm, model, _ = _fit([dicts[i] for i in tr], y[tr], None if groups is None else [groups[i] for i in tr],
+                                      c, scale, min_word_tasks, min_support)
     return model.decision_function(vectorise([norm.apply(vocabulary.apply(dicts[i])) for i in te]))
 
 
 def choose_settings(dicts: Sequence[Mapping[str, float]], y: np.ndarray, *, groups: Sequence[str] | None = None,
                     c_grid: Sequence[float] = C_GRID, scales: Sequence[float] = SIZE_SCALES,
-                    min_word_tasks: int = MIN_WORD_TASKS) -> tuple[float, float]:
+                    min_word_tasks: int = MIN_WORD_TASKS, min_support: int = MIN_WORD_SUPPORT) -> tuple[float, float]:
     """C and the :class:`SizeNorm` weight by mean Brier score on :func:`_selection_splits`
     of the training rows (grouped by task with ``groups``); the first pair when no split."""
     splits = _selection_splits(y, groups)
@@ -338,7 +355,8 @@ def choose_settings(dicts: Sequence[Mapping[str, float]], y: np.ndarray, *, grou
     for scale in scales:
         for c in c_grid:
             loss = float(np.mean([brier_score_loss(
-                y[te], expit(_fold_decisions(dicts, y, tr, te, c, scale, groups, min_word_tasks))) for tr, te in splits]))
+                y[te], expit(_fold_decisions(dicts, y, tr, te, c, scale, groups, min_word_tasks, min_support)))
+                for tr, te in splits]))
             if best is None or loss < best[0]:
                 best = (loss, float(c), float(scale))
     assert best is not None
@@ -375,11 +393,14 @@ def _sigmoid(decisions: np.ndarray, y: np.ndarray) -> LogisticRegression:
 
 def fit_in_memory(dicts: Sequence[Mapping[str, float]], labels: Sequence[int], *, c: float | None = None,
                   size_scale: float | None = None, groups: Sequence[str] | None = None,
-                  text_features: bool = False, min_word_tasks: int = MIN_WORD_TASKS) -> RiskModel:
+                  text_features: bool = False, min_word_tasks: int = MIN_WORD_TASKS,
+                  min_support: int = MIN_WORD_SUPPORT) -> RiskModel:
     """Logistic regression over :func:`feature_dict` rows: their word vocabulary and :class:`SizeNorm`.
 
     ``min_word_tasks``: distinct training tasks a word needs to be a feature
-    (:class:`~.word_features.Vocabulary`; 1 keeps every word). Every choice is made
+    (:class:`~.word_features.Vocabulary`; 1 keeps every word); ``min_support``: distinct
+    failed (successful) tasks a word raising (lowering) the risk needs
+    (:func:`~.word_features.unsupported`; 0 keeps every weight). Every choice is made
     inside these rows: ``c`` and ``size_scale`` by
     :func:`choose_settings` unless given; the calibration by :func:`choose_calibration` on
     out-of-fold decisions (5 folds, grouped by ``groups`` when given, each fold's
@@ -393,14 +414,12 @@ def fit_in_memory(dicts: Sequence[Mapping[str, float]], labels: Sequence[int], *
     if c is None or size_scale is None:
         c, size_scale = choose_settings(dicts, y, groups=groups, c_grid=C_GRID if c is None else (c,),
                                         scales=SIZE_SCALES if size_scale is None else (size_scale,),
-                                        min_word_tasks=min_word_tasks)
-    vocabulary, norm, rows = _fitted_input(dicts, groups, size_scale, min_word_tasks)
-    x = vectorise(rows)
-    final = CompactLogisticRegression(C=c).fit(x, y)
+                                        min_word_tasks=min_word_tasks, min_support=min_support)
+    vocabulary, norm, final, x = _fit(dicts, y, groups, c, size_scale, min_word_tasks, min_support)
     splits = folds(y, groups) if len(y) >= MIN_CALIBRATION_ROWS else []
     decisions = np.full(len(y), np.nan)
     for tr, te in splits:
-        decisions[te] = _fold_decisions(dicts, y, tr, te, c, size_scale, groups, min_word_tasks)
+        decisions[te] = _fold_decisions(dicts, y, tr, te, c, size_scale, groups, min_word_tasks, min_support)
     known = ~np.isnan(decisions)
     a, b, how = choose_calibration(decisions[known], y[known],
                                    None if groups is None else [g for g, k in zip(groups, known, strict=True) if k])

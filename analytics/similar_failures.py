@@ -32,7 +32,7 @@ from retrylens.store.schema import normalised_message_sql
 from retrylens.store.sql import query_rows
 
 from .fingerprints import KNOWN_BAD_FAILURES
-from .word_features import is_stop_word
+from .word_features import SCOPE_WORDS, is_stop_word
 
 MAX_TASKS = 5_000
 MIN_SHARED = 2
@@ -55,8 +55,13 @@ _FAILED_TASKS = (
 
 
 def content_words(features: dict[str, Any]) -> frozenset[str]:
-    """The input's keywords (``kw:`` features) without stop words."""
-    return frozenset(k[3:] for k, v in features.items() if k.startswith("kw:") and v and not is_stop_word(k[3:]))
+    """The input's keywords (``kw:`` features) without stop words and scope words.
+
+    Scope words ("every", "all") are risk-model features (how open-ended a task is) but
+    say nothing about what a task is about: "every country" and "every invoice" are not alike.
+    """
+    return frozenset(k[3:] for k, v in features.items()
+                     if k.startswith("kw:") and v and not is_stop_word(k[3:]) and k[3:] not in SCOPE_WORDS)
 
 
 @dataclass(frozen=True)
@@ -100,7 +105,7 @@ class SimilarFailures:
 
     def nearest(self, words: Iterable[str], *, agent: str = "", k: int = NEAREST) -> list[dict[str, Any]]:
         """Up to ``k`` failed tasks of the most similar inputs (one per input), nearest first."""
-        mine = frozenset(w for w in words if not is_stop_word(w))
+        mine = frozenset(w for w in words if not is_stop_word(w) and w not in SCOPE_WORDS)
         hits = [self.by_word[w] for w in mine if w in self.by_word]
         if not hits:
             return []

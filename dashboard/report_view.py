@@ -16,7 +16,7 @@ LABELS = {"success": "success rate", "attempts": "attempts / task", "tokens": "t
 DECISIONS = {"adopt_candidate": "adopt", "no_clear_winner": "no clear winner: keep the live policy",
              "insufficient_evidence": "insufficient evidence", "keep_live": "keep the live policy"}
 VERDICTS = {"better": "better beyond the margin", "cheaper": "cheaper beyond the margin",
-            "below_margin": "better, but below the margin", "within_uncertainty": "no difference beyond the uncertainty",
+            "below_margin": "a gain too small to act on (below the margin)", "within_uncertainty": "no difference beyond the uncertainty",
             "worse": "worse", "leans_on_imputation": "leans on imputation"}
 
 

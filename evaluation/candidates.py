@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from retrylens.errors import CandidateError, PolicyError
-from retrylens.sdk.policy import RetryPolicy, parse_policy
+from retrylens.sdk.policy import ALLOWANCE_FIELDS, RetryPolicy, parse_policy
 
 
 @dataclass(frozen=True)
@@ -39,11 +39,22 @@ def deep_merge(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
 
 
 def overlay(live: RetryPolicy, changes: dict[str, Any], *, source: str) -> RetryPolicy:
-    """``live`` with ``changes`` merged in, validated; no shadow section inherited."""
+    """``live`` with ``changes`` merged in, validated; no shadow section inherited.
+
+    A ``budget`` change that names ``max_attempts`` and none of the allowance fields is a
+    fixed count of attempts, as :class:`~retrylens.sdk.policy.TaskBudget` reads such a
+    budget: the live allowance fields are not inherited. Merged, they turned the count into
+    a cap over the live allowance, so ``max_attempts: 8`` over a live ``max_attempts: 5``
+    changed the field and not one attempt.
+    """
     base = live.model_dump(mode="json")
     base.pop("shadow", None)
     if isinstance(changes, dict) and set(changes) == {"policy"}:
         changes = changes["policy"]
+    budget = changes.get("budget") if isinstance(changes, dict) else None
+    if (isinstance(budget, dict) and budget.get("max_attempts") is not None
+            and not any(name in budget for name in ALLOWANCE_FIELDS) and isinstance(base.get("budget"), dict)):
+        base["budget"] = {k: v for k, v in base["budget"].items() if k not in ALLOWANCE_FIELDS}
     return parse_policy(deep_merge(base, changes), source=source)
 
 

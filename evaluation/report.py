@@ -93,17 +93,33 @@ class Margins:
                 raise ValueError(f"margin {name} must be a number in [0, 1), got {value!r}")
 
 
+#: Each verdict in words, as the CLI line, the HTML report and the dashboard print it.
+VERDICT_WORDS = {"better": "better beyond the margin", "cheaper": "cheaper beyond the margin",
+                 "below_margin": "a gain too small to act on (below the margin)",
+                 "within_uncertainty": "no difference beyond the uncertainty", "worse": "worse",
+                 "leans_on_imputation": "leans on imputation"}
+
+
+def pct(value: float) -> str:
+    """A signed percentage; one more decimal where one would print a non-zero value as ``+0.0%``
+    (below 0.005 % it prints ``+0.00%``: less than one task in 10,000)."""
+    digits = 1
+    while digits < 2 and value and round(abs(value) * 100, digits) == 0:
+        digits += 1
+    return f"{value:+.{digits}%}"
+
+
 def _verdict(p: dict[str, Any], live_cost: float, margins: Margins) -> tuple[str, str, float]:
     """``(verdict, why, score)`` of one candidate against the live policy."""
     d = p["diff_vs_live"]
     success, cost = d["success"], d["cost_usd"]
-    ci = f"95 % CI {success['lo']:+.1%} … {success['hi']:+.1%}"
+    ci = f"95 % CI {pct(success['lo'])} … {pct(success['hi'])}"
     cost_ci = f"95 % CI {cost['lo']:+.5f} … {cost['hi']:+.5f}"
     if p["imputed_share"] > MAX_IMPUTED_SHARE:
         return ("leans_on_imputation", f"{p['imputed_share']:.0%} of its tasks are imputed "
                 f"(more than {MAX_IMPUTED_SHARE:.0%})", 0.0)
     if success["lo"] >= margins.success:
-        return ("better", f"success rate {success['value']:+.1%} ({ci}) clears the {margins.success:.1%} margin, "
+        return ("better", f"success rate {pct(success['value'])} ({ci}) clears the {margins.success:.1%} margin, "
                 f"at cost per task {cost['value']:+.5f} USD", 1.0 + success["lo"])
     saving = margins.cost_share * abs(live_cost)
     if success["lo"] > -margins.success_tolerance and cost["hi"] <= -saving and cost["hi"] < 0:
@@ -111,11 +127,11 @@ def _verdict(p: dict[str, Any], live_cost: float, margins: Margins) -> tuple[str
                 f"{margins.cost_share:.0%} of the live cost with no measurable loss of success ({ci})",
                 -cost["hi"] / max(abs(live_cost), 1e-12))
     if success["lo"] > 0:
-        return ("below_margin", f"success rate {success['value']:+.1%} ({ci}): better, but the CI's lower bound "
-                f"is below the {margins.success:.1%} margin", 0.0)
+        return ("below_margin", f"success rate {pct(success['value'])} ({ci}): above zero, but the CI's lower "
+                f"bound is below the {margins.success:.1%} margin", 0.0)
     if success["hi"] < 0:
-        return ("worse", f"success rate {success['value']:+.1%} ({ci})", 0.0)
-    return ("within_uncertainty", f"success rate {success['value']:+.1%} ({ci}) and cost per task "
+        return ("worse", f"success rate {pct(success['value'])} ({ci})", 0.0)
+    return ("within_uncertainty", f"success rate {pct(success['value'])} ({ci}) and cost per task "
             f"{cost['value']:+.5f} USD ({cost_ci}): no difference beyond the uncertainty", 0.0)
 
 
@@ -229,5 +245,5 @@ def recommendation_lines(report: dict[str, Any]) -> list[str]:
     for c in report.get("candidates", []):
         v = verdicts.get(c["name"], {})
         lines.append(f"  candidate {c['name']}: {describe_changes(c.get('changes', []), limit=20)}"
-                     + (f"; {v['verdict']}: {v['why']}" if v else ""))
+                     + (f"; {VERDICT_WORDS.get(v['verdict'], v['verdict'])}: {v['why']}" if v else ""))
     return lines

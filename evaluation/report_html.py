@@ -122,7 +122,7 @@ def _shadow_section(shadow: dict[str, Any] | None) -> str:
 
 
 VERDICTS = {"better": "better beyond the margin", "cheaper": "cheaper beyond the margin",
-            "below_margin": "better, but below the margin", "within_uncertainty": "no difference beyond the uncertainty",
+            "below_margin": "a gain too small to act on (below the margin)", "within_uncertainty": "no difference beyond the uncertainty",
             "worse": "worse", "leans_on_imputation": "leans on imputation"}
 
 

@@ -9,6 +9,9 @@ from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from retrylens.analytics import classifier as clf
 from retrylens.analytics.training import trace_examples
+from retrylens.analytics.word_features import SCOPE_WORDS
+
+STOP = ENGLISH_STOP_WORDS - SCOPE_WORDS  # scope words ("every", "all") are features since v5
 
 SAMPLE = Path(__file__).resolve().parents[1] / "fixtures" / "agent_traces_sample.jsonl"
 REAL = Path(__file__).resolve().parents[3] / "shared" / "data" / "agent_traces" / "dev.jsonl"
@@ -36,7 +39,7 @@ def test_top_features_on_the_dev_traces_have_no_stop_words_and_no_single_documen
     top = _word_features(model, rows)
     words = [name for name in top if name.startswith(("tok:", "kw:"))]
     assert words, top  # the text does carry weight among the strongest features
-    stop = [name for name in words if set(name.partition(":")[2].split()) & ENGLISH_STOP_WORDS]
+    stop = [name for name in words if set(name.partition(":")[2].split()) & STOP]
     assert not stop, stop
     rare = [name for name in words if _tasks_with(name, examples, rows) < 2]
     assert not rare, rare
@@ -45,7 +48,7 @@ def test_top_features_on_the_dev_traces_have_no_stop_words_and_no_single_documen
 def test_a_word_of_one_training_task_gets_no_weight_and_stop_words_are_never_features():
     examples = trace_examples(SAMPLE)
     rows = [e.as_model_input() for e in examples]
-    assert not any(set(k.partition(":")[2].split()) & ENGLISH_STOP_WORDS for r in rows for k in r
+    assert not any(set(k.partition(":")[2].split()) & STOP for r in rows for k in r
                    if k.startswith(("tok:", "kw:")))
     model = clf.fit_in_memory(rows, [e.label for e in examples], groups=[e.group for e in examples],
                               text_features=True, c=1.0, size_scale=1.0)
@@ -58,4 +61,4 @@ def test_a_word_of_one_training_task_gets_no_weight_and_stop_words_are_never_fea
 
 def test_stored_keywords_that_are_stop_words_are_dropped():
     features = {"kw:every": True, "kw:since": True, "kw:chargeback": True, "agent": "support-agent"}
-    assert set(clf.feature_dict(features)) == {"kw:chargeback", "agent=support-agent"}
+    assert set(clf.feature_dict(features)) == {"kw:every", "kw:chargeback", "agent=support-agent"}

@@ -92,7 +92,7 @@ def test_a_lower_bound_at_zero_is_within_the_uncertainty_not_better() -> None:
 def test_an_upper_bound_at_zero_is_within_the_uncertainty_not_worse() -> None:
     rec = _decide(_policy("touching", (-0.02, -0.04, 0.0)), _policy("below", (-0.02, -0.04, -1e-9)))
     assert _verdicts(rec) == ["within_uncertainty", "worse"]
-    assert rec["candidates"][1]["why"] == "success rate -2.0% (95 % CI -4.0% … -0.0%)"
+    assert rec["candidates"][1]["why"] == "success rate -2.0% (95 % CI -4.0% … -0.00%)"
 
 
 def test_a_zero_margin_adopts_any_gain_whose_bound_is_not_below_zero() -> None:
