@@ -33,6 +33,21 @@ TARGETS: dict[str, Target] = {
             "tests/sdk/test_sdk_stories.py",
         ),
     ),
+    # session 9: a user's error wrapped around a provider failure is classified by that failure
+    "wrapped_classify": Target(
+        "sdk/sanitizer.py",
+        ("classify", "_provider_error_behind"),
+        (
+            "tests/sdk/test_provider_error_behind_user_error.py",
+            "tests/sdk/test_classify_guarantees.py",
+            "tests/sdk/test_classify_by_name.py",
+        ),
+    ),
+    "wrapped_behind": Target(
+        "sdk/http_resends.py",
+        ("provider_error_behind",),
+        ("tests/sdk/test_provider_error_behind_user_error.py",),
+    ),
     "cards": Target(
         "sdk/sanitizer.py", ("_luhn_ok", "_card"), ("tests/sdk/test_sdk_redaction.py",)
     ),
