@@ -393,3 +393,13 @@ EQUIVALENT.update(
         )
     }
 )
+EQUIVALENT.update(
+    {
+        (
+            "sdk/sanitizer.py",
+            "_provider_error_behind",
+            "core/ReplaceBinaryOperator_BitOr_BitAnd",
+            "def _provider_error_behind(exc: BaseException) -> BaseException & None:",
+        ): _SANITIZER_ANNOTATION,
+    }
+)

@@ -20,7 +20,7 @@ import pytest
 from fake_provider import RATE_LIMITED, FakeProvider, Reply, openai_completion
 
 from retrylens.schemas import ErrorType, EventKind, TaskOutcome
-from retrylens.sdk import Governor
+from retrylens.sdk import Failure, Governor
 from retrylens.testing import CapturedEvents, capture_events
 
 HI = [{"role": "user", "content": "hi"}]
@@ -152,3 +152,42 @@ def test_under_tenacity_hooks_a_user_error_from_the_clients_last_error_is_typed_
         assert fake.count == 4  # the client's call: 3 tries; tenacity's second call: the answer
         failed = captured.of_kind(EventKind.ATTEMPT_FAILED)
         assert [e.error_type for e in failed] == [ErrorType.RATE_LIMIT] * 3
+
+
+def test_a_user_error_raised_from_a_kept_provider_error_after_the_except_is_typed_by_the_429() -> None:
+    """``raise X from e`` outside the ``except`` sets only ``__cause__``: still followed."""
+    with FakeProvider(SCRIPT) as fake, capture_events() as captured:
+        client = openai.OpenAI(base_url=f"{fake.url}/v1", api_key="sk-test")
+
+        def ask() -> str:
+            kept: openai.APIError | None = None
+            try:
+                answer = client.chat.completions.create(model="m", messages=HI)
+            except openai.APIError as e:
+                kept = e
+            if kept is not None:
+                raise LLMFailed("llm failed") from kept
+            return answer.choices[0].message.content or ""
+
+        governor = virtual_governor(captured)
+        assert governor.call(ask, goal="g", agent="a", dependency="openai") == "shipped"
+        assert_two_rate_limits_then_the_answer(fake, captured)
+
+
+def test_a_failure_the_user_types_explicitly_is_kept_over_the_provider_error_behind_it() -> None:
+    """The user said what the failure is (a ``Failure``): the 429 behind it does not retype it."""
+    with FakeProvider(SCRIPT) as fake, capture_events() as captured:
+        client = openai.OpenAI(base_url=f"{fake.url}/v1", api_key="sk-test")
+
+        def ask() -> str:
+            try:
+                answer = client.chat.completions.create(model="m", messages=HI)
+            except openai.APIError as e:
+                raise Failure(ErrorType.LOGIC, "the agent's plan was wrong", code="PlanWrong") from e
+            return answer.choices[0].message.content or ""
+
+        governor = virtual_governor(captured)
+        with pytest.raises(Exception):  # noqa: B017,PT011 - a logic failure is not retried to success here
+            governor.call(ask, goal="g", agent="a", dependency="openai")
+        failed = captured.of_kind(EventKind.ATTEMPT_FAILED)
+        assert failed and {(e.error_type, e.error_detail.code) for e in failed} == {(ErrorType.LOGIC, "PlanWrong")}
