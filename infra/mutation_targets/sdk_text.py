@@ -403,3 +403,26 @@ EQUIVALENT.update(
         ): _SANITIZER_ANNOTATION,
     }
 )
+_IDENTITY_EQ = "neither exceptions nor httpx responses define __eq__: == is identity for them, as is"
+EQUIVALENT.update(
+    {
+        (
+            "sdk/http_resends.py",
+            "provider_error_behind",
+            "core/ReplaceBinaryOperator_BitOr_BitAnd",
+            "def provider_error_behind(error: BaseException) -> BaseException & None:",
+        ): _SANITIZER_ANNOTATION,
+        (
+            "sdk/http_resends.py",
+            "provider_error_behind",
+            "core/ReplaceComparisonOperator_Is_Eq",
+            "return None if link == error else link  # ``error`` itself: it is the provider's failure",
+        ): _IDENTITY_EQ,
+        (
+            "sdk/http_resends.py",
+            "provider_error_behind",
+            "core/ReplaceComparisonOperator_Is_Eq",
+            "if response is not None and seen.get(id(response)) == response:",
+        ): _IDENTITY_EQ,
+    }
+)
