@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
 import orjson
 from factories import make_event
 
@@ -46,8 +45,9 @@ def test_each_line_is_its_validated_event_after_its_position() -> None:
 
 
 def test_input_features_are_written_as_the_native_road_stores_them() -> None:
+    # the locked orjson writes 1e+18 where msgspec writes 1e18; at the lowest allowed orjson
+    # (3.10.1) both write 1e18, so there this test tells the roads apart by nothing more
     text = b'"input_features":' + orjson.dumps(FEATURES) + b","
-    assert msgspec.json.encode(FEATURES) not in text  # msgspec alone would write 1e18
     strict, lax = _lines([WITH_FEATURES, LAX])
     assert text in strict and text in lax
 
