@@ -53,11 +53,12 @@ TARGETS: dict[str, Target] = {
     ),
     "recommendation": Target(
         "evaluation/report.py",
-        ("_evidence", "__post_init__", "_verdict", "recommend"),
+        ("_evidence", "__post_init__", "_verdict", "recommend", "pct"),
         (
             "--noconftest",
             "tests/evaluation/test_eval_recommend.py",
             "tests/evaluation/test_recommend_guarantees.py",
+            "tests/evaluation/test_recommend_wording.py",
         ),
     ),
 }
