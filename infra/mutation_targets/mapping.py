@@ -229,8 +229,8 @@ _SHARE = (
 )
 _LOSING_LINES = (
     'f"(more than {MAX_IMPUTED_SHARE:.0%})", SCORE)',
-    'f"is below the {margins.success:.1%} margin", SCORE)',
-    'return ("worse", f"success rate {success[\'value\']:+.1%} ({ci})", SCORE)',
+    'f"bound is below the {margins.success:.1%} margin", SCORE)',
+    'return ("worse", f"success rate {pct(success[\'value\'])} ({ci})", SCORE)',
     "f\"{cost['value']:+.5f} USD ({cost_ci}): no difference beyond the uncertainty\", SCORE)",
 )
 EQUIVALENT.update(
@@ -285,5 +285,21 @@ EQUIVALENT.update(
             "def recommend(policies: list[dict[str, Any]], margins: Margins & None = None) -> "
             "dict[str, Any]:",
         ): "an annotation: a string under `from __future__ import annotations`, never evaluated",
+    }
+)
+EQUIVALENT.update(
+    {
+        (
+            "evaluation/report.py",
+            "pct",
+            "core/ReplaceComparisonOperator_Eq_LtE",
+            "while digits < 2 and value and round(abs(value) * 100, digits) <= 0:",
+        ): "a rounded absolute value is never below zero: <= 0 is == 0",
+        (
+            "evaluation/report.py",
+            "pct",
+            "core/ReplaceComparisonOperator_Lt_NotEq",
+            "while digits != 2 and value and round(abs(value) * 100, digits) == 0:",
+        ): "digits starts at 1 and grows by one to at most 2: != 2 is < 2",
     }
 )

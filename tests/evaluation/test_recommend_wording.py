@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from retrylens.dashboard.report_view import candidate_rows
-from retrylens.evaluation.report import recommend, recommendation_lines
+from retrylens.evaluation.report import pct, recommend, recommendation_lines
 from retrylens.evaluation.report_html import _candidates_section
 
 CHANGES = [{"field": "caps.timeout", "live": 3, "candidate": 5}]
@@ -74,3 +74,11 @@ def test_the_three_readers_word_every_verdict_alike() -> None:
     from retrylens.evaluation.report_html import VERDICTS as HTML
 
     assert VERDICT_WORDS == HTML == DASHBOARD
+
+
+def test_a_percentage_gets_a_second_decimal_exactly_when_one_decimal_would_print_zero() -> None:
+    assert pct(0.000496) == "+0.05%"  # 0.0496 % would print as +0.0%
+    assert pct(-0.000496) == "-0.05%"
+    assert pct(0.000503) == "+0.1%"  # 0.0503 % prints as +0.1% with one decimal already
+    assert pct(0.00004) == "+0.00%"  # below 0.005 %: less than one task in 10,000
+    assert pct(0.0) == "+0.0%" and pct(0.0123) == "+1.2%"
