@@ -309,6 +309,14 @@ EQUIVALENT.update(
             ),
             (
                 "_name_at",
+                "core/ReplaceComparisonOperator_Gt_NotEq",
+                'if end != i and "C" in kinds:',
+                "`_run_end(text, words, i)` never returns less than `i`: it starts at `i` and "
+                "only moves to `_past_particles(..., end + 1)`, which is past `end`; so "
+                "`end > i` is `end != i`",
+            ),
+            (
+                "_name_at",
                 "core/ReplaceComparisonOperator_Eq_Is",
                 'if _gap(text, words, i) == ", " and kind is "C" and words[i + 1][2] == "C":',
                 _INTERNED_KIND,
@@ -403,7 +411,9 @@ EQUIVALENT.update(
         ): _SANITIZER_ANNOTATION,
     }
 )
-_IDENTITY_EQ = "neither exceptions nor httpx responses define __eq__: == is identity for them, as is"
+_IDENTITY_EQ = (
+    "neither exceptions nor httpx responses define __eq__: == is identity for them, as is"
+)
 EQUIVALENT.update(
     {
         (
