@@ -16,10 +16,24 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from store_template import open_copied_store
+import threadpoolctl
 
-from retrylens.config import Settings, load_settings
-from retrylens.store import EventStore
+# One BLAS/OpenMP thread per test process. CI runs two pytest-xdist workers on two cores;
+# with OpenBLAS's default of a thread per core, the classifier's many small fits (a few
+# dozen rows, thousands of word features) spend most of their CPU in threads spinning for
+# each other: one `train_from_traces` of the 40-trace sample took 11.7 s of CPU, 2.2 s with
+# one thread. The variables reach the libraries loaded later and every subprocess a test
+# starts (the CLI, the demo, the server); threadpoolctl limits those a pytest plugin has
+# already loaded (numpy's). A variable set by the caller is kept.
+for _threads in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_threads, "1")
+threadpoolctl.threadpool_limits(int(os.environ["OPENBLAS_NUM_THREADS"]), user_api="blas")
+threadpoolctl.threadpool_limits(int(os.environ["OMP_NUM_THREADS"]), user_api="openmp")
+
+from store_template import open_copied_store  # noqa: E402
+
+from retrylens.config import Settings, load_settings  # noqa: E402
+from retrylens.store import EventStore  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -90,8 +104,10 @@ def kafka_bootstrap() -> str:
     bootstrap = os.environ.get("RETRYLENS_TEST_KAFKA", DEFAULT_TEST_KAFKA)
     ready_file = _kafka_ready_file()
     if ready_file is not None and not ready_file.exists():
-        pytest.fail(f"the Kafka broker that infra/test.sh starts is not ready (no {ready_file}); "
-                    "its start log follows the test report")
+        pytest.fail(
+            f"the Kafka broker that infra/test.sh starts is not ready (no {ready_file}); "
+            "its start log follows the test report"
+        )
     if not _reachable(bootstrap):
         pytest.fail(
             f"no Kafka broker at {bootstrap}: start one with `bash infra/kafka/kafka.sh start` "
