@@ -12,7 +12,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -68,6 +68,32 @@ def store(settings: Settings) -> Iterator[EventStore]:
     event_store = open_copied_store(settings)
     yield event_store
     event_store.client.command(f"DROP DATABASE IF EXISTS `{settings.clickhouse_database}`")
+
+
+@pytest.fixture(scope="module")
+def module_stores(tmp_path_factory: pytest.TempPathFactory, chdb_path: Path) -> Iterator[Callable[[], EventStore]]:
+    """Makes migrated stores that live until the module's last test (each dropped then).
+
+    For cases that only read what one set-up wrote: one store loaded (and sealed) once and
+    read by every case, instead of a copy, a load and a seal per case.
+    """
+    made: list[tuple[EventStore, str]] = []
+
+    def make() -> EventStore:
+        database = _unique("m")
+        settings = load_settings(
+            data_dir=tmp_path_factory.mktemp("module-store"),
+            clickhouse_dsn=f"chdb://{chdb_path}",
+            clickhouse_database=database,
+            kafka_bootstrap_servers="",
+            batch_max_seconds=0.2,
+        )
+        made.append((open_copied_store(settings), database))
+        return made[-1][0]
+
+    yield make
+    for event_store, database in made:
+        event_store.client.command(f"DROP DATABASE IF EXISTS `{database}`")
 
 
 def _reachable(bootstrap: str) -> bool:
