@@ -71,7 +71,9 @@ def store(settings: Settings) -> Iterator[EventStore]:
 
 
 @pytest.fixture(scope="module")
-def module_stores(tmp_path_factory: pytest.TempPathFactory, chdb_path: Path) -> Iterator[Callable[[], EventStore]]:
+def module_stores(
+    tmp_path_factory: pytest.TempPathFactory, chdb_path: Path
+) -> Iterator[Callable[[], EventStore]]:
     """Makes migrated stores that live until the module's last test (each dropped then).
 
     For cases that only read what one set-up wrote: one store loaded (and sealed) once and
@@ -163,10 +165,12 @@ def kafka_settings(settings: Settings, kafka_bootstrap: str) -> Settings:
 # worker sits idle while the other finishes a long module it began late.
 LONG_MODULES = (
     "tests/foundation/test_kafka_pipeline.py",
+    "tests/api/test_cli_beside_server.py",
     "tests/foundation/test_demo.py",
     "tests/foundation/test_kafka_sasl.py",
     "tests/foundation/test_consumer_group.py",
     "tests/analytics/test_analytics_levels.py",
+    "tests/dashboard/test_dashboard_layout_browser.py",
     "tests/evaluation/test_eval_ground_truth.py",
     "tests/analytics/test_analytics_classifier.py",
     "tests/analytics/test_truth_harness.py",
@@ -175,6 +179,12 @@ LONG_MODULES = (
     "tests/api/test_api_schemathesis.py",
     "tests/evaluation/test_rules_vectorised.py",
     "tests/dashboard/test_dashboard_pages.py",
+    # Heavy but few tests, so ordered by size they came last (a one-test module at 163rd of
+    # 172): session 9's ranking of the loaded run put them in its top 20.
+    "tests/dashboard/test_dashboard_browser.py",
+    "tests/foundation/test_store.py",
+    "tests/api/test_otlp_attempts.py",
+    "tests/api/test_api_precheck.py",
 )
 
 
