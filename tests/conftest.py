@@ -12,14 +12,28 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from store_template import open_copied_store
+import threadpoolctl
 
-from retrylens.config import Settings, load_settings
-from retrylens.store import EventStore
+# One BLAS/OpenMP thread per test process. CI runs two pytest-xdist workers on two cores;
+# with OpenBLAS's default of a thread per core, the classifier's many small fits (a few
+# dozen rows, thousands of word features) spend most of their CPU in threads spinning for
+# each other: one `train_from_traces` of the 40-trace sample took 11.7 s of CPU, 2.2 s with
+# one thread. The variables reach the libraries loaded later and every subprocess a test
+# starts (the CLI, the demo, the server); threadpoolctl limits those a pytest plugin has
+# already loaded (numpy's). A variable set by the caller is kept.
+for _threads in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_threads, "1")
+threadpoolctl.threadpool_limits(int(os.environ["OPENBLAS_NUM_THREADS"]), user_api="blas")
+threadpoolctl.threadpool_limits(int(os.environ["OMP_NUM_THREADS"]), user_api="openmp")
+
+from store_template import open_copied_store  # noqa: E402
+
+from retrylens.config import Settings, load_settings  # noqa: E402
+from retrylens.store import EventStore  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -56,6 +70,34 @@ def store(settings: Settings) -> Iterator[EventStore]:
     event_store.client.command(f"DROP DATABASE IF EXISTS `{settings.clickhouse_database}`")
 
 
+@pytest.fixture(scope="module")
+def module_stores(
+    tmp_path_factory: pytest.TempPathFactory, chdb_path: Path
+) -> Iterator[Callable[[], EventStore]]:
+    """Makes migrated stores that live until the module's last test (each dropped then).
+
+    For cases that only read what one set-up wrote: one store loaded (and sealed) once and
+    read by every case, instead of a copy, a load and a seal per case.
+    """
+    made: list[tuple[EventStore, str]] = []
+
+    def make() -> EventStore:
+        database = _unique("m")
+        settings = load_settings(
+            data_dir=tmp_path_factory.mktemp("module-store"),
+            clickhouse_dsn=f"chdb://{chdb_path}",
+            clickhouse_database=database,
+            kafka_bootstrap_servers="",
+            batch_max_seconds=0.2,
+        )
+        made.append((open_copied_store(settings), database))
+        return made[-1][0]
+
+    yield make
+    for event_store, database in made:
+        event_store.client.command(f"DROP DATABASE IF EXISTS `{database}`")
+
+
 def _reachable(bootstrap: str) -> bool:
     host, port = bootstrap.split(",")[0].rsplit(":", 1)
     try:
@@ -90,8 +132,10 @@ def kafka_bootstrap() -> str:
     bootstrap = os.environ.get("RETRYLENS_TEST_KAFKA", DEFAULT_TEST_KAFKA)
     ready_file = _kafka_ready_file()
     if ready_file is not None and not ready_file.exists():
-        pytest.fail(f"the Kafka broker that infra/test.sh starts is not ready (no {ready_file}); "
-                    "its start log follows the test report")
+        pytest.fail(
+            f"the Kafka broker that infra/test.sh starts is not ready (no {ready_file}); "
+            "its start log follows the test report"
+        )
     if not _reachable(bootstrap):
         pytest.fail(
             f"no Kafka broker at {bootstrap}: start one with `bash infra/kafka/kafka.sh start` "
@@ -121,10 +165,12 @@ def kafka_settings(settings: Settings, kafka_bootstrap: str) -> Settings:
 # worker sits idle while the other finishes a long module it began late.
 LONG_MODULES = (
     "tests/foundation/test_kafka_pipeline.py",
+    "tests/api/test_cli_beside_server.py",
     "tests/foundation/test_demo.py",
     "tests/foundation/test_kafka_sasl.py",
     "tests/foundation/test_consumer_group.py",
     "tests/analytics/test_analytics_levels.py",
+    "tests/dashboard/test_dashboard_layout_browser.py",
     "tests/evaluation/test_eval_ground_truth.py",
     "tests/analytics/test_analytics_classifier.py",
     "tests/analytics/test_truth_harness.py",
@@ -133,6 +179,12 @@ LONG_MODULES = (
     "tests/api/test_api_schemathesis.py",
     "tests/evaluation/test_rules_vectorised.py",
     "tests/dashboard/test_dashboard_pages.py",
+    # Heavy but few tests, so ordered by size they came last (a one-test module at 163rd of
+    # 172): session 9's ranking of the loaded run put them in its top 20.
+    "tests/dashboard/test_dashboard_browser.py",
+    "tests/foundation/test_store.py",
+    "tests/api/test_otlp_attempts.py",
+    "tests/api/test_api_precheck.py",
 )
 
 

@@ -39,6 +39,13 @@ def synthetic_store(store):
     return store
 
 
+@pytest.fixture(scope="module")
+def sample_model():
+    """One fit of the 40-trace sample, shared by the tests that only read the model (each fit
+    runs the grouped cross-validation and its settings search: seconds of CPU)."""
+    return train_from_traces(SAMPLE).model
+
+
 def _beats_baselines(meta):
     model, base = meta["metrics"], meta["baselines"]
     for name in ("base_rate", "input_length"):
@@ -84,8 +91,8 @@ def test_versions_are_saved_and_the_current_model_reloads(settings):
     assert target.versions() == ["v0001", "v0002"]
 
 
-def test_risk_uses_the_shared_feature_function_and_explains_itself():
-    model = train_from_traces(SAMPLE).model
+def test_risk_uses_the_shared_feature_function_and_explains_itself(sample_model):
+    model = sample_model
     features = extract_input_features("Cancel my flight and refund it", agent="airline default gpt-4.1")
     risk = model.risk(features, RiskContext(phase="planning"))
     assert 0.0 < risk < 1.0
@@ -93,8 +100,8 @@ def test_risk_uses_the_shared_feature_function_and_explains_itself():
     assert len(top) == 3 and all(name in feature_dict(features) for name, _ in top)
 
 
-def test_sample_traces_are_scored_with_sane_metrics():
-    model = train_from_traces(SAMPLE).model
+def test_sample_traces_are_scored_with_sane_metrics(sample_model):
+    model = sample_model
     result = evaluate_traces(model, SAMPLE)
     assert result.n == 40 and result.positives == 24
     assert 0.5 < result.roc_auc <= 1.0 and 0.0 <= result.brier < 0.25

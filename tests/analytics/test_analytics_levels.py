@@ -77,11 +77,26 @@ def _corrupt(store, level: int) -> None:
     )
 
 
+@pytest.fixture(scope="module")
+def sealed(module_stores):
+    """``sealed(now)``: (store, seal report) of the event set loaded with duplicates and sealed
+    at ``now``, made once per time and read by every slice's case (they only read)."""
+    made = {}
+
+    def at(now):
+        if now not in made:
+            store = module_stores()
+            load(store, duplicates=True)
+            made[now] = (store, seal_rollups(store, now=now))
+        return made[now]
+
+    return at
+
+
 @pytest.mark.parametrize("now", [PARTLY, ALL, NEXT_DAY])
 @pytest.mark.parametrize("where", WHERES)
-def test_coarser_levels_equal_the_five_minute_level_and_raw(store, monkeypatch, now, where):
-    load(store, duplicates=True)
-    report = seal_rollups(store, now=now)
+def test_coarser_levels_equal_the_five_minute_level_and_raw(sealed, monkeypatch, now, where):
+    store, report = sealed(now)
     assert (report.hours, report.days) == {PARTLY: (1, 0), ALL: (2, 0), NEXT_DAY: (2, 1)}[now]
     readings = _readings(store, where)
     assert readings == approx_rollup(_readings(store, where, "raw"))

@@ -96,11 +96,26 @@ def test_partly_sealed_metrics_match_hand_computed_values(store):
     }
 
 
+@pytest.fixture(scope="module")
+def sealed(module_stores):
+    """``sealed(now)``: the event set loaded with duplicates and sealed at ``now``, made once
+    per time and read by every case of that time (they only read)."""
+    made = {}
+
+    def at(now):
+        if now not in made:
+            made[now] = module_stores()
+            load(made[now], duplicates=True)
+            seal_rollups(made[now], now=now)
+        return made[now]
+
+    return at
+
+
 @pytest.mark.parametrize("now", [PARTLY, ALL])
 @pytest.mark.parametrize("dimension", ["project", "agent", "phase", "error_type", "policy_version"])
-def test_sealed_rollups_equal_raw_for_every_slicing(store, now, dimension):
-    load(store, duplicates=True)
-    seal_rollups(store, now=now)
+def test_sealed_rollups_equal_raw_for_every_slicing(sealed, now, dimension):
+    store = sealed(now)
     assert metrics_by(store, dimension) == approx_rollup(metrics_by(store, dimension, source="raw"))
 
 
@@ -113,9 +128,8 @@ def test_sealed_rollups_equal_raw_for_every_slicing(store, now, dimension):
         ALPHA.with_(agent="coder", error_type=""),
     ],
 )
-def test_sealed_rollups_equal_raw_for_filters(store, where):
-    load(store, duplicates=True)
-    seal_rollups(store, now=PARTLY)
+def test_sealed_rollups_equal_raw_for_filters(sealed, where):
+    store = sealed(PARTLY)
     assert metrics_summary(store, where) == approx_rollup(
         metrics_summary(store, where, source="raw")
     )
