@@ -77,3 +77,20 @@ def test_model_page_over_the_api_on_all_projects_does_not_say_no_precheck_ended(
     infos = [i.value for i in app.info]
     assert not [i for i in infos if i.startswith("No pre-checked task has finished yet")], infos
     assert any(i.startswith("Pick one project") for i in infos), infos
+
+
+def test_model_page_over_the_api_plots_drift_in_the_buckets_the_store_gives(seeded, api_source):
+    """The API road sizes the monitor's buckets as the store road does (the pre-checked tasks
+    ran over hours of the simulated clock), not per day, which showed one point."""
+    import json
+
+    from retrylens.analytics import prechecks
+
+    store, _ = seeded
+    expected = prechecks.calibration_over_time(store, "shop")
+    app = run_page("model", project="shop")
+    assert not app.exception and not app.error
+    assert app.selectbox(key="model_project").value == "shop"
+    drift = json.loads(app.get("plotly_chart")[2].proto.spec)
+    assert drift["layout"]["title"]["text"] == "Risk model on real outcomes over time"
+    assert len(drift["data"][0]["x"]) == len([p for p in expected if p["judged"]]) >= 2
