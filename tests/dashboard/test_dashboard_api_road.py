@@ -94,3 +94,16 @@ def test_model_page_over_the_api_plots_drift_in_the_buckets_the_store_gives(seed
     drift = json.loads(app.get("plotly_chart")[2].proto.spec)
     assert drift["layout"]["title"]["text"] == "Risk model on real outcomes over time"
     assert len(drift["data"][0]["x"]) == len([p for p in expected if p["judged"]]) >= 2
+
+
+def test_reports_page_over_the_api_opens_on_the_policy_report_not_a_shadow_comparison(seeded, api_source):
+    """After `retrylens demo`, `retrylens up` showed one project's live shadow comparison first;
+    the recommendation (the page's point) sat behind the report picker."""
+    reports = api_source.reports()
+    assert any(r.name.startswith("shadow comparison: ") for r in reports)  # the live ones are offered too
+    app = run_page("reports")
+    assert not app.exception and not app.error
+    said = [m.value for m in [*app.success, *app.warning] if m.value.startswith("Recommendation: ")]
+    assert len(said) == 1, [m.value for m in [*app.success, *app.warning, *app.info]]
+    assert not app.selectbox(key="report_pick").format_func(app.selectbox(key="report_pick").value).startswith(
+        "shadow comparison")
