@@ -216,15 +216,27 @@ def auto_bucket_hours(times: Sequence[datetime]) -> int:
     return BUCKET_LADDER_HOURS[-1]
 
 
-def calibration_over_time(store: EventStore, project: str | None, *, days: int = 30,
+#: One project, every project (``None``) or these projects (an API key's).
+Projects = str | Sequence[str] | None
+
+
+def _window_rows(store: EventStore, project: Projects, *, days: int, now: datetime | None) -> list[dict[str, Any]]:
+    """Pre-checks judged in the last ``days`` (by ``at``) of one project, every project or several."""
+    now = now or datetime.now(UTC)
+    start, end = now - timedelta(days=days), now + timedelta(minutes=1)
+    if project is None or isinstance(project, str):
+        return joined_prechecks(store, project=project, start=start, end=end)
+    return [r for name in project for r in joined_prechecks(store, project=name, start=start, end=end)]
+
+
+def calibration_over_time(store: EventStore, project: Projects, *, days: int = 30,
                           bucket_hours: int | None = None, now: datetime | None = None) -> list[dict[str, Any]]:
     """Per time bucket (oldest first): pre-checks, judged, mean risk vs observed, gap, AUC, Brier.
 
     A pre-check falls in the bucket of its judged time ``at`` (its task's start, see
     :func:`joined_prechecks`). ``bucket_hours`` ``None`` (or 0) picks the size from the judged
     pre-checks (:func:`auto_bucket_hours`); every row says the size used (``bucket_hours``)."""
-    now = now or datetime.now(UTC)
-    rows = joined_prechecks(store, project=project, start=now - timedelta(days=days), end=now + timedelta(minutes=1))
+    rows = _window_rows(store, project, days=days, now=now)
     judged = [_judged_at(r) for r in rows if r["failed"] is not None]
     hours = int(bucket_hours) if bucket_hours else auto_bucket_hours(judged or [_judged_at(r) for r in rows])
     size = timedelta(hours=max(1, hours))
@@ -237,12 +249,11 @@ def calibration_over_time(store: EventStore, project: str | None, *, days: int =
             for key, group in sorted(buckets.items())]
 
 
-def advice_vs_outcome(store: EventStore, project: str | None, *, days: int = 30,
+def advice_vs_outcome(store: EventStore, project: Projects, *, days: int = 30,
                       now: datetime | None = None) -> list[dict[str, Any]]:
     """Per advice kind ('none' for no advice) and followed or not: tasks, failure and hand-off
     rates, cost per task. Only pre-checks whose task ended count."""
-    now = now or datetime.now(UTC)
-    rows = joined_prechecks(store, project=project, start=now - timedelta(days=days), end=now + timedelta(minutes=1))
+    rows = _window_rows(store, project, days=days, now=now)
     groups: dict[tuple[str, bool], list[dict[str, Any]]] = {}
     for r in rows:
         if r["failed"] is None or r["applied"] is None:

@@ -141,3 +141,23 @@ def test_a_calibration_drift_rule_judges_the_hour_its_tasks_ran_not_when_they_we
     assert alerting.evaluate_alerts(store, now=answered + timedelta(minutes=5)) == []  # both hours: no new firing
     hours = {p["bucket"]: p["calibration_gap"] for p in prechecks.calibration_over_time(store, "acme", now=answered)}
     assert sorted(round(gap, 6) for gap in hours.values()) == [0.0, 0.9] and len(hours) == 2
+
+
+def test_the_fleet_monitor_pools_the_projects_the_key_reads_and_no_other(app, store):
+    from retrylens.api.auth import local_token
+
+    answered = datetime.now(UTC).replace(microsecond=0)
+    _ran_earlier(store, 2, [False] * 6, answered=answered)  # acme: 6 judged, all failed
+    prechecks.write_prechecks(store, [prechecks.PrecheckRow(
+        precheck_id="pc-globex", ts=answered, project="globex", agent="planner", task_id="g-1",
+        input_fingerprint="f" * 32, risk=0.5, model_version="v1", known_bad=False, advice=())])
+    insert(store, [make_event(project="globex", task_id="g-1", correlation_id="g-1/0", kind="task_finished",
+                              ts=answered - timedelta(hours=2), outcome="succeeded")])
+    with TestClient(app) as http:
+        acme = http.get("/v1/fleet/prechecks/monitor", headers=ACME).json()
+        everyone = http.get("/v1/fleet/prechecks/monitor",
+                            headers={"X-API-Key": local_token(app.state.settings)}).json()
+    assert acme["projects"] == ["acme"] and sum(p["judged"] for p in acme["over_time"]) == 6
+    assert everyone["projects"] == "all" and sum(p["judged"] for p in everyone["over_time"]) == 7
+    assert everyone["over_time"] == [{**p, "bucket": p["bucket"].isoformat()} for p in
+                                     prechecks.calibration_over_time(store, None)]
