@@ -33,7 +33,8 @@ def _count(size: str, raw: Mapping[str, Any] | None) -> str:
     value = (raw or {}).get(size)
     if isinstance(value, bool) or not isinstance(value, int | float):
         return ""
-    return f"{int(value):,} {UNITS.get(size, size)}"
+    unit = UNITS.get(size, size)
+    return f"{int(value):,} {unit.removesuffix('s') if int(value) == 1 else unit}"
 
 
 def describe(name: str, value: float, raw: Mapping[str, Any] | None = None) -> str:

@@ -1,7 +1,7 @@
 """Fleet reads: the first screen's figures over every project the caller's key may read.
 
 ``/v1/fleet/…`` mirrors the per-project reads of :mod:`.reads` (metrics, metrics by
-dimension, trend, failure types, hand-offs, tasks) with the project left open: the local
+dimension, trend, failure types, hand-offs, tasks, the pre-check monitor) with the project left open: the local
 token reads every project, a project key its own. An operator with several projects sees
 their totals in one answer (the dashboard's "All projects") instead of adding up rates,
 which cannot be added. The slice of the answer names the projects it covered.
@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path
+from fastapi import APIRouter, Depends, Path, Query, Request
 
+from retrylens.analytics import prechecks
 from retrylens.analytics.filters import Slice
 from retrylens.analytics.metrics import (
     failure_type_distribution,
@@ -90,3 +91,20 @@ def get_handoffs(store: StoreDep, where: FleetDep, limit: Limit = 50, offset: Of
 def get_tasks(store: StoreDep, where: FleetDep, only_retried: bool = False, limit: Limit = 100,
               offset: Offset = 0) -> list[dict[str, Any]]:
     return plain(task_costs(store, where, only_retried=only_retried, limit=limit, offset=offset))
+
+
+@router.get("/prechecks/monitor",
+            summary="The risk model on real outcomes over time and advice followed vs outcome, over every "
+            "project the key may read")
+def get_precheck_monitor(request: Request, store: StoreDep, who: Principal = Depends(principal),
+                         days: int = Query(30, ge=1, le=400),
+                         bucket_hours: int = Query(0, ge=0, le=24 * 31, description=(
+                             "Hours per point; 0 sizes the buckets to the judged pre-checks (an hour to a week)")),
+                         ) -> dict[str, Any]:
+    """The per-project monitor's figures with the caller's projects pooled (AUC and calibration
+    cannot be averaged over projects, so they are computed on the pooled pre-checks)."""
+    request.app.state.precheck_log.flush()
+    projects = None if who.projects is None else sorted(who.projects)
+    return {"over_time": plain(prechecks.calibration_over_time(store, projects, days=days, bucket_hours=bucket_hours)),
+            "advice": plain(prechecks.advice_vs_outcome(store, projects, days=days)),
+            "projects": "all" if projects is None else projects}

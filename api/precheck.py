@@ -27,6 +27,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
 from prometheus_client import Counter, Histogram
 
 from retrylens.analytics import explain
@@ -163,8 +164,9 @@ class RiskScorer:
             linear = self._linear = LinearRiskScorer(model)
         return linear
 
-    def base_rate(self, project: str, agent: str, *, io: bool = True) -> float | None:
-        """Failed attempts / attempts of this agent over the last week (rollups), if any."""
+    def base_rate(self, project: str, agent: str | None, *, io: bool = True) -> float | None:
+        """Failed attempts / attempts of this agent (``None``: of the whole project) over the last
+        week (rollups), if any."""
 
         def compute() -> float | None:
             start = datetime.now(UTC) - timedelta(days=BASE_RATE_DAYS)
@@ -173,9 +175,26 @@ class RiskScorer:
 
         return self._base_rates.get((project, agent), compute, io=io)
 
+    def unknown(self, project: str, agent: str, *, io: bool = True) -> str:
+        """Words for an answer scored with nothing recorded of its agent or project ('' when both
+        have recent attempts): the model then reads the input alone (an agent's usual input
+        size, its base rate), so the answer says so instead of passing for an informed one."""
+        if self.base_rate(project, agent, io=io) is not None:
+            return ""
+        if self.base_rate(project, None, io=io) is None:
+            return (f"project {project!r} has no recorded attempts in the last {BASE_RATE_DAYS} days: the risk "
+                    "is read from the input alone")
+        return (f"agent {agent!r} has no recorded attempts in project {project!r} in the last {BASE_RATE_DAYS} "
+                "days: scored without its own record (its usual input size, its failure rate)")
+
     def score(self, request: PrecheckRequest, *, io: bool = True) -> tuple[PrecheckResponse, dict[str, Any]]:
-        """The response, and details for the recent-prechecks list."""
+        """The response, and details for the recent-prechecks list.
+
+        An empty (or blank) input is not given to the model: it would read "0 lines, far fewer
+        than usual" as safety. Its risk is the history's, as when no model is trained."""
         loaded = self.current_model(io=io)
+        if not request.task_input.strip():
+            loaded = None
         fingerprint, input_features = task_features(request.task_input, request.agent, "")
         stats = self.history(request.project, fingerprint, io=io)
         similar = self.fingerprints.similar(request.project, fingerprint, content_words(input_features),
@@ -197,15 +216,16 @@ class RiskScorer:
                      for name, value, c in reasons]
             version = loaded.version
             status = model_status(loaded.meta)
+            unknown = self.unknown(request.project, request.agent, io=io)
+            status = f"{status}; {unknown}" if unknown else status
         else:
             risk, contributions = self._without_model(request, stats, io=io)
-            words = [{"feature": name, "contribution": round(value, 4),
-                      "words": f"no model yet: {name.replace('_', ' ')} {value:.0%}"} for name, value in contributions]
             version = "none"
-            status = ("none: no risk model is trained yet (`retrylens train`); the risk is this input's and "
-                      "this agent's failure history" if contributions else
-                      "none: no risk model is trained yet and nothing is known of this input or agent; risk 0 "
-                      "means unknown, not safe")
+            status = _status_without_model(request, bool(contributions))
+            why = "no model yet" if request.task_input.strip() else "empty input"
+            words = [{"feature": name, "contribution": round(value, 4),
+                      "words": f"{why}: {_history_words(name, request.agent)} {value:.0%}"}
+                     for name, value in contributions]
         risk = min(1.0, max(0.0, risk))
         known_bad = hopeless(stats)
         advice = advise(risk, stats, project=request.project, agent=request.agent,
@@ -234,8 +254,37 @@ class RiskScorer:
         return 0.0, []
 
 
+def _history_words(name: str, agent: str) -> str:
+    if name == "agent_base_rate":
+        return f"{agent}'s failure rate over the last {BASE_RATE_DAYS} days"
+    if name == "fingerprint_history":
+        return f"this input's failure rate (smoothed towards {agent}'s)"
+    return name.replace("_", " ")
+
+
+def _status_without_model(request: PrecheckRequest, known: bool) -> str:
+    if not request.task_input.strip():
+        return ("none: the input is empty, so the model has nothing to read; " +
+                ("the risk is this input's and this agent's failure history" if known else
+                 "nothing is known of this agent either; risk 0 means unknown, not safe"))
+    if known:
+        return "none: no risk model is trained yet (`retrylens train`); the risk is this input's and this agent's " \
+               "failure history"
+    return ("none: no risk model is trained yet and nothing is known of this input or agent; risk 0 means unknown, "
+            "not safe")
+
+
+def _blank_names(body: PrecheckRequest) -> None:
+    """A blank project or agent can match nothing recorded (events require both): a 422 naming it."""
+    blank = [name for name in ("project", "agent") if not getattr(body, name).strip()]
+    if blank:
+        raise RequestValidationError([{"loc": ("body", name), "msg": "must not be empty", "type": "value_error"}
+                                      for name in blank])
+
+
 @router.post("/precheck", response_model=PrecheckResponse, summary="Risk of a task before it starts")
 async def precheck(body: PrecheckRequest, request: Request, who: Principal = Depends(principal)) -> PrecheckResponse:
+    _blank_names(body)
     if not who.can_read(body.project):
         raise not_found(body.project)
     scorer: RiskScorer = request.app.state.scorer

@@ -206,7 +206,9 @@ def get_prechecks(request: Request, store: StoreDep, project: ProjectDep, limit:
             summary="The risk model on real outcomes over time (calibration, AUC, Brier) and advice followed vs "
             "outcome")
 def get_precheck_monitor(request: Request, store: StoreDep, project: ProjectDep,
-                         days: int = Query(30, ge=1, le=400), bucket_hours: int = Query(24, ge=1, le=24 * 31),
+                         days: int = Query(30, ge=1, le=400),
+                         bucket_hours: int = Query(0, ge=0, le=24 * 31, description=(
+                             "Hours per point; 0 sizes the buckets to the judged pre-checks (an hour to a week)")),
                          ) -> dict[str, Any]:
     request.app.state.precheck_log.flush()
     return {"over_time": plain(prechecks.calibration_over_time(store, project, days=days, bucket_hours=bucket_hours)),

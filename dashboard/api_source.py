@@ -158,17 +158,19 @@ class ApiSource:
         return self.client.prechecks(project, limit=limit)
 
     def precheck_monitor(self, project: str | None) -> dict[str, Any] | None:
-        if project is None:
-            return None
-        data = self.client.precheck_monitor(project)
+        # None: the fleet route (every project the token reads, pooled); bucket_hours 0: sized to the
+        # data, as on the store road
+        data = self.client.precheck_monitor(project, bucket_hours=0)  # type: ignore[arg-type]
         return {**data, "over_time": [{**r, "bucket": _time(r["bucket"])} for r in data.get("over_time", [])]}
 
     def reports(self, project: str | None = None) -> list[Report]:
+        # the written reports (newest first) open the page: a policy report's recommendation is its
+        # point; each project's live shadow comparison follows
         reports = read_reports(self.reports_dir)
-        for name in reversed(self._each(project)):
+        for name in self._each(project):
             shadow = self.client.shadow_reports(name)
             if shadow.get("available") and isinstance(shadow.get("report"), dict):
-                reports.insert(0, Report(f"shadow comparison: {name} (live)", datetime.now(), shadow["report"]))
+                reports.append(Report(f"shadow comparison: {name} (live)", datetime.now(), shadow["report"]))
         return reports
 
     def _each(self, project: str | None) -> list[str]:

@@ -206,8 +206,12 @@ def precheck_drift(points: Sequence[dict[str, Any]]) -> go.Figure:
     """Per time bucket: mean predicted risk vs observed failure rate, ROC-AUC and Brier score."""
     figure = _figure("Risk model on real outcomes over time")
     x = [p["bucket"] for p in points]
+    # how many outcomes stand behind each point: a bucket of a dozen tasks is a noisy AUC
+    behind = [f"{p.get('judged', 0):,} pre-checked tasks ended, started in this "
+              f"{p.get('bucket_hours', 24)} h" for p in points]
     for name, key in (("mean predicted risk", "mean_risk"), ("observed failure rate", "observed"),
                       ("ROC-AUC", "precheck_auc"), ("Brier score", "precheck_brier")):
-        figure.add_trace(go.Scatter(x=x, y=[p.get(key) for p in points], name=name, mode="lines+markers"))
+        figure.add_trace(go.Scatter(x=x, y=[p.get(key) for p in points], name=name, mode="lines+markers",
+                                    text=behind, hovertemplate="%{y:.3f}<br>%{text}"))
     figure.update_yaxes(range=[0, 1])
     return figure

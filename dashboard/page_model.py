@@ -107,9 +107,11 @@ def _prechecks(source: DataSource) -> None:
                 "followed vs outcome are measured per project.")
     elif judged:
         st.plotly_chart(charts.precheck_drift(judged), key="chart_precheck_drift")
+        hours = judged[0].get("bucket_hours") or 24
         st.caption("The risk model on real outcomes: mean predicted risk vs the observed failure rate (their gap is "
                    "the calibration drift an alert rule can watch, metric `calibration_gap`), ROC-AUC and Brier score "
-                   "of the pre-checks whose tasks ended.")
+                   f"of the pre-checks whose tasks ended, per {hours} h by when each task started "
+                   f"({sum(r['judged'] for r in judged):,} judged; hover a point for how many are behind it).")
     else:
         st.info("No pre-checked task has finished yet: calibration and AUC appear once outcomes are stored.")
     advice = (monitor or {}).get("advice") or []

@@ -150,7 +150,7 @@ def test_the_model_route_names_the_weights_of_the_callers_recent_inputs(client, 
 
 def test_an_empty_input_or_unknown_agent_answers_clearly_and_says_no_model_is_trained(client):
     for body in ({"project": "acme", "agent": "nobody-knows-me", "task_input": ""},
-                 {"project": "acme", "agent": "", "task_input": "   "}):
+                 {"project": "acme", "agent": "a-new-agent", "task_input": "   "}):
         response = client.post("/v1/precheck", json=body, headers=ACME)
         assert response.status_code == 200, response.text
         answer = response.json()
@@ -180,3 +180,43 @@ def test_a_stale_or_foreign_model_says_so_in_the_answer(client, api_settings, se
     old = {"trained_at": (datetime.now(UTC) - timedelta(days=45)).isoformat(), "feature_set": FEATURE_SET_VERSION}
     assert model_status(old).startswith("stale: trained 45 days ago")
     assert model_status({"feature_set": "v1"}).startswith("stale: trained on feature set v1")
+
+
+def test_with_a_model_in_force_an_empty_input_is_not_scored_as_safe(client, api_settings, seeded):
+    """The model scores an empty text by its size features (0 lines, far fewer than usual):
+    a near-zero risk that means "nothing to read", not "safe". The answer says so and
+    gives the agent's own failure rate instead, as when there is no model."""
+    train_from_store(seeded, model_store=ModelStore(models_dir(api_settings)))
+    scored = _ask(client)
+    assert scored["model_version"] == "v0001" and scored["model_status"] == "current"
+    for blank in ("", "  \n\t "):
+        answer = _ask(client, blank)
+        assert answer["model_version"] == "none", answer
+        assert answer["model_status"].startswith("none: the input is empty"), answer["model_status"]
+        assert answer["top_features"] == ["agent_base_rate"]
+        assert answer["risk"] == pytest.approx(client.app.state.scorer.base_rate("acme", "planner"))
+        assert [r["words"] for r in answer["reasons"]][0].startswith("empty input: planner's failure rate")
+
+
+def test_with_a_model_in_force_an_unknown_agent_or_project_is_named_in_the_answer(client, api_settings, seeded):
+    from retrylens.api.auth import local_token
+
+    train_from_store(seeded, model_store=ModelStore(models_dir(api_settings)))
+    ghost = _ask(client, agent="ghost-agent")
+    assert ghost["model_version"] == "v0001" and 0 <= ghost["risk"] <= 1
+    assert ghost["model_status"].startswith("current; ") and "'ghost-agent' has no recorded attempts in project 'acme'" \
+        in ghost["model_status"], ghost["model_status"]
+    everyone = {"X-API-Key": local_token(api_settings)}  # reads every project, so an unknown one is scored
+    body = {"project": "nope", "agent": "planner", "task_input": "Summarise the weekly meeting"}
+    nope = client.post("/v1/precheck", json=body, headers=everyone).json()
+    assert nope["model_status"].startswith("current; ") and "project 'nope' has no recorded attempts" \
+        in nope["model_status"], nope["model_status"]
+    assert _ask(client)["model_status"] == "current"  # a known agent of a known project: nothing to add
+
+
+@pytest.mark.parametrize("field", ["project", "agent"])
+def test_an_empty_project_or_agent_is_a_422_naming_the_field(client, field):
+    body = {"project": "acme", "agent": "planner", "task_input": "x", field: "  "}
+    response = client.post("/v1/precheck", json=body, headers=ACME)
+    assert response.status_code == 422 and f"body.{field}" in response.json()["message"], response.text
+    assert client.get("/v1/projects/acme/prechecks", headers=ACME).json() == []  # nothing stored

@@ -113,3 +113,14 @@ def test_a_bad_precheck_body_is_a_clear_422_naming_the_field(client, body, field
     response = client.post("/v1/precheck", json=body, headers=ACME)
     assert response.status_code == 422, response.text
     assert field in {str(part) for error in response.json()["detail"] for part in error["loc"]}, response.json()
+
+
+def test_a_count_of_one_reads_in_the_singular() -> None:
+    one = {"n_lines": 1, "n_words": 1, "n_chars": 1, "n_numbers": 1, "n_entities": 1}
+    assert explain.describe("size_z:n_lines|agent=triage-agent", -2.0, one) == \
+        "1 line in the input, much fewer than triage-agent's usual"
+    assert [explain.describe(name, 0.0, one) for name in one] == [
+        "1 line in the input", "1 word in the input", "1 character in the input", "1 number in the input",
+        "1 name in the input"]
+    assert explain.describe("n_lines", 0.0, {"n_lines": 0}) == "0 lines in the input"
+    assert explain.describe("n_chars", 0.0, {"n_chars": 1200}) == "1,200 characters in the input"

@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from apitest_support import ACME, insert
+from factories import make_event
 from fastapi.testclient import TestClient
 
 from retrylens.analytics import alerts as alerting
@@ -106,3 +107,57 @@ def test_an_alert_rule_fires_on_calibration_drift(app, seeded):
     assert calm.breached(prechecks.precheck_measures(seeded, project="acme", agent=None,
                                                      start=datetime.now(UTC) - timedelta(hours=1),
                                                      end=datetime.now(UTC) + timedelta(seconds=1))[""])[0] is False
+
+
+def _ran_earlier(store, hour_ago: int, outcomes: list[bool], *, answered: datetime) -> None:
+    """Tasks that ran ``hour_ago`` hours before ``answered`` (task_started, task_finished), each
+    pre-checked at ``answered`` with risk 0.1: a simulated fleet pre-checked in one burst, as the
+    demo does (the API stamps its answer; the tasks carry the simulated clock)."""
+    events, rows = [], []
+    for i, ok in enumerate(outcomes):
+        task_id, at = f"h{hour_ago}-{i:02d}", answered - timedelta(hours=hour_ago, minutes=-i)
+        events += [make_event(task_id=task_id, correlation_id=f"{task_id}/0", kind="task_started", ts=at),
+                   make_event(task_id=task_id, correlation_id=f"{task_id}/0", kind="task_finished", ts=at,
+                              outcome="succeeded" if ok else "failed")]
+        rows.append(prechecks.PrecheckRow(precheck_id=f"pc-{task_id}", ts=answered, project="acme", agent="planner",
+                                          task_id=task_id, input_fingerprint="f" * 32, risk=0.1, model_version="v1",
+                                          known_bad=False, advice=()))
+    insert(store, events)
+    prechecks.write_prechecks(store, rows)
+
+
+def test_a_calibration_drift_rule_judges_the_hour_its_tasks_ran_not_when_they_were_prechecked(store):
+    answered = datetime.now(UTC).replace(microsecond=0)
+    _ran_earlier(store, 3, [False] * 10, answered=answered)  # risk 0.1, all failed: off by 0.9
+    _ran_earlier(store, 1, [True] * 9 + [False], answered=answered)  # risk 0.1, one in ten failed: on the mark
+    rule = alerting.AlertRule(name="risk model drifts", metric="calibration_gap", op=">", threshold=0.3,
+                              window_minutes=60, where=Slice(project="acme"), min_calls=5)
+    alerting.save_rule(store, rule)
+    bad_hour_ends = answered - timedelta(hours=2)
+    (fired,) = alerting.evaluate_alerts(store, now=bad_hour_ends)
+    assert fired.status == "firing" and fired.value == pytest.approx(0.9)
+    (resolved,) = alerting.evaluate_alerts(store, now=answered - timedelta(minutes=1))  # the calm hour
+    assert resolved.status == "resolved" and resolved.value == pytest.approx(0.0)
+    assert alerting.evaluate_alerts(store, now=answered + timedelta(minutes=5)) == []  # both hours: no new firing
+    hours = {p["bucket"]: p["calibration_gap"] for p in prechecks.calibration_over_time(store, "acme", now=answered)}
+    assert sorted(round(gap, 6) for gap in hours.values()) == [0.0, 0.9] and len(hours) == 2
+
+
+def test_the_fleet_monitor_pools_the_projects_the_key_reads_and_no_other(app, store):
+    from retrylens.api.auth import local_token
+
+    answered = datetime.now(UTC).replace(microsecond=0)
+    _ran_earlier(store, 2, [False] * 6, answered=answered)  # acme: 6 judged, all failed
+    prechecks.write_prechecks(store, [prechecks.PrecheckRow(
+        precheck_id="pc-globex", ts=answered, project="globex", agent="planner", task_id="g-1",
+        input_fingerprint="f" * 32, risk=0.5, model_version="v1", known_bad=False, advice=())])
+    insert(store, [make_event(project="globex", task_id="g-1", correlation_id="g-1/0", kind="task_finished",
+                              ts=answered - timedelta(hours=2), outcome="succeeded")])
+    with TestClient(app) as http:
+        acme = http.get("/v1/fleet/prechecks/monitor", headers=ACME).json()
+        everyone = http.get("/v1/fleet/prechecks/monitor",
+                            headers={"X-API-Key": local_token(app.state.settings)}).json()
+    assert acme["projects"] == ["acme"] and sum(p["judged"] for p in acme["over_time"]) == 6
+    assert everyone["projects"] == "all" and sum(p["judged"] for p in everyone["over_time"]) == 7
+    assert everyone["over_time"] == [{**p, "bucket": p["bucket"].isoformat()} for p in
+                                     prechecks.calibration_over_time(store, None)]

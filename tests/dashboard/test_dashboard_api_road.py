@@ -67,13 +67,54 @@ def test_task_view_over_the_api(seeded, api_source):
     assert any("Handed to a human" in i.value for i in app.info)
 
 
-def test_model_page_over_the_api_on_all_projects_does_not_say_no_precheck_ended(seeded, api_source):
-    """Over the API the pre-check monitor is per project; on "All projects" the page must not
-    claim that no pre-checked task has finished when they have (it did, after a demo)."""
+def test_model_page_over_the_api_on_all_projects_plots_the_fleets_drift(seeded, api_source):
+    """On "All projects" (where `retrylens up` opens) the page shows the risk model on every
+    project's outcomes, read from the server's fleet route, as the store road does; it said
+    "Pick one project" and showed no chart."""
+    import json
+
+    from retrylens.analytics import prechecks
+
+    store, _ = seeded
     app = run_page("model")
     assert not app.exception and not app.error
     assert app.selectbox(key="model_project").value == "All projects"
     assert len(app.dataframe) > 0  # the recent pre-checks of every project are listed
     infos = [i.value for i in app.info]
-    assert not [i for i in infos if i.startswith("No pre-checked task has finished yet")], infos
-    assert any(i.startswith("Pick one project") for i in infos), infos
+    assert not [i for i in infos if i.startswith(("No pre-checked task has finished yet", "Pick one project"))], infos
+    drift = json.loads(app.get("plotly_chart")[2].proto.spec)
+    expected = [p for p in prechecks.calibration_over_time(store, None) if p["judged"]]
+    assert len(drift["data"][1]["y"]) == len(expected) >= 3
+    assert drift["data"][1]["y"] == pytest.approx([p["observed"] for p in expected])  # observed failure rate
+    advice = next(f.value for f in app.dataframe if "followed" in f.value.columns)
+    assert advice["tasks"].sum() == sum(a["tasks"] for a in prechecks.advice_vs_outcome(store, None))
+
+
+def test_model_page_over_the_api_plots_drift_in_the_buckets_the_store_gives(seeded, api_source):
+    """The API road sizes the monitor's buckets as the store road does (the pre-checked tasks
+    ran over hours of the simulated clock), not per day, which showed one point."""
+    import json
+
+    from retrylens.analytics import prechecks
+
+    store, _ = seeded
+    expected = prechecks.calibration_over_time(store, "shop")
+    app = run_page("model", project="shop")
+    assert not app.exception and not app.error
+    assert app.selectbox(key="model_project").value == "shop"
+    drift = json.loads(app.get("plotly_chart")[2].proto.spec)
+    assert drift["layout"]["title"]["text"] == "Risk model on real outcomes over time"
+    assert len(drift["data"][0]["x"]) == len([p for p in expected if p["judged"]]) >= 2
+
+
+def test_reports_page_over_the_api_opens_on_the_policy_report_not_a_shadow_comparison(seeded, api_source):
+    """After `retrylens demo`, `retrylens up` showed one project's live shadow comparison first;
+    the recommendation (the page's point) sat behind the report picker."""
+    reports = api_source.reports()
+    assert any(r.name.startswith("shadow comparison: ") for r in reports)  # the live ones are offered too
+    app = run_page("reports")
+    assert not app.exception and not app.error
+    said = [m.value for m in [*app.success, *app.warning] if m.value.startswith("Recommendation: ")]
+    assert len(said) == 1, [m.value for m in [*app.success, *app.warning, *app.info]]
+    assert not app.selectbox(key="report_pick").format_func(app.selectbox(key="report_pick").value).startswith(
+        "shadow comparison")

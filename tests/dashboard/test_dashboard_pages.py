@@ -8,16 +8,20 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from conftest import run_page
 
+from retrylens.analytics import prechecks
 from retrylens.analytics.filters import Slice
 from retrylens.analytics.metrics import metrics_summary, metrics_trend, recent_handoffs
 from retrylens.dashboard import charts as charts_module
 from retrylens.dashboard.filters import Filters
 from retrylens.dashboard.page_overview import merge_handoffs
 from retrylens.dashboard.widgets import pct, usd
+from retrylens.store.sql import query_rows
 
 pytestmark = pytest.mark.clickhouse
 
@@ -275,6 +279,54 @@ def test_model_page_explains_a_precheck_and_words_the_strongest_features(seeded,
         assert list(_frame(app, "evidence")["evidence"]) == [a["evidence"] for a in advice]
     else:
         assert any(i.value.startswith("No advice was given") for i in app.info)
+
+
+def _task_starts(store, task_ids: list[str]) -> dict[str, datetime]:
+    """When each task started (its first stored event), read from the events, not the monitor."""
+    rows = query_rows(store.client, store.sql("SELECT task_id, min(ts) AS started FROM [[db]].events"
+                                              " WHERE task_id IN {ids:Array(String)} GROUP BY task_id"), {"ids": task_ids})
+    return {r["task_id"]: r["started"].replace(tzinfo=UTC) for r in rows}
+
+
+def test_precheck_drift_is_placed_at_the_hours_the_prechecked_tasks_ran(seeded):
+    """The fixture pre-checks a simulated fleet in one burst, as the demo does: every answer is
+    stamped within seconds, while the tasks ran over hours of the simulated clock. The monitor
+    judges each pre-check at its task's start, so drift shows over those hours."""
+    store, _ = seeded
+    judged = [r for r in prechecks.joined_prechecks(store) if r["failed"] is not None]
+    answered = [r["ts"] for r in judged]
+    assert max(answered) - min(answered) < timedelta(minutes=10)  # one burst of answers
+    started = _task_starts(store, [r["task_id"] for r in judged])
+    points = prechecks.calibration_over_time(store, None)
+    size = timedelta(hours=points[0]["bucket_hours"])
+    origin = datetime(1970, 1, 1, tzinfo=UTC)
+    expected = Counter(origin + size * ((started[r["task_id"]] - origin) // size) for r in judged)
+    assert {p["bucket"]: p["judged"] for p in points} == dict(expected)
+    assert len(points) >= 3 and points[-1]["bucket"] - points[0]["bucket"] >= 2 * size
+    for p in points:  # each bucket judged on its own tasks only
+        own = [r for r in judged if origin + size * ((started[r["task_id"]] - origin) // size) == p["bucket"]]
+        assert p["observed"] == pytest.approx(sum(bool(r["failed"]) for r in own) / len(own))
+
+
+def test_precheck_drift_reads_the_same_over_the_api_and_on_the_model_page(seeded, seeded_source):
+    from fastapi.testclient import TestClient
+
+    from retrylens.api.app import create_app
+    from retrylens.api.auth import local_token
+
+    store, settings = seeded
+    direct = prechecks.calibration_over_time(store, "shop")
+    assert len(direct) >= 2
+    with TestClient(create_app(settings, store), headers={"X-API-Key": local_token(settings)}) as http:
+        over_api = http.get("/v1/projects/shop/prechecks/monitor").json()["over_time"]
+    assert [(datetime.fromisoformat(p["bucket"]), p["judged"]) for p in over_api] == [
+        (p["bucket"], p["judged"]) for p in direct]
+    app = run_page("model")
+    _no_errors(app)
+    drift = _charts(app)[2]
+    assert drift["layout"]["title"]["text"] == "Risk model on real outcomes over time"
+    shown = {x for trace in drift["data"] for x in trace["x"]}
+    assert len(shown) == len(prechecks.calibration_over_time(store, None)) >= 3
 
 
 def test_model_page_without_a_model(empty_source):
