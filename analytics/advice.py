@@ -8,8 +8,9 @@ stored history shows it pays for such inputs, and every answer carries the evide
 - ``human_review`` (before spending) — the input itself failed every earlier time
   (at least :data:`MIN_FINGERPRINT_TASKS` tasks, or one when the risk is at least the
   ``human_review_threshold`` setting; all failed or handed off, with failure classes that
-  retries do not fix): running it again buys nothing a person would not have to redo. A
-  risk alone never sends a task to a person.
+  retries do not fix — for the one-task case also not a class this agent's retries clearly
+  recovered from, :meth:`AgentEvidence.retries_fix`): running it again buys nothing a person
+  would not have to redo. A risk alone never sends a task to a person.
 - ``degrade_first`` (simplified mode from the first attempt) — the input is riskier than
   its agent's usual task (risk ≥ :func:`degrade_bar`: 1.5 × the agent's own failure rate,
   within 5-20 %; a fixed 0.2 never reached the agents that rarely fail), in this agent's history a
@@ -137,10 +138,18 @@ class AgentEvidence:
     def price_of_success(self) -> float | None:
         return self.spent / self.succeeded if self.succeeded else None
 
-    def degrade_helps(self) -> tuple[bool, str]:
-        """Simplified retries clearly succeeded more often, and what they cost to finish is paid:
-        no more than other retries, or than the successes they added are worth at this agent's
-        own price of a success (its spend per succeeded task)."""
+    def degrade_helps(
+        self, own: AgentEvidence | None = None, whose: str = "this history's tasks"
+    ) -> tuple[bool, str]:
+        """Simplified retries clearly succeeded more often, a simplified attempt fails less often
+        than two plain attempts in a row, and what they cost to finish is paid: no more than other
+        retries, or than the successes they added are worth at this agent's own price of a success
+        (its spend per succeeded task).
+
+        ``own``: the agent's own record (``whose`` names it), read for how often its plain tasks
+        fail twice in a row when it holds :data:`MIN_RETRIES` plain retries; how well simplified
+        attempts do may come from a wider history (``self``), how often this agent's tasks fail
+        is its own."""
         if self.relaxed_n < MIN_RETRIES or self.other_n < MIN_RETRIES:
             return False, (
                 f"too few retries after output failures to judge a simplified mode "
@@ -155,18 +164,27 @@ class AgentEvidence:
         )
         if lo <= 0:
             return False, words
-        if self.first_failed is None or not self.tasks:
+        plain = (
+            own
+            if own is not None
+            and own.tasks
+            and own.first_failed is not None
+            and own.other_n >= MIN_RETRIES
+            else self
+        )
+        if plain.first_failed is None or not plain.tasks:
             return (
                 False,
                 words + "; how often first attempts fail was not recorded, so it is not given",
             )
         # Simplified from the first attempt, the loop breaker's one simplification is spent up front:
         # two simplified failures in a row stop the task where the plain run had a third attempt.
-        first, again = self.first_failed / self.tasks, 1 - b
+        first = plain.first_failed / plain.tasks
+        again = 1 - plain.other_ok / plain.other_n
         words += (
             f"; a simplified attempt failed {1 - a:.0%} of the time vs {first * again:.0%} for two plain "
-            f"attempts in a row ({first:.0%} of first attempts failed on the output × {again:.0%} of "
-            f"their retries failed again)"
+            f"attempts in a row on {whose if plain is own else 'this history'} ({first:.0%} of first "
+            f"attempts failed on the output × {again:.0%} of their retries failed again)"
         )
         if 1 - a >= first * again:
             return False, words
@@ -227,6 +245,17 @@ class AgentEvidence:
                     )
                 )
         return out
+
+    def retries_fix(self, classes: list[str]) -> bool:
+        """Whether this agent's retries after one of ``classes`` recovered too often to call an input
+        that failed once with it lost: at least :data:`MIN_CLASS_TASKS` retried, 95 % upper bound of
+        their later success at or above :data:`CLASS_UNRECOVERABLE` (the ``no_retry_of`` test, turned
+        round). A class with no such record says nothing either way."""
+        for cls in classes:
+            retried, recovered = self.classes.get(cls, (0, 0))
+            if retried >= MIN_CLASS_TASKS and _wilson_hi(recovered, retried) >= CLASS_UNRECOVERABLE:
+                return True
+        return False
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -506,11 +535,15 @@ def _candidates(
     human_review_threshold: float,
 ) -> list[tuple[dict[str, Any], dict[str, str]]]:
     """Each kind the history supports for this input: ``(recommendation fields, entry in words)``."""
+    own = AgentEvidence.from_dict(
+        ((book or {}).get("agents") or {}).get(f"{project}/{agent}") or {}
+    )
     failed_once = (
         risk >= human_review_threshold
         and stats.tasks >= 1
         and stats.tasks_failed >= stats.tasks
         and persistence_of(stats.recent_error_types) == "permanent"
+        and not own.retries_fix(stats.recent_error_types)
     )
     if hopeless(stats) or failed_once:
         return [
@@ -525,9 +558,6 @@ def _candidates(
             )
         ]
     out: list[tuple[dict[str, Any], dict[str, str]]] = []
-    own = AgentEvidence.from_dict(
-        ((book or {}).get("agents") or {}).get(f"{project}/{agent}") or {}
-    )
     class_caps = own.class_caps()
     if class_caps:
         out.append(
@@ -543,7 +573,7 @@ def _candidates(
     evidence, level = evidence_for(book, project, agent)
     bar, usual = degrade_bar(own)
     if risk >= bar:
-        helps, words = evidence.degrade_helps()
+        helps, words = evidence.degrade_helps(own, f"{agent}'s own tasks")
         if helps:
             out.append(
                 (

@@ -253,3 +253,55 @@ def test_simplified_mode_first_for_an_input_riskier_than_its_agents_usual_task()
     assert _advise(0.1, book=_book(support=reliable)).kinds == ["degrade_first"]
     assert _advise(0.03, book=_book(support=reliable)).kinds == []  # its usual task
     assert "riskier than" in _advise(0.1, book=_book(support=reliable)).evidence[0]["evidence"]
+
+
+def test_how_often_an_agents_plain_tasks_fail_twice_is_read_from_its_own_tasks() -> None:
+    """How well a simplified attempt does may be borrowed from other agents when this one has too
+    few simplified retries, but how often *its* plain tasks fail their first two attempts is its
+    own: the default fleet's researcher (open-ended asks: 46-59 % of first attempts fail, 55-79 %
+    of retries fail again) borrowed every agent's history, whose first attempts fail 25 %."""
+    researcher = AgentEvidence(
+        relaxed_ok=1,
+        relaxed_n=2,
+        other_ok=7,
+        other_n=34,
+        tasks=71,
+        succeeded=40,
+        spent=1.0,
+        first_failed=33,
+    )
+    others = AgentEvidence(
+        relaxed_ok=30,
+        relaxed_n=40,
+        other_ok=60,
+        other_n=100,
+        relaxed_spent=_spent(0.004, 0.006, times=20),
+        other_spent=_spent(0.008, 0.012, times=50),
+        tasks=400,
+        succeeded=380,
+        spent=4.0,
+        first_failed=60,
+    )
+    book = _book(support=researcher, billing=others)
+    advice = _advise(0.5, book=book)
+    assert advice.kinds == ["degrade_first"]
+    words = advice.evidence[0]["evidence"]
+    assert "project shop's history" in words and "support's own tasks" in words
+    # the same borrowed retries for an agent whose own first attempts rarely fail: not given
+    steady = replace(researcher, first_failed=5, succeeded=68)
+    assert _advise(0.5, book=_book(support=steady, billing=others)).kinds == []
+
+
+def test_an_input_that_failed_once_is_not_handed_off_where_the_agents_retries_fix_its_failure() -> (
+    None
+):
+    """One earlier failure at a high risk sends an input to a person only if retries do not fix
+    that failure class for this agent: the default fleet's researcher (seed 11) handed an
+    open-ended ask that had failed once on validation to a person, where 8 of its 32 tasks
+    retried after a validation failure succeeded, and the task would have succeeded."""
+    once = _stats(tasks=1, failed=1, errors=("validation",))
+    recovers = AgentEvidence(classes={"validation": (32, 8)})
+    assert _advise(0.78, once, book=_book(support=recovers)).kinds == []
+    never = AgentEvidence(classes={"validation": (32, 0)})
+    assert _advise(0.78, once, book=_book(support=never)).kinds == ["human_review"]
+    assert _advise(0.78, once).kinds == ["human_review"]  # no record of that class: as before
