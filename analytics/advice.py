@@ -8,8 +8,8 @@ stored history shows it pays for such inputs, and every answer carries the evide
 - ``human_review`` (before spending) — the input itself failed every earlier time
   (at least :data:`MIN_FINGERPRINT_TASKS` tasks, or one when the risk is at least the
   ``human_review_threshold`` setting; all failed or handed off, with failure classes that
-  retries do not fix — for the one-task case also not a class this agent's retries clearly
-  recovered from, :meth:`AgentEvidence.retries_fix`): running it again buys nothing a person
+  retries do not fix, and none that this agent's retries clearly recovered from,
+  :meth:`AgentEvidence.retries_fix`): running it again buys nothing a person
   would not have to redo. A risk alone never sends a task to a person.
 - ``degrade_first`` (simplified mode from the first attempt) — the input is riskier than
   its agent's usual task (risk ≥ :func:`degrade_bar`: 1.5 × the agent's own failure rate,
@@ -543,9 +543,8 @@ def _candidates(
         and stats.tasks >= 1
         and stats.tasks_failed >= stats.tasks
         and persistence_of(stats.recent_error_types) == "permanent"
-        and not own.retries_fix(stats.recent_error_types)
     )
-    if hopeless(stats) or failed_once:
+    if (hopeless(stats) or failed_once) and not own.retries_fix(stats.recent_error_types):
         return [
             (
                 {"human_review": True, "max_attempts": 1},

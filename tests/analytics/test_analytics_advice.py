@@ -305,3 +305,6 @@ def test_an_input_that_failed_once_is_not_handed_off_where_the_agents_retries_fi
     never = AgentEvidence(classes={"validation": (32, 0)})
     assert _advise(0.78, once, book=_book(support=never)).kinds == ["human_review"]
     assert _advise(0.78, once).kinds == ["human_review"]  # no record of that class: as before
+    # two earlier failures of an open-ended ask (seed 12: timeout, validation) are not a lost input either
+    twice = _stats(tasks=2, failed=2, errors=("timeout", "validation"))
+    assert hopeless(twice) and _advise(0.55, twice, book=_book(support=recovers)).kinds == []
