@@ -8,10 +8,12 @@ stored history shows it pays for such inputs, and every answer carries the evide
 - ``human_review`` (before spending) — the input itself failed every earlier time
   (at least :data:`MIN_FINGERPRINT_TASKS` tasks, or one when the risk is at least the
   ``human_review_threshold`` setting; all failed or handed off, with failure classes that
-  retries do not fix): running it again buys nothing a person would not have to redo. A
-  risk alone never sends a task to a person.
+  retries do not fix, and none that this agent's retries clearly recovered from,
+  :meth:`AgentEvidence.retries_fix`): running it again buys nothing a person
+  would not have to redo. A risk alone never sends a task to a person.
 - ``degrade_first`` (simplified mode from the first attempt) — the input is riskier than
-  its agent's usual task (risk ≥ :data:`DEGRADE_AT`), in this agent's history a
+  its agent's usual task (risk ≥ :func:`degrade_bar`: 1.5 × the agent's own failure rate,
+  within 5-20 %; a fixed 0.2 never reached the agents that rarely fail), in this agent's history a
   simplified retry after an output failure (schema mismatch, validation, planning)
   succeeded clearly more often than any other retry (the 95 % lower bound of the
   difference above zero, at least :data:`MIN_RETRIES` of each), **and its extra spend is
@@ -19,7 +21,14 @@ stored history shows it pays for such inputs, and every answer carries the evide
   other retries spent, is at most the successes they added (that lower bound) times this
   agent's own price of a success (its spend per succeeded task). Simplified mode that
   saves a task also pays for the task's later steps; that is worth it only at the price a
-  success normally costs.
+  success normally costs. **And a simplified attempt fails less often than two plain attempts
+  in a row** (the share of the agent's tasks whose first attempt failed on the output × the
+  share of other retries that failed again): the SDK simplifies a task once, and simplified
+  from the first attempt that one rescue is spent up front, so a task that then fails twice
+  in a row is stopped as a loop where the plain run had a third, simplified attempt. Retries
+  that beat other retries are no evidence for that trade: on the default fleet the
+  extractor's simplified retries did (seeds 8 and 10), and simplified mode first for its
+  tasks lost successes on every seed 7-13 (bench/RESULTS.md, session 10).
 - ``no_retry_of`` (a tighter cap for one failure class) — in this agent's own history at
   least :data:`MIN_CLASS_TASKS` tasks were retried after a failure of that (non-transient)
   class and (almost) none of them succeeded later (95 % upper bound of the rate below
@@ -65,6 +74,10 @@ from .fingerprints import FingerprintStats
 MIN_FINGERPRINT_TASKS = 2
 MIN_RETRIES = 10
 DEGRADE_AT = 0.2
+#: an input is riskier than its agent's usual task from this many times the agent's failure rate
+DEGRADE_RELATIVE = 1.5
+#: ... and at least this risk: an agent that (almost) never failed has no usual failure to prevent
+DEGRADE_FLOOR = 0.05
 CAP_AT = 0.3
 UNRECOVERABLE = 0.1
 #: ``no_retry_of``: at least this many tasks retried after the class, and the 95 % upper bound of
@@ -117,15 +130,26 @@ class AgentEvidence:
     tasks: int = 0
     succeeded: int = 0
     spent: float = 0.0
+    #: of those tasks, how many failed their first attempt with an output failure (``None``: a book
+    #: written before this was recorded); what a simplified mode from the first attempt acts on
+    first_failed: int | None = None
 
     @property
     def price_of_success(self) -> float | None:
         return self.spent / self.succeeded if self.succeeded else None
 
-    def degrade_helps(self) -> tuple[bool, str]:
-        """Simplified retries clearly succeeded more often, and what they cost to finish is paid:
-        no more than other retries, or than the successes they added are worth at this agent's
-        own price of a success (its spend per succeeded task)."""
+    def degrade_helps(
+        self, own: AgentEvidence | None = None, whose: str = "this history's tasks"
+    ) -> tuple[bool, str]:
+        """Simplified retries clearly succeeded more often, a simplified attempt fails less often
+        than two plain attempts in a row, and what they cost to finish is paid: no more than other
+        retries, or than the successes they added are worth at this agent's own price of a success
+        (its spend per succeeded task).
+
+        ``own``: the agent's own record (``whose`` names it), read for how often its plain tasks
+        fail twice in a row when it holds :data:`MIN_RETRIES` plain retries; how well simplified
+        attempts do may come from a wider history (``self``), how often this agent's tasks fail
+        is its own."""
         if self.relaxed_n < MIN_RETRIES or self.other_n < MIN_RETRIES:
             return False, (
                 f"too few retries after output failures to judge a simplified mode "
@@ -139,6 +163,30 @@ class AgentEvidence:
             f"{b:.0%} of {self.other_n} other retries (difference {a - b:+.0%}, 95 % lower bound {lo:+.0%})"
         )
         if lo <= 0:
+            return False, words
+        plain = (
+            own
+            if own is not None
+            and own.tasks
+            and own.first_failed is not None
+            and own.other_n >= MIN_RETRIES
+            else self
+        )
+        if plain.first_failed is None or not plain.tasks:
+            return (
+                False,
+                words + "; how often first attempts fail was not recorded, so it is not given",
+            )
+        # Simplified from the first attempt, the loop breaker's one simplification is spent up front:
+        # two simplified failures in a row stop the task where the plain run had a third attempt.
+        first = plain.first_failed / plain.tasks
+        again = 1 - plain.other_ok / plain.other_n
+        words += (
+            f"; a simplified attempt failed {1 - a:.0%} of the time vs {first * again:.0%} for two plain "
+            f"attempts in a row on {whose if plain is own else 'this history'} ({first:.0%} of first "
+            f"attempts failed on the output × {again:.0%} of their retries failed again)"
+        )
+        if 1 - a >= first * again:
             return False, words
         relaxed, other = (
             _mean_ci(self.relaxed_spent, self.relaxed_n),
@@ -198,6 +246,17 @@ class AgentEvidence:
                 )
         return out
 
+    def retries_fix(self, classes: list[str]) -> bool:
+        """Whether this agent's retries after one of ``classes`` recovered too often to call an input
+        that failed once with it lost: at least :data:`MIN_CLASS_TASKS` retried, 95 % upper bound of
+        their later success at or above :data:`CLASS_UNRECOVERABLE` (the ``no_retry_of`` test, turned
+        round). A class with no such record says nothing either way."""
+        for cls in classes:
+            retried, recovered = self.classes.get(cls, (0, 0))
+            if retried >= MIN_CLASS_TASKS and _wilson_hi(recovered, retried) >= CLASS_UNRECOVERABLE:
+                return True
+        return False
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "relaxed_ok": self.relaxed_ok,
@@ -213,6 +272,7 @@ class AgentEvidence:
             "tasks": self.tasks,
             "succeeded": self.succeeded,
             "spent": self.spent,
+            "first_failed": self.first_failed,
         }
 
     @classmethod
@@ -240,6 +300,7 @@ class AgentEvidence:
             int(data.get("tasks", 0)),
             int(data.get("succeeded", 0)),
             float(data.get("spent", 0.0)),
+            None if data.get("first_failed") is None else int(data["first_failed"]),
         )
 
 
@@ -299,11 +360,15 @@ _CLASSES = (
     " ON f.project = t.project AND f.task_id = t.task_id"
     " WHERE t.last > f.first GROUP BY project, agent, cls"
 )
-#: per agent: tasks, of which succeeded, and their spend (the price of one success)
+#: per agent: tasks, of which succeeded, and their spend (the price of one success); and the tasks
+#: whose first attempt failed on the output (what a simplified mode from the start acts on)
 _SPEND = (
-    "SELECT project, agent, count() AS tasks, countIf(ok) AS succeeded, sum(spent) AS spent FROM ("
+    "SELECT project, agent, count() AS tasks, countIf(ok) AS succeeded, sum(spent) AS spent,"
+    " countIf(first_out) AS first_failed FROM ("
     "  SELECT project, any(agent_name) AS agent, task_id,"
     "   argMaxIf(toString(outcome), ts, outcome != '') = 'succeeded' AS ok,"
+    "   countIf(kind = 'attempt_failed' AND attempt = 1"
+    "    AND toString(error_type) IN {output:Array(String)}) > 0 AS first_out,"
     "   sumIf(cost_usd, kind IN ('attempt_failed', 'attempt_succeeded')) AS spent"
     "  FROM [[db]].events FINAL WHERE {where} GROUP BY project, task_id)"
     " GROUP BY project, agent"
@@ -339,16 +404,21 @@ def build_advice_book(store: EventStore, where: Slice = Slice()) -> dict[str, An
         e = of(row)
         e["classes"][str(row["cls"])] = [int(row["retried"]), int(row["recovered"])]
         e["classes_spent"][str(row["cls"])] = [float(row["spent"]), float(row["spent_sq"])]
-    for row in query_rows(store.client, store.sql(_SPEND.replace("{where}", clause)), params):
+    for row in query_rows(
+        store.client,
+        store.sql(_SPEND.replace("{where}", clause)),
+        {**params, "output": list(OUTPUT_FAILURES)},
+    ):
         e = of(row)
-        e["tasks"], e["succeeded"], e["spent"] = (
+        e["tasks"], e["succeeded"], e["spent"], e["first_failed"] = (
             int(row["tasks"]),
             int(row["succeeded"]),
             float(row["spent"]),
+            int(row["first_failed"]),
         )
     # what each kind did where it was given vs withheld (stored pre-checks): kinds that do not help retire
     effects = advice_effects(store, project=where.project, start=where.start, end=where.end)
-    return {"version": 2, "agents": evidence, "effects": effects, "retired": retired_kinds(effects)}
+    return {"version": 3, "agents": evidence, "effects": effects, "retired": retired_kinds(effects)}
 
 
 def _add(a: Spend | None, b: Spend | None) -> Spend | None:
@@ -384,6 +454,9 @@ def _sum(items: list[AgentEvidence]) -> AgentEvidence:
         tasks=sum(e.tasks for e in items),
         succeeded=sum(e.succeeded for e in items),
         spent=sum(e.spent for e in items),
+        first_failed=None
+        if any(e.first_failed is None for e in items if e.tasks)
+        else sum(e.first_failed or 0 for e in items),
     )
 
 
@@ -424,6 +497,25 @@ class Advice:
         return [e["advice"] for e in self.evidence if e.get("status", "given") == "given"]
 
 
+def degrade_bar(own: AgentEvidence) -> tuple[float, str]:
+    """The risk from which an input is "riskier than its agent's usual task": :data:`DEGRADE_RELATIVE`
+    times the agent's own task failure rate, at least :data:`DEGRADE_FLOOR` and never above
+    :data:`DEGRADE_AT` (``DEGRADE_AT`` alone
+    when the book holds none of its tasks), with that bar in words.
+
+    A fixed bar missed the agents that rarely fail: the default fleet's extractor fails ~3-12 % of
+    its tasks and its riskiest invoices scored 0.08-0.24, below 0.2, where its history did support
+    simplified retries (seeds 8 and 10)."""
+    if not own.tasks:
+        return DEGRADE_AT, f"the {DEGRADE_AT:.0%} bar (no task of this agent in the history)"
+    rate = 1 - own.succeeded / own.tasks
+    bar = min(DEGRADE_AT, max(DEGRADE_FLOOR, DEGRADE_RELATIVE * rate))
+    return bar, (
+        f"{bar:.0%} ({DEGRADE_RELATIVE:g} × this agent's failure rate {rate:.0%}, "
+        f"within {DEGRADE_FLOOR:.0%}-{DEGRADE_AT:.0%})"
+    )
+
+
 def hopeless(stats: FingerprintStats) -> bool:
     """Every earlier task of this input failed (at least :data:`MIN_FINGERPRINT_TASKS`), with
     failure classes retries do not fix: the pre-check's "known bad input"."""
@@ -443,13 +535,16 @@ def _candidates(
     human_review_threshold: float,
 ) -> list[tuple[dict[str, Any], dict[str, str]]]:
     """Each kind the history supports for this input: ``(recommendation fields, entry in words)``."""
+    own = AgentEvidence.from_dict(
+        ((book or {}).get("agents") or {}).get(f"{project}/{agent}") or {}
+    )
     failed_once = (
         risk >= human_review_threshold
         and stats.tasks >= 1
         and stats.tasks_failed >= stats.tasks
         and persistence_of(stats.recent_error_types) == "permanent"
     )
-    if hopeless(stats) or failed_once:
+    if (hopeless(stats) or failed_once) and not own.retries_fix(stats.recent_error_types):
         return [
             (
                 {"human_review": True, "max_attempts": 1},
@@ -462,9 +557,6 @@ def _candidates(
             )
         ]
     out: list[tuple[dict[str, Any], dict[str, str]]] = []
-    own = AgentEvidence.from_dict(
-        ((book or {}).get("agents") or {}).get(f"{project}/{agent}") or {}
-    )
     class_caps = own.class_caps()
     if class_caps:
         out.append(
@@ -478,8 +570,9 @@ def _candidates(
             )
         )
     evidence, level = evidence_for(book, project, agent)
-    if risk >= max(DEGRADE_AT, 0.0):
-        helps, words = evidence.degrade_helps()
+    bar, usual = degrade_bar(own)
+    if risk >= bar:
+        helps, words = evidence.degrade_helps(own, f"{agent}'s own tasks")
         if helps:
             out.append(
                 (
@@ -487,7 +580,7 @@ def _candidates(
                     {
                         "advice": "degrade_first",
                         "action": "simplified mode from the first attempt",
-                        "evidence": f"risk {risk:.0%}; {level}: {words}",
+                        "evidence": f"risk {risk:.0%}, riskier than {usual}; {level}: {words}",
                     },
                 )
             )

@@ -72,3 +72,11 @@ def test_the_books_per_class_recovery_and_spend_are_the_fleets_truth_and_drive_t
         human_review_threshold=0.7,
     )
     assert "no_retry_of" not in advice.kinds and advice.recommendation.caps == {}
+    # the tasks whose first attempt failed on the output, per agent: what simplified mode first acts on
+    first_failed: dict[str, int] = {}
+    for tally in fleet.tallies:  # type: ignore[attr-defined]
+        first = tally.log[0] if tally.log else None
+        hit = first is not None and first.error_type in ("schema_mismatch", "validation")
+        first_failed[tally.agent] = first_failed.get(tally.agent, 0) + hit
+    assert {k.split("/")[1]: v["first_failed"] for k, v in book["agents"].items()} == first_failed
+    assert book["version"] == 3 and sum(first_failed.values()) > 50

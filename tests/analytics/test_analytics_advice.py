@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from retrylens.analytics.advice import AgentEvidence, advise, evidence_for, hopeless
@@ -39,6 +41,7 @@ HELPS = AgentEvidence(
     other_n=100,
     relaxed_spent=_spent(0.004, 0.006, times=20),
     other_spent=_spent(0.008, 0.012, times=50),
+    first_failed=40,
     **PRICE,
 )
 DOES_NOT_HELP = AgentEvidence(
@@ -207,3 +210,101 @@ def test_simplified_mode_first_only_where_its_extra_spend_is_paid_by_the_success
     assert _advise(0.4, book=_book(support=dearer)).kinds == []
     unmeasured = AgentEvidence(relaxed_ok=36, relaxed_n=40, other_ok=40, other_n=100)
     assert _advise(0.4, book=_book(support=unmeasured)).kinds == []
+
+
+def test_simplified_mode_first_is_not_given_where_it_spends_the_rescue_of_the_tasks_it_would_save() -> (
+    None
+):
+    """The SDK simplifies a task once: the loop breaker's simplified retry after two failures in a
+    row. Simplified from the first attempt, that rescue is spent up front, and a task whose simplified
+    attempts fail twice in a row is stopped as a loop one attempt earlier. So simplified retries
+    that beat other retries are not enough: a simplified attempt must fail less often than a plain
+    task fails its first two attempts. The extractor of the default fleet (seed 8's first 500 tasks:
+    simplified retries 10 of 12 vs 10 of 21, first attempts with an output failure 19 of 62)
+    passed the old rule, and simplified mode first for its tasks lost 5 of 47 successes."""
+    extractor = AgentEvidence(
+        relaxed_ok=10,
+        relaxed_n=12,
+        other_ok=10,
+        other_n=21,
+        relaxed_spent=_spent(0.010, 0.012, times=6),
+        other_spent=_spent(0.020, 0.022, times=10),
+        tasks=62,
+        succeeded=60,
+        spent=1.431,
+        first_failed=19,
+    )
+    helps, words = extractor.degrade_helps()
+    assert not helps and "two plain attempts" in words
+    assert _advise(0.4, book=_book(support=extractor)).kinds == []
+    # first attempts that fail more often (the researcher's open-ended asks): the same retries pay
+    assert _advise(0.4, book=_book(support=replace(extractor, first_failed=40))).kinds == [
+        "degrade_first"
+    ]
+    # a book written before first attempts were recorded cannot say: not given
+    assert _advise(0.4, book=_book(support=replace(HELPS, first_failed=None))).kinds == []
+
+
+def test_simplified_mode_first_for_an_input_riskier_than_its_agents_usual_task() -> None:
+    """The bar is the agent's own failure rate, not a fixed 20 %: an agent that fails 3 % of its
+    tasks has inputs worth simplifying well below a risk of 0.2 (the default fleet's extractor
+    scored 0.08 at most), and one that fails 35 % is not helped by simplifying its usual task."""
+    reliable = replace(HELPS, tasks=100, succeeded=97, spent=0.8)
+    assert _advise(0.1, book=_book(support=reliable)).kinds == ["degrade_first"]
+    assert _advise(0.03, book=_book(support=reliable)).kinds == []  # its usual task
+    assert "riskier than" in _advise(0.1, book=_book(support=reliable)).evidence[0]["evidence"]
+
+
+def test_how_often_an_agents_plain_tasks_fail_twice_is_read_from_its_own_tasks() -> None:
+    """How well a simplified attempt does may be borrowed from other agents when this one has too
+    few simplified retries, but how often *its* plain tasks fail their first two attempts is its
+    own: the default fleet's researcher (open-ended asks: 46-59 % of first attempts fail, 55-79 %
+    of retries fail again) borrowed every agent's history, whose first attempts fail 25 %."""
+    researcher = AgentEvidence(
+        relaxed_ok=1,
+        relaxed_n=2,
+        other_ok=7,
+        other_n=34,
+        tasks=71,
+        succeeded=40,
+        spent=1.0,
+        first_failed=33,
+    )
+    others = AgentEvidence(
+        relaxed_ok=30,
+        relaxed_n=40,
+        other_ok=60,
+        other_n=100,
+        relaxed_spent=_spent(0.004, 0.006, times=20),
+        other_spent=_spent(0.008, 0.012, times=50),
+        tasks=400,
+        succeeded=380,
+        spent=4.0,
+        first_failed=60,
+    )
+    book = _book(support=researcher, billing=others)
+    advice = _advise(0.5, book=book)
+    assert advice.kinds == ["degrade_first"]
+    words = advice.evidence[0]["evidence"]
+    assert "project shop's history" in words and "support's own tasks" in words
+    # the same borrowed retries for an agent whose own first attempts rarely fail: not given
+    steady = replace(researcher, first_failed=5, succeeded=68)
+    assert _advise(0.5, book=_book(support=steady, billing=others)).kinds == []
+
+
+def test_an_input_that_failed_once_is_not_handed_off_where_the_agents_retries_fix_its_failure() -> (
+    None
+):
+    """One earlier failure at a high risk sends an input to a person only if retries do not fix
+    that failure class for this agent: the default fleet's researcher (seed 11) handed an
+    open-ended ask that had failed once on validation to a person, where 8 of its 32 tasks
+    retried after a validation failure succeeded, and the task would have succeeded."""
+    once = _stats(tasks=1, failed=1, errors=("validation",))
+    recovers = AgentEvidence(classes={"validation": (32, 8)})
+    assert _advise(0.78, once, book=_book(support=recovers)).kinds == []
+    never = AgentEvidence(classes={"validation": (32, 0)})
+    assert _advise(0.78, once, book=_book(support=never)).kinds == ["human_review"]
+    assert _advise(0.78, once).kinds == ["human_review"]  # no record of that class: as before
+    # two earlier failures of an open-ended ask (seed 12: timeout, validation) are not a lost input either
+    twice = _stats(tasks=2, failed=2, errors=("timeout", "validation"))
+    assert hopeless(twice) and _advise(0.55, twice, book=_book(support=recovers)).kinds == []
