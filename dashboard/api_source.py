@@ -160,7 +160,7 @@ class ApiSource:
     def precheck_monitor(self, project: str | None) -> dict[str, Any] | None:
         # None: the fleet route (every project the token reads, pooled); bucket_hours 0: sized to the
         # data, as on the store road
-        data = self.client.precheck_monitor(project, bucket_hours=0)  # type: ignore[arg-type]
+        data = self.client.precheck_monitor(project)
         return {**data, "over_time": [{**r, "bucket": _time(r["bucket"])} for r in data.get("over_time", [])]}
 
     def reports(self, project: str | None = None) -> list[Report]:

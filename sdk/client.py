@@ -275,8 +275,11 @@ class RetryLensClient:
         "cost_usd"}]`` (``failed``/``applied`` are null until the task reports)."""
         return self._get(f"{self._p(project)}/prechecks", project, limit=limit)
 
-    def precheck_monitor(self, project: str, *, days: int = 30, bucket_hours: int = 24) -> dict[str, Any]:
-        """``{"over_time": [{"bucket", "prechecks", "judged", "mean_risk", "observed", "calibration_gap",
+    def precheck_monitor(self, project: str | None, *, days: int = 30, bucket_hours: int = 0) -> dict[str, Any]:
+        """The risk model on real outcomes, for one project or (``None``) every project the key reads;
+        ``bucket_hours`` 0 sizes the buckets to the data, as the server does.
+
+        ``{"over_time": [{"bucket", "prechecks", "judged", "mean_risk", "observed", "calibration_gap",
         "precheck_auc", "precheck_brier"}], "advice": [{"advice", "followed", "tasks", "failure_rate",
         "handoff_rate", "mean_risk", "cost_per_task"}]}``: the risk model on real outcomes."""
         return self._get(f"{self._p(project)}/prechecks/monitor", project, days=days, bucket_hours=bucket_hours)
