@@ -10,7 +10,7 @@ import json
 import re
 
 import pytest
-from conftest import run_page
+from dashboard_runs import run_page
 
 from retrylens.analytics.filters import Slice
 from retrylens.analytics.metrics import metrics_summary, metrics_trend, recent_handoffs
