@@ -156,10 +156,12 @@ def alerts_add(store: EventStore, settings: Settings, *, name: str, metric: str,
 
 
 def _check_webhook(url: str, settings: Settings) -> None:
-    """Refuse at once a rule webhook that every post would refuse (see ``webhook_targets``)."""
+    """Refuse at once a rule webhook that every post would refuse (see ``webhook_targets``).
+
+    The message names the command line's ``--webhook``: operations run for the CLI alone."""
     from .webhook_targets import webhook_refusal
 
-    reason = webhook_refusal(url, settings.alert_webhook_hosts) if url else None
+    reason = webhook_refusal(url, settings.alert_webhook_hosts, field="--webhook") if url else None
     if reason:
         raise ValueError(reason)
 

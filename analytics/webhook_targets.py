@@ -28,17 +28,19 @@ HOSTS_SETTING = "RETRYLENS_ALERT_WEBHOOK_HOSTS"
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
-def webhook_refusal(url: str, allowed_hosts: Iterable[str] = ()) -> str | None:
-    """Why the server must not post to ``url`` (``None``: it may)."""
+def webhook_refusal(
+    url: str, allowed_hosts: Iterable[str] = (), *, field: str = "webhook_url"
+) -> str | None:
+    """Why the server must not post to ``url`` (``None``: it may); ``field`` is what the user called it."""
     host = (urlsplit(url).hostname or "").rstrip(".")
     if not host:
-        return f"webhook_url {url!r} names no host"
+        return f"{field} {url!r} names no host"
     if host in {allowed.strip().strip("[]").rstrip(".").lower() for allowed in allowed_hosts}:
         return None
     inward = sorted(str(address) for address in _addresses(host) if not address.is_global)
     if inward:
         return (
-            f"webhook_url host {host!r} is the non-public address {inward[0]}: the server does not post into "
+            f"{field} host {host!r} is the non-public address {inward[0]}: the server does not post into "
             f"its own network unless the operator lists the host in {HOSTS_SETTING} "
             f'(a JSON list, e.g. ["{host}"])'
         )

@@ -23,6 +23,7 @@ import numpy as np
 
 from retrylens.schemas import TRANSIENT_ERROR_TYPES, ErrorType
 from retrylens.sdk import backoff as b
+from retrylens.sdk import rule_chain
 from retrylens.sdk import rules as r
 from retrylens.sdk.state import TaskState
 
@@ -200,7 +201,7 @@ def stops(rule: Any, frame: Frame) -> np.ndarray:
     try:
         fn = STOPS[type(rule)]
     except KeyError:
-        raise KeyError(f"{r._describe(rule)} has no vectorised form") from None
+        raise KeyError(f"{rule_chain._describe(rule)} has no vectorised form") from None
     return np.asarray(fn(rule, frame), dtype=bool)
 
 

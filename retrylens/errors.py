@@ -2,6 +2,7 @@
 
 RetryLensError
 ├── ConfigError                 bad settings, config file or CLI argument
+│   ├── ArgumentError           a command's argument is refused (the user's input, not settings)
 │   ├── CandidateError          a shadow candidate policy file cannot be used
 │   └── TraceFormatError        a trace file is missing or a line is not a trace record
 ├── EventTooLargeError          an event serialized past the schema's size limit
@@ -55,6 +56,14 @@ class RetryLensError(Exception):
 # -- configuration ----------------------------------------------------------------------
 class ConfigError(RetryLensError):
     """Settings, a config file or a command-line argument is invalid."""
+
+
+class ArgumentError(ConfigError):
+    """A command refused the value the user passed (``--webhook``, ``--metric``...).
+
+    A :class:`ConfigError` (exit 2, like a bad setting), told apart so that the message
+    blames the argument the user typed, not the configuration.
+    """
 
 
 class CandidateError(ConfigError):

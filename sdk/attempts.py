@@ -14,8 +14,8 @@ from .sanitizer import Failure
 
 if TYPE_CHECKING:
     from .loop import TaskRun
-    from .rules import Verdict
     from .state import Attempt
+    from .verdicts import Verdict
 
 
 class AttemptScope:

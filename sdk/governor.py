@@ -50,9 +50,10 @@ from .first_try import FirstTry
 from .handoff import HandoffChannel
 from .history import FailureHistory
 from .ids import IdSource, SeededIds, SystemIds
+from .policy_chain import default_rules
 from .policy_source import PolicySource
 from .processors import Processor, default_processors
-from .rules import Rule, default_rules
+from .rule_chain import Rule
 from .side_effects import KeyStore, MemoryKeyStore
 from .state import TaskState
 from .tools import GovernorTools

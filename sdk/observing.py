@@ -345,7 +345,7 @@ class Observer:
     def _decide(self, op: _Operation, what: str, reason: str, waited: int = 0) -> None:
         from retrylens.schemas.taxonomy import Decision
 
-        from .rules import Verdict
+        from .verdicts import Verdict
 
         assert op.run is not None and op.attempt is not None
         if what == "retry":

@@ -13,14 +13,14 @@ from retrylens.schemas.limits import MAX_REASON_CHARS
 from retrylens.schemas.taxonomy import Decision, ErrorType, EventKind, TaskOutcome
 
 from .chain import is_async_cancellation
-from .rules import record_failure
 from .sanitizer import Failure, classify
 from .usage import usage_of
+from .verdicts import record_failure
 
 if TYPE_CHECKING:
     from .loop import Hook
-    from .rules import Verdict
     from .state import Attempt, TaskState
+    from .verdicts import Verdict
 
 _DEPENDENCY_FAULTS = {"timeout", "rate_limit", "server_error", "network"}
 

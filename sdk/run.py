@@ -28,12 +28,12 @@ from .drivers import drive
 from .effects import pay_debts
 from .loop import Hook, Loop
 from .recording import RunRecords
-from .rules import Verdict, apply_verdict, stop_verdict
 from .run_events import COMPACT_SEQUENCE, RunEvents
 from .shadow import explore, shadow_verdict
 from .state import Attempt, TaskState
 from .steps import RunSteps
 from .stopping import stop
+from .verdicts import Verdict, apply_verdict, stop_verdict
 
 if TYPE_CHECKING:
     import random
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from .history import FailureHistory
     from .ids import IdSource
     from .policy_source import PolicySource
-    from .rules import Rule
+    from .rule_chain import Rule
     from .side_effects import KeyStore
 
 _DEPENDENCY_FAULTS = {"timeout", "rate_limit", "server_error", "network"}

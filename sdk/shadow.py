@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING
 
 from retrylens.schemas.taxonomy import TRANSIENT_ERROR_TYPES, Decision, ErrorType
 
-from .rules import Verdict, compiled
+from .policy_chain import compiled
 from .state import TaskState
+from .verdicts import Verdict
 
 if TYPE_CHECKING:
     from .policy import RetryPolicy

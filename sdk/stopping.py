@@ -20,7 +20,7 @@ from .loop import HOOK, Hook, Loop, TaskRun
 from .run_events import package_snapshot
 
 if TYPE_CHECKING:
-    from .rules import Verdict
+    from .verdicts import Verdict
 
 
 def stop(run: TaskRun, verdict: Verdict, error: BaseException | None) -> Loop:

@@ -14,7 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Column
 
 from retrylens.config import Settings, load_settings
-from retrylens.errors import ConfigError, InvalidBurstError, RetryLensError
+from retrylens.errors import ArgumentError, ConfigError, InvalidBurstError, RetryLensError
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -47,6 +47,9 @@ def handle_errors(func: Callable[P, R]) -> Callable[P, R]:
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return func(*args, **kwargs)
+        except ArgumentError as exc:
+            console.print(f"[red]invalid argument:[/red] {exc}")
+            sys.exit(2)
         except ConfigError as exc:
             console.print(f"[red]configuration error:[/red] {exc}")
             sys.exit(2)

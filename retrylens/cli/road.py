@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 
 from retrylens.config import Settings
-from retrylens.errors import ConfigError, RetryLensError, StoreLockedError
+from retrylens.errors import ArgumentError, RetryLensError, StoreLockedError
 from retrylens.sdk.client import is_healthy
 
 Progress = Callable[[str], None]
@@ -40,7 +40,7 @@ class LocalRoad:
         try:
             return operations.run(name, self.store, self.settings, params, progress=progress)
         except (ValueError, TypeError) as exc:
-            raise ConfigError(str(exc)) from None
+            raise ArgumentError(str(exc)) from None
 
 
 class RemoteRoad:
@@ -77,7 +77,7 @@ class RemoteRoad:
         except ValueError:
             detail = response.text
         if response.status_code == 422:
-            raise ConfigError(str(detail))
+            raise ArgumentError(str(detail))
         raise RetryLensError(f"the RetryLens server at {self.url} answered {response.status_code}: {detail}")
 
 
@@ -114,5 +114,5 @@ def open_road(settings: Settings) -> Road:
 def store_operation(settings: Settings, name: str, /, **params: Any) -> Any:
     """Run store operation ``name`` on whichever road reaches the store.
 
-    A parameter the operation refuses raises :class:`ConfigError` (exit 2) on either road."""
+    A parameter the operation refuses raises :class:`ArgumentError` (exit 2) on either road."""
     return open_road(settings).run(name, **params)

@@ -83,6 +83,8 @@ def test_alerts_add_refuses_a_webhook_into_the_servers_network_and_says_how_to_a
               "--webhook", "http://169.254.169.254/latest/meta-data/"]
     refused = runner.invoke(app, inward)
     assert refused.exit_code == 2 and "RETRYLENS_ALERT_WEBHOOK_HOSTS" in refused.output, refused.output
+    # the user's argument is refused, not the configuration: the message says so and names the option
+    assert refused.output.startswith("invalid argument: --webhook host '169.254.169.254'"), refused.output
     assert json.loads(runner.invoke(app, ["alerts", "list"]).output)["rules"] == []
     monkeypatch.setenv("RETRYLENS_ALERT_WEBHOOK_HOSTS", '["169.254.169.254"]')
     assert runner.invoke(app, inward).exit_code == 0
@@ -90,3 +92,4 @@ def test_alerts_add_refuses_a_webhook_into_the_servers_network_and_says_how_to_a
     monkeypatch.delenv("RETRYLENS_ALERT_WEBHOOK_HOSTS")
     changed = runner.invoke(app, ["alerts", "update", rule_id, "--webhook", "http://10.1.2.3/hook"])
     assert changed.exit_code == 2 and "10.1.2.3" in changed.output, changed.output
+    assert changed.output.startswith("invalid argument: --webhook host '10.1.2.3'"), changed.output

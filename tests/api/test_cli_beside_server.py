@@ -131,6 +131,9 @@ def test_every_store_command_prints_the_same_through_the_running_server(
     assert [(r["name"], r["threshold"], r["per"]) for r in listed["rules"]] == [("retries", 0.02, "agent_name")]
     assert json.loads(api_road[14][1]), "the rule over the whole fleet fires"
     assert "unknown metric 'no_such_metric'" in api_road[15][2]
+    # a refused argument is blamed on the argument on both roads (the server's 422 included)
+    for road in (store_road, api_road):  # the last line: the runner's stderr may hold httpx's log first
+        assert road[15][2].strip().splitlines()[-1].startswith("invalid argument: unknown metric"), road[15][2]
 
 
 def test_train_the_policy_report_and_spool_ingest_beside_the_server(data_dir: Path, server: str) -> None:

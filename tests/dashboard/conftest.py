@@ -1,5 +1,5 @@
 """Dashboard fixtures: a store seeded once per module with a simulated fleet, a trained risk
-model, an alert that fires and a policy report; AppTest runs of any page on any source."""
+model, an alert that fires and a policy report, and the sources pages read (page runs: dashboard_runs)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 from dashboard_seed import SEED, seed_fleet
 from dashboard_seed import TASKS as SEED_TASKS
-from streamlit.testing.v1 import AppTest
 
 from retrylens.analytics import alerts as alerting
 from retrylens.analytics.model_store import ModelStore, models_dir
@@ -20,7 +19,6 @@ from retrylens.config import Settings, load_settings
 from retrylens.dashboard import source as sources
 from retrylens.store import EventStore, open_store
 
-APP = Path(sources.__file__).resolve().parent / "app.py"
 #: Candidates of the seeded policy report (changes merged over the fleet's live policy).
 CANDIDATES = {"cap-2": {"caps": {"timeout": 2, "server_error": 2}, "budget": {"max_attempts": 3}},
               "patient": {"caps": {"timeout": 5}, "budget": {"max_attempts": 8}}}
@@ -94,10 +92,3 @@ def empty_source(store: EventStore, settings: Settings) -> Iterator[sources.Stor
     sources.use(source)
     yield source
     sources.use(None)
-
-
-def run_page(view: str, **query: str) -> AppTest:
-    """One run of the dashboard's entry script opened on ``view`` with URL query ``query``."""
-    app = AppTest.from_file(str(APP), default_timeout=60)
-    app.query_params.update({"view": view, **query})
-    return app.run()

@@ -4,7 +4,7 @@ firing alert opening the tasks behind it."""
 from __future__ import annotations
 
 import pytest
-from conftest import run_page
+from dashboard_runs import run_page
 from fastapi.testclient import TestClient
 
 from retrylens.analytics import alerts as alerting

@@ -7,7 +7,7 @@ with the server's local token. The numbers must match the analytics layer exactl
 from __future__ import annotations
 
 import pytest
-from conftest import run_page
+from dashboard_runs import run_page
 from fastapi.testclient import TestClient
 
 from retrylens.analytics.filters import Slice

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 
 import pytest
-from conftest import run_page
+from dashboard_runs import run_page
 
 pytestmark = pytest.mark.clickhouse
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import run_page
+from dashboard_runs import run_page
 
 from retrylens.analytics.failure_groups import failure_groups
 from retrylens.analytics.fingerprints import top_failing_fingerprints

@@ -12,7 +12,7 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from conftest import run_page
+from dashboard_runs import run_page
 
 from retrylens.analytics import prechecks
 from retrylens.analytics.filters import Slice

@@ -11,7 +11,7 @@ from import_graph import cycles, import_graph
 
 def test_the_scan_sees_lazy_and_type_checking_imports() -> None:
     graph = import_graph("retrylens.sdk")
-    assert "retrylens.sdk.rules" in graph["retrylens.sdk.run"]  # a plain import
+    assert "retrylens.sdk.verdicts" in graph["retrylens.sdk.run"]  # a plain import
     assert "retrylens.sdk.policy" in graph["retrylens.sdk.state"]  # under TYPE_CHECKING
     assert "retrylens.sdk.otel" in graph["retrylens.sdk.governor"]  # inside a function
     assert cycles({"a": {"b"}, "b": {"a"}, "c": set()}) == [["a", "b"]]

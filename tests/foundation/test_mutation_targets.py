@@ -1,0 +1,46 @@
+"""Every mutation target names functions its module defines, and every written-down
+equivalent mutant belongs to a target (``infra/mutate.py``, ``infra/mutation_targets``).
+
+A target whose module moved or lost a function would be pruned to no mutants at all, and
+an equivalent keyed by an old module path would never match again: both go quiet instead
+of failing, so a move (sdk/rules.py split into one module per part, session 10) must
+update them, and this test says where.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "infra"))
+
+from mutation_targets import EQUIVALENT, TARGETS  # noqa: E402
+
+
+def _functions(module: str) -> set[str]:
+    tree = ast.parse((REPO / module).read_text())
+    return {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+
+
+def test_every_target_function_is_defined_in_its_module() -> None:
+    missing = [
+        f"{name}: {target.module} defines no {function}"
+        for name, target in TARGETS.items()
+        for function in target.functions
+        if function not in _functions(target.module)
+    ]
+    assert missing == []
+
+
+def test_every_equivalent_names_a_targets_module_and_a_function_it_defines() -> None:
+    targeted: dict[str, set[str]] = {}
+    for target in TARGETS.values():
+        targeted.setdefault(target.module, set()).update(target.functions)
+    stray = [
+        f"{module} {function}: {text}"
+        for module, function, _operator, text in EQUIVALENT
+        if function not in targeted.get(module, set()) or function not in _functions(module)
+    ]
+    assert stray == []
