@@ -23,11 +23,18 @@ each call of a stainless client (openai, anthropic and their kin) through
   more (:attr:`ClientRetries.stopped`). A later call in the same task (a framework loop
   calling again) is not sent: that error is raised again.
 
-A failure the client would not retry is left to the adapter as before. With
-``RETRYLENS_PROVIDER_RETRIES=client`` (or a client that is not stainless-generated) the
-client keeps its retries and they are counted: a request sent to the same method, host
-and path after a failed one is the client's retry, recorded as a failed attempt and a
-decision "the client retried on its own after N ms" (:meth:`ClientRetries.physical`).
+A failure the client would not retry is left to the adapter as before. A client that is
+not stainless-generated (a user's own loop around ``httpx``, a library resending by
+itself) cannot be told to send once, so its resends are bounded where they go out: a
+request to the same method, host and path after a failed one in the same attempt is a
+resend, and before it is sent the governor decides (:meth:`ClientRetries.before_send`):
+the failed request is a failed attempt, the resend goes as the next one after the
+verdict's backoff (less what the client already waited), and when the governor stops
+it is not sent — the client gets the provider's failure as a ``ResendRefused`` (a
+:class:`~.sanitizer.Failure`), and so does any later request of the task. With
+``RETRYLENS_PROVIDER_RETRIES=client`` the client keeps its retries and they are counted:
+a resend is recorded, after it was sent, as a failed attempt and a decision "the client
+retried on its own after N ms" (:meth:`ClientRetries.physical`).
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from retrylens.errors import TaskStopped
@@ -154,6 +162,48 @@ class ClientRetries:
     def _stop(self, error: BaseException) -> None:
         self.stopped = error
         self.run.finish(self.run.outcome)
+
+    # -- bounding the resends of a plain httpx client --------------------------------------
+    def before_send(self, request: Any) -> None:
+        """Before ``request`` goes out: a resend of this attempt's failed request is decided by
+        the governor first (after the verdict's backoff it goes as the next attempt); when the
+        governor stops, or stopped this task before, the provider's failure is raised instead."""
+        decided = self._resend(request)
+        if decided is not None:
+            self.run.wait(decided[0])
+            self._next(decided[1])
+
+    async def abefore_send(self, request: Any) -> None:
+        """:meth:`before_send` for an async client."""
+        decided = self._resend(request)
+        if decided is not None:
+            await self.run.await_backoff(decided[0])
+            self._next(decided[1])
+
+    def _resend(self, request: Any) -> tuple[Verdict, BaseException] | None:
+        """The verdict on ``request`` when it resends the failed request (its backoff less what
+        the client already waited), and the error that stands for the failure."""
+        if self.stopped is not None:
+            raise self.stopped  # the task stopped: a later request of it is not sent
+        failed = self.failed
+        if failed is None or not governor_owns_retries():
+            return None
+        from . import http_resends
+        from .sanitizer import Failure
+
+        if http_resends.endpoint(request) != (failed.method, failed.host, failed.path):
+            return None
+        self.failed = None
+        refused = http_resends.refused(failed, "was not sent (the governor stopped the task)")
+        try:
+            verdict = self.run.fail(
+                self.attempt, Failure.of_request(failed), latency_ms=failed.latency_ms
+            )
+        except TaskStopped:
+            self._stop(refused)
+            raise refused from None
+        waited_ms = int((time.monotonic() - self.last_end) * 1000)
+        return replace(verdict, backoff_ms=max(0, verdict.backoff_ms - waited_ms)), refused
 
     # -- counting the retries a client keeps -------------------------------------------------
     def physical(self, request: Physical) -> None:
