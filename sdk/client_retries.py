@@ -47,6 +47,8 @@ from typing import TYPE_CHECKING, Any
 
 from retrylens.errors import TaskStopped
 
+from . import resent_verdicts
+
 if TYPE_CHECKING:
     from .http_attempts import Physical
     from .rules import Verdict
@@ -91,13 +93,14 @@ class ClientRetries:
         args, most = once
         for retries in range(most + 1):
             self.failed = None
+            sent = _switched(args, self.run)
             try:
-                return original(client, *_counted(args, retries), **kwargs)
+                return original(client, *_counted(sent, retries), **kwargs)
             except Exception as error:
                 if retries >= most or not _client_retries(client, error):
                     self._seen(error)
                     raise
-                verdict = self._decide(error)
+                verdict = self._decide(error, resent_verdicts.model_of(sent[1]))
                 if verdict is None:
                     raise
                 last = error
@@ -117,13 +120,14 @@ class ClientRetries:
         args, most = once
         for retries in range(most + 1):
             self.failed = None
+            sent = _switched(args, self.run)
             try:
-                return await original(client, *_counted(args, retries), **kwargs)
+                return await original(client, *_counted(sent, retries), **kwargs)
             except Exception as error:
                 if retries >= most or not _client_retries(client, error):
                     self._seen(error)
                     raise
-                verdict = self._decide(error)
+                verdict = self._decide(error, resent_verdicts.model_of(sent[1]))
                 if verdict is None:
                     raise
                 last = error
@@ -138,12 +142,14 @@ class ClientRetries:
 
         http_resends.note_error(self, error)
 
-    def _decide(self, error: BaseException) -> Verdict | None:
-        """Record the failed try and let the rules decide; ``None``: the governor stopped."""
+    def _decide(self, error: BaseException, model: str | None) -> Verdict | None:
+        """Record the failed try and let the rules decide what a resend of its request (asking
+        for ``model``) can do; ``None``: the governor stopped."""
         failed = self.failed
         latency = {"latency_ms": failed.latency_ms} if failed is not None else {}
+        resent = resent_verdicts.as_resent(self.run.state, model)
         try:
-            return self.run.fail(self.attempt, error, **latency)
+            return self.run.fail(self.attempt, error, as_applied=resent, **latency)
         except TaskStopped:
             self._stop(error)
             return None
@@ -197,7 +203,10 @@ class ClientRetries:
         refused = http_resends.refused(failed, "was not sent (the governor stopped the task)")
         try:
             verdict = self.run.fail(
-                self.attempt, Failure.of_request(failed), latency_ms=failed.latency_ms
+                self.attempt,
+                Failure.of_request(failed),
+                as_applied=resent_verdicts.as_resent(self.run.state, None),
+                latency_ms=failed.latency_ms,
             )
         except TaskStopped:
             self._stop(refused)
@@ -249,6 +258,11 @@ def _once(client: Any, args: tuple[Any, ...]) -> tuple[tuple[Any, ...], int] | N
     except Exception:  # noqa: BLE001 - not the stainless options we know: the client's way
         return None
     return (args[0], once, *args[2:]), most
+
+
+def _switched(args: tuple[Any, ...], run: TaskRun) -> tuple[Any, ...]:
+    """The arguments of the next try: asking for the fallback model the task switched to."""
+    return (args[0], resent_verdicts.switched_model(args[1], run.state), *args[2:])
 
 
 def _counted(args: tuple[Any, ...], retries: int) -> tuple[Any, ...]:
