@@ -1,0 +1,36 @@
+"""Mutation targets: the provider hook's HTTP road under the adapters (issue 21, session 10).
+
+A plain httpx client's resend decided before it goes out (:mod:`sdk.client_retries`),
+what a verdict comes to when the retry can only resend the client's request
+(:mod:`sdk.resent_verdicts`), and the one guard of an observer's operations
+(:mod:`sdk.operations`).
+"""
+
+from __future__ import annotations
+
+from .target import Equivalent, Target
+
+_BOUND = "tests/sdk/test_adapters_bound_plain_httpx.py"
+_AS_SENT = "tests/sdk/test_adapters_decisions_as_sent.py"
+#: the store-backed test of that file is left out (a mutant costs one pytest start)
+_NO_STORE = ("--deselect", f"{_AS_SENT}::test_the_analytics_count_the_fallback_the_provider_saw")
+
+TARGETS: dict[str, Target] = {
+    "resend_bound": Target(
+        "sdk/client_retries.py",
+        ("before_send", "abefore_send", "_resend", "_decide", "_switched"),
+        (_BOUND, _AS_SENT, *_NO_STORE),
+    ),
+    "resent_verdicts": Target(
+        "sdk/resent_verdicts.py",
+        ("as_resent", "resent", "switched_model", "model_of"),
+        (_AS_SENT, _BOUND, *_NO_STORE),  # a verdict's mutant fails in the first file
+    ),
+    "operations": Target(
+        "sdk/operations.py",
+        ("begin", "end"),
+        ("--noconftest", "tests/sdk/test_observed_operations.py"),
+    ),
+}
+
+EQUIVALENT: Equivalent = {}
