@@ -23,6 +23,10 @@ each call of a stainless client (openai, anthropic and their kin) through
   more (:attr:`ClientRetries.stopped`). A later call in the same task (a framework loop
   calling again) is not sent: that error is raised again.
 
+What a verdict may change of the next attempt is only what a resend of the client's
+request can carry: a fallback for the request's own ``model`` is written into it, any
+other change is recorded as the same request resent (:mod:`.resent_verdicts`).
+
 A failure the client would not retry is left to the adapter as before. A client that is
 not stainless-generated (a user's own loop around ``httpx``, a library resending by
 itself) cannot be told to send once, so its resends are bounded where they go out: a

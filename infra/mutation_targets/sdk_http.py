@@ -33,4 +33,13 @@ TARGETS: dict[str, Target] = {
     ),
 }
 
-EQUIVALENT: Equivalent = {}
+_ANNOTATION = "an annotation: a string under `from __future__ import annotations`, never evaluated"
+
+EQUIVALENT: Equivalent = {
+    (
+        "sdk/operations.py",
+        "end",
+        "core/ReplaceBinaryOperator_BitOr_BitAnd",
+        "def end(observer: Any, operation: Any, error: BaseException & None, result: Any) -> None:",
+    ): _ANNOTATION,
+}
