@@ -24,7 +24,7 @@ TARGETS: dict[str, Target] = {
     "resent_verdicts": Target(
         "sdk/resent_verdicts.py",
         ("as_resent", "resent", "switched_model", "model_of"),
-        (_AS_SENT, _BOUND, *_NO_STORE),  # a verdict's mutant fails in the first file
+        (_AS_SENT, *_NO_STORE),
     ),
     "operations": Target(
         "sdk/operations.py",
@@ -41,5 +41,11 @@ EQUIVALENT: Equivalent = {
         "end",
         "core/ReplaceBinaryOperator_BitOr_BitAnd",
         "def end(observer: Any, operation: Any, error: BaseException & None, result: Any) -> None:",
+    ): _ANNOTATION,
+    (
+        "sdk/resent_verdicts.py",
+        "model_of",
+        "core/ReplaceBinaryOperator_BitOr_BitAnd",
+        "def model_of(options: Any) -> str & None:",
     ): _ANNOTATION,
 }

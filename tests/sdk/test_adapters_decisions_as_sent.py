@@ -30,6 +30,7 @@ from test_adapters_own_client_retries import (
 from retrylens.schemas import Decision, EventKind
 from retrylens.sdk import Failure, RetryPolicy, parse_policy
 from retrylens.sdk.adapters_tenacity import TenacityHooks
+from retrylens.sdk.policy import TaskBudget
 from retrylens.store import EventStore
 from retrylens.testing import CapturedEvents, capture_events
 
@@ -141,3 +142,20 @@ def test_a_plain_httpx_resend_after_a_conflict_is_recorded_as_the_same_request_a
         assert fake.count == len(attempt_dependencies(captured)) >= 2
         assert set(retrying_decisions(captured)) <= SAME_REQUEST  # no rebuild, no patch, no degrade
         assert not any(e.degraded for e in captured.events)
+
+
+def test_a_call_without_a_json_model_is_decided_as_any_other() -> None:
+    policy = RetryPolicy(budget=TaskBudget(max_attempts=2), fallbacks={"openai": "backup"})
+    with FakeProvider() as fake, capture_events() as captured:  # a GET: the server answers 501
+        client = openai.OpenAI(base_url=f"{fake.url}/v1", api_key="sk-test")
+        hooks = TenacityHooks(virtual_governor(captured, policy), goal="g", dependency="openai")
+
+        @tenacity.retry(**hooks.kwargs(stop=tenacity.stop_after_attempt(3)))
+        def models() -> object:
+            return client.models.list()  # no body, no model
+
+        with pytest.raises(openai.InternalServerError):
+            models()
+        failed = captured.of_kind(EventKind.ATTEMPT_FAILED)
+        assert [e.error_detail.status for e in failed] == [501, 501]
+        assert set(attempt_dependencies(captured)) == {"openai"}
