@@ -44,6 +44,25 @@ EQUIVALENT: Equivalent = {
     ): _ANNOTATION,
     (
         "sdk/resent_verdicts.py",
+        "as_resent",
+        "core/ReplaceBinaryOperator_BitOr_BitAnd",
+        "def as_resent(state: TaskState, model: str & None) -> Callable[[Verdict], Verdict]:",
+    ): _ANNOTATION,
+    (
+        "sdk/resent_verdicts.py",
+        "resent",
+        "core/ReplaceComparisonOperator_Eq_Is",
+        'if verdict.rule is "protect_dependency":',
+    ): "a rule's name is an identifier-like literal (a class attribute), interned by CPython "
+    "as the literal compared with: `is` and `==` agree",
+    (
+        "sdk/resent_verdicts.py",
+        "resent",
+        "core/ReplaceComparisonOperator_Is_Eq",
+        "if decision == Decision.DEGRADE_DEPENDENCY and verdict.fallback:",
+    ): "Decision is an enum: its members are singletons, `==` is identity",
+    (
+        "sdk/resent_verdicts.py",
         "model_of",
         "core/ReplaceBinaryOperator_BitOr_BitAnd",
         "def model_of(options: Any) -> str & None:",

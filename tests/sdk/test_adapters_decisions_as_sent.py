@@ -19,6 +19,7 @@ import pytest
 import tenacity
 from adapter_store import recording
 from fake_provider import RATE_LIMITED, FakeProvider, Reply
+from pydantic_ai.exceptions import ModelHTTPError
 from test_adapters_own_client_retries import (
     HI,
     QUICK_BREAKER,
@@ -31,6 +32,8 @@ from retrylens.schemas import Decision, EventKind
 from retrylens.sdk import Failure, RetryPolicy, parse_policy
 from retrylens.sdk.adapters_tenacity import TenacityHooks
 from retrylens.sdk.policy import TaskBudget
+from retrylens.sdk.rules import Rule, Verdict
+from retrylens.sdk.state import TaskState
 from retrylens.store import EventStore
 from retrylens.testing import CapturedEvents, capture_events
 
@@ -75,6 +78,27 @@ def test_the_analytics_count_the_fallback_the_provider_saw(store: EventStore) ->
     switches = sum(1 for a, b in zip(sent, sent[1:], strict=False) if a != b)
     assert (metrics.calls, metrics.failures, metrics.degrades) == (len(sent), len(sent), switches)
     assert switches == 1
+
+
+def test_a_fallback_for_a_model_named_in_configuration_is_applied_too() -> None:
+    from pydantic_ai import Agent
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    from retrylens.sdk.adapters_pydantic_ai import run_governed_sync
+
+    configured = "".join(["gpt-", "m"])  # read from configuration: equal to the model, not it
+    policy = RetryPolicy(fallbacks={"gpt-m": "gpt-m-mini"})
+    with FakeProvider(default=RATE_LIMITED) as fake, capture_events() as captured:
+        provider = OpenAIProvider(base_url=f"{fake.url}/v1", api_key="sk-test")
+        agent = Agent(OpenAIChatModel("gpt-m", provider=provider))
+        with pytest.raises(ModelHTTPError):
+            run_governed_sync(
+                agent, "hi", virtual_governor(captured, policy), dependency=configured
+            )
+        assert (
+            models_sent(fake) == attempt_dependencies(captured) == ["gpt-m", "gpt-m", "gpt-m-mini"]
+        )
 
 
 # -- what cannot be applied is recorded as what happens ----------------------------------------
@@ -159,3 +183,30 @@ def test_a_call_without_a_json_model_is_decided_as_any_other() -> None:
         failed = captured.of_kind(EventKind.ATTEMPT_FAILED)
         assert [e.error_detail.status for e in failed] == [501, 501]
         assert set(attempt_dependencies(captured)) == {"openai"}
+
+
+class use_backup(Rule):  # noqa: N801 - a user's own rule, named as the SDK's are
+    """A user's rule: the first failure switches to a backup dependency."""
+
+    name = "use_backup"
+
+    def __call__(self, s: TaskState) -> Verdict | None:
+        if s.attempt > 1:
+            return None
+        return Verdict(
+            Decision.DEGRADE_DEPENDENCY, "use the backup", fallback="backup", rule=self.name
+        )
+
+
+def test_a_users_fallback_rule_the_request_cannot_name_is_a_resend_not_a_stop() -> None:
+    with FakeProvider(default=RATE_LIMITED) as fake, capture_events() as captured:
+        governor = virtual_governor(captured, RetryPolicy(budget=TaskBudget(max_attempts=2)))
+        governor.rules = use_backup() | governor.rules
+        hooks = TenacityHooks(governor, goal="g", dependency="llm")  # the request asks for "m"
+        with pytest.raises(openai.RateLimitError):
+            _ask_openai(fake.url, hooks)
+        assert fake.count == len(attempt_dependencies(captured)) == 2  # the resend was sent
+        assert set(attempt_dependencies(captured)) == {"llm"}
+        first = captured.of_kind(EventKind.DECISION)[0]
+        assert first.decision is Decision.RETRY_BACKOFF
+        assert "degrade_dependency not applied" in first.decision_reason
