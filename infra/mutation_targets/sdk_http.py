@@ -16,10 +16,25 @@ _AS_SENT = "tests/sdk/test_adapters_decisions_as_sent.py"
 _NO_STORE = ("--deselect", f"{_AS_SENT}::test_the_analytics_count_the_fallback_the_provider_saw")
 
 TARGETS: dict[str, Target] = {
+    # the resend decided before it is sent: the tenacity runs (sync, async, each stop) meet it
     "resend_bound": Target(
         "sdk/client_retries.py",
-        ("before_send", "abefore_send", "_resend", "_decide", "_switched"),
-        (_BOUND, _AS_SENT, *_NO_STORE),
+        ("before_send", "abefore_send", "_resend"),
+        (_BOUND, "-k", "tenacity"),
+    ),
+    # a stainless client's try: the fallback model written in, the verdict as resent
+    "resend_decide": Target(
+        "sdk/client_retries.py",
+        ("_decide", "_switched"),
+        tuple(
+            f"{_AS_SENT}::test_{name}"
+            for name in (
+                "a_fallback_model_is_the_model_the_resend_asks_for",
+                "an_open_breaker_whose_fallback_the_request_cannot_use_stops_the_resends",
+                "a_fallback_the_request_cannot_name_is_recorded_as_a_resend_of_the_same_request",
+                "a_call_without_a_json_model_is_decided_as_any_other",
+            )
+        ),
     ),
     "resent_verdicts": Target(
         "sdk/resent_verdicts.py",

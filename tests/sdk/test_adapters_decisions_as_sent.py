@@ -210,3 +210,27 @@ def test_a_users_fallback_rule_the_request_cannot_name_is_a_resend_not_a_stop() 
         first = captured.of_kind(EventKind.DECISION)[0]
         assert first.decision is Decision.RETRY_BACKOFF
         assert "degrade_dependency not applied" in first.decision_reason
+
+
+class degrade_in_place(Rule):  # noqa: N801 - a user's own rule, named as the SDK's are
+    """A user's rule: degrade the dependency, naming no fallback."""
+
+    name = "degrade_in_place"
+
+    def __call__(self, s: TaskState) -> Verdict | None:
+        if s.attempt > 1:
+            return None
+        return Verdict(Decision.DEGRADE_DEPENDENCY, "degrade the model", rule=self.name)
+
+
+def test_a_degrade_that_names_no_fallback_is_recorded_as_the_same_request_again() -> None:
+    with FakeProvider(default=RATE_LIMITED) as fake, capture_events() as captured:
+        governor = virtual_governor(captured, RetryPolicy(budget=TaskBudget(max_attempts=2)))
+        governor.rules = degrade_in_place() | governor.rules
+        hooks = TenacityHooks(governor, goal="g", dependency="m")  # the request's own model
+        with pytest.raises(openai.RateLimitError):
+            _ask_openai(fake.url, hooks)
+        assert models_sent(fake) == attempt_dependencies(captured) == ["m", "m"]
+        first = captured.of_kind(EventKind.DECISION)[0]
+        assert first.decision is Decision.RETRY_BACKOFF
+        assert not any(e.degraded for e in captured.events)
