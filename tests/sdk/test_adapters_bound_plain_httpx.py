@@ -13,12 +13,14 @@ REAL httpx, pydantic-ai, langchain-core and tenacity, against the local fake pro
 from __future__ import annotations
 
 import asyncio
+import random
+import time
 from typing import Any
 
 import httpx
 import pytest
 import tenacity
-from fake_provider import RATE_LIMITED, FakeProvider, openai_completion
+from fake_provider import RATE_LIMITED, FakeProvider, Reply, openai_completion
 from test_adapters_own_client_retries import (
     STOPPING,
     TWO_ATTEMPTS,
@@ -28,7 +30,7 @@ from test_adapters_own_client_retries import (
 )
 
 from retrylens.schemas import ErrorType, EventKind
-from retrylens.sdk import Failure
+from retrylens.sdk import Failure, Governor, parse_policy
 from retrylens.testing import capture_events
 
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
@@ -99,8 +101,6 @@ def test_tenacity_hooks_stop_a_plain_httpx_loop_where_the_policy_says(policy, st
 
 
 def test_a_plain_httpx_loop_that_recovers_within_the_budget_gets_its_answer() -> None:
-    from fake_provider import Reply
-
     from retrylens.sdk.adapters_tenacity import TenacityHooks
 
     script = [RATE_LIMITED, RATE_LIMITED, Reply(body=openai_completion("shipped"))]
@@ -186,3 +186,106 @@ def test_langchain_handler_bounds_a_plain_httpx_loop_under_with_retry(is_async: 
         assert_refused_as_rate_limited(refused.value)
         # LangChain 3 x the loop 5 = 15 requests without the governor deciding the resends
         assert_bounded(fake, captured, most=2, stopped_by="task budget exhausted: 2/2")
+
+
+# -- the resend's wait, a stop during it, a request that is not a resend -----------------------
+def _hooks(governor: Governor) -> Any:
+    from retrylens.sdk.adapters_tenacity import TenacityHooks
+
+    return TenacityHooks(governor, goal="order 7", agent="support", dependency="llm")
+
+
+def test_under_tenacity_a_resend_waits_only_what_the_backoff_asks_beyond_the_clients_own_wait() -> (
+    None
+):
+    slept: list[float] = []
+
+    def patient_loop(url: str) -> str:
+        with httpx.Client(timeout=5) as client:
+            response = client.post(f"{url}/v1/chat/completions", json=BODY)
+            time.sleep(0.15)  # the client's own wait before its resend
+            response = client.post(f"{url}/v1/chat/completions", json=BODY)
+            return response.text
+
+    script = [Reply(429, {"retry-after-ms": "400"}, b"{}"), Reply(body=openai_completion("ok"))]
+    with FakeProvider(script) as fake, capture_events() as captured:
+        governor = Governor(emit=captured.emit, sleep=slept.append, rng=random.Random(1))
+        retry = tenacity.retry(**_hooks(governor).kwargs(stop=tenacity.stop_after_attempt(2)))
+        retry(lambda: patient_loop(fake.url))()
+        assert fake.count == 2
+        (decision,) = captured.of_kind(EventKind.DECISION)
+        assert decision.backoff_ms >= 400
+        assert len(slept) == 1
+        assert decision.backoff_ms / 1000 - 0.4 <= slept[0] <= decision.backoff_ms / 1000 - 0.15
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+def test_under_tenacity_a_kill_switch_flipped_during_the_backoff_refuses_the_resend(
+    is_async: bool,
+) -> None:
+    with FakeProvider(default=RATE_LIMITED) as fake, capture_events() as captured:
+        governor: Governor
+
+        def kill(_seconds: float) -> None:
+            governor.source.kill()
+
+        async def akill(seconds: float) -> None:
+            kill(seconds)
+
+        governor = Governor(emit=captured.emit, sleep=kill, asleep=akill, rng=random.Random(1))
+        ask = _tenacity_ask(_hooks(governor), fake.url, is_async)
+        with pytest.raises(Failure) as refused:
+            asyncio.run(ask()) if is_async else ask()
+        assert_refused_as_rate_limited(refused.value)
+        assert fake.count == 1
+        assert captured.of_kind(EventKind.DECISION)[-1].decision_reason.startswith("kill switch")
+
+
+@pytest.mark.parametrize("path", ["/v1/a-smaller-model", "/v1/embeddings"])
+def test_under_tenacity_a_request_elsewhere_after_a_failure_is_sent_as_it_is(path: str) -> None:
+    def ask_elsewhere(url: str) -> str:
+        with httpx.Client(timeout=5) as client:
+            client.post(f"{url}/v1/chat/completions", json=BODY)  # 429: the code moves on
+            return client.post(f"{url}{path}", json=BODY).text
+
+    script = [RATE_LIMITED, Reply(body=openai_completion("ok"))]
+    with FakeProvider(script) as fake, capture_events() as captured:
+        governor = virtual_governor(captured)
+        retry = tenacity.retry(**_hooks(governor).kwargs(stop=tenacity.stop_after_attempt(2)))
+        retry(lambda: ask_elsewhere(fake.url))()
+        assert fake.count == 2
+        assert captured.of_kind(EventKind.DECISION) == []  # no resend: nothing to decide
+        assert recorded(captured) == (1, 1, 0)
+
+
+def test_under_tenacity_a_client_wait_longer_than_the_backoff_adds_no_sleep() -> None:
+    slept: list[float] = []
+
+    def patient_loop(url: str) -> str:
+        with httpx.Client(timeout=5) as client:
+            client.post(f"{url}/v1/chat/completions", json=BODY)
+            time.sleep(0.05)  # longer than the policy's backoff of a few ms
+            return client.post(f"{url}/v1/chat/completions", json=BODY).text
+
+    quick = parse_policy({"backoff": {"jitter": 0.0, "base_ms": 1, "cap_ms": 2}})
+    with FakeProvider([RATE_LIMITED, Reply(body=openai_completion("ok"))]) as fake:
+        with capture_events() as captured:
+            governor = Governor(quick, emit=captured.emit, sleep=slept.append)
+            retry = tenacity.retry(**_hooks(governor).kwargs(stop=tenacity.stop_after_attempt(2)))
+            retry(lambda: patient_loop(fake.url))()
+            assert fake.count == 2
+            assert recorded(captured) == (1, 2, 1)
+        assert slept == []
+
+
+def test_under_tenacity_a_loop_whose_client_keeps_its_retries_is_only_counted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("RETRYLENS_PROVIDER_RETRIES", "client")
+    with FakeProvider(default=RATE_LIMITED) as fake, capture_events() as captured:
+        governor = virtual_governor(captured, TWO_ATTEMPTS)
+        with pytest.raises(httpx.HTTPStatusError):
+            _tenacity_ask(_hooks(governor), fake.url, is_async=False)()
+        assert fake.count == LOOP_TRIES  # opted out: the loop's resends all went out
+        decisions = captured.of_kind(EventKind.DECISION)
+        assert sum("retried on its own" in d.decision_reason for d in decisions) == LOOP_TRIES - 1
