@@ -34,6 +34,10 @@ TARGETS: dict[str, Target] = {
                 "a_fallback_the_request_cannot_name_is_recorded_as_a_resend_of_the_same_request",
                 "a_call_without_a_json_model_is_decided_as_any_other",
             )
+        )
+        # a try that succeeds after the governor's retries: the response is built from cast_to
+        + (
+            "tests/sdk/test_adapters_client_retries.py::test_tenacity_hooks_count_the_clients_retries_as_attempts",
         ),
     ),
     "resent_verdicts": Target(
@@ -75,6 +79,25 @@ EQUIVALENT: Equivalent = {
             "waited_ms = int((time.monotonic() - self.last_end) * 999)",
         )
     },
+    **{
+        (
+            "sdk/client_retries.py",
+            "_decide",
+            "core/ReplaceBinaryOperator_BitOr_BitAnd",
+            line,
+        ): _ANNOTATION
+        for line in (
+            "def _decide(self, error: BaseException, model: str | None) -> Verdict & None:",
+            "def _decide(self, error: BaseException, model: str & None) -> Verdict | None:",
+        )
+    },
+    (
+        "sdk/client_retries.py",
+        "_switched",
+        "core/NumberReplacer",
+        "return (args[0], resent_verdicts.switched_model(args[1], run.state), *args[ 3:])",
+    ): "a stainless client calls request(cast_to, options) with every other argument by keyword: "
+    "args[2:] and args[3:] are both empty",
     (
         "sdk/resent_verdicts.py",
         "as_resent",
