@@ -23,11 +23,22 @@ each call of a stainless client (openai, anthropic and their kin) through
   more (:attr:`ClientRetries.stopped`). A later call in the same task (a framework loop
   calling again) is not sent: that error is raised again.
 
-A failure the client would not retry is left to the adapter as before. With
-``RETRYLENS_PROVIDER_RETRIES=client`` (or a client that is not stainless-generated) the
-client keeps its retries and they are counted: a request sent to the same method, host
-and path after a failed one is the client's retry, recorded as a failed attempt and a
-decision "the client retried on its own after N ms" (:meth:`ClientRetries.physical`).
+What a verdict may change of the next attempt is only what a resend of the client's
+request can carry: a fallback for the request's own ``model`` is written into it, any
+other change is recorded as the same request resent (:mod:`.resent_verdicts`).
+
+A failure the client would not retry is left to the adapter as before. A client that is
+not stainless-generated (a user's own loop around ``httpx``, a library resending by
+itself) cannot be told to send once, so its resends are bounded where they go out: a
+request to the same method, host and path after a failed one in the same attempt is a
+resend, and before it is sent the governor decides (:meth:`ClientRetries.before_send`):
+the failed request is a failed attempt, the resend goes as the next one after the
+verdict's backoff (less what the client already waited), and when the governor stops
+it is not sent — the client gets the provider's failure as a ``ResendRefused`` (a
+:class:`~.sanitizer.Failure`), and so does any later request of the task. With
+``RETRYLENS_PROVIDER_RETRIES=client`` the client keeps its retries and they are counted:
+a resend is recorded, after it was sent, as a failed attempt and a decision "the client
+retried on its own after N ms" (:meth:`ClientRetries.physical`).
 """
 
 from __future__ import annotations
@@ -35,9 +46,12 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from retrylens.errors import TaskStopped
+
+from . import resent_verdicts
 
 if TYPE_CHECKING:
     from .http_attempts import Physical
@@ -83,13 +97,14 @@ class ClientRetries:
         args, most = once
         for retries in range(most + 1):
             self.failed = None
+            sent = _switched(args, self.run)
             try:
-                return original(client, *_counted(args, retries), **kwargs)
+                return original(client, *_counted(sent, retries), **kwargs)
             except Exception as error:
                 if retries >= most or not _client_retries(client, error):
                     self._seen(error)
                     raise
-                verdict = self._decide(error)
+                verdict = self._decide(error, resent_verdicts.model_of(sent[1]))
                 if verdict is None:
                     raise
                 last = error
@@ -109,13 +124,14 @@ class ClientRetries:
         args, most = once
         for retries in range(most + 1):
             self.failed = None
+            sent = _switched(args, self.run)
             try:
-                return await original(client, *_counted(args, retries), **kwargs)
+                return await original(client, *_counted(sent, retries), **kwargs)
             except Exception as error:
                 if retries >= most or not _client_retries(client, error):
                     self._seen(error)
                     raise
-                verdict = self._decide(error)
+                verdict = self._decide(error, resent_verdicts.model_of(sent[1]))
                 if verdict is None:
                     raise
                 last = error
@@ -130,12 +146,14 @@ class ClientRetries:
 
         http_resends.note_error(self, error)
 
-    def _decide(self, error: BaseException) -> Verdict | None:
-        """Record the failed try and let the rules decide; ``None``: the governor stopped."""
+    def _decide(self, error: BaseException, model: str | None) -> Verdict | None:
+        """Record the failed try and let the rules decide what a resend of its request (asking
+        for ``model``) can do; ``None``: the governor stopped."""
         failed = self.failed
         latency = {"latency_ms": failed.latency_ms} if failed is not None else {}
+        resent = resent_verdicts.as_resent(self.run.state, model)
         try:
-            return self.run.fail(self.attempt, error, **latency)
+            return self.run.fail(self.attempt, error, as_applied=resent, **latency)
         except TaskStopped:
             self._stop(error)
             return None
@@ -154,6 +172,51 @@ class ClientRetries:
     def _stop(self, error: BaseException) -> None:
         self.stopped = error
         self.run.finish(self.run.outcome)
+
+    # -- bounding the resends of a plain httpx client --------------------------------------
+    def before_send(self, request: Any) -> None:
+        """Before ``request`` goes out: a resend of this attempt's failed request is decided by
+        the governor first (after the verdict's backoff it goes as the next attempt); when the
+        governor stops, or stopped this task before, the provider's failure is raised instead."""
+        decided = self._resend(request)
+        if decided is not None:
+            self.run.wait(decided[0])
+            self._next(decided[1])
+
+    async def abefore_send(self, request: Any) -> None:
+        """:meth:`before_send` for an async client."""
+        decided = self._resend(request)
+        if decided is not None:
+            await self.run.await_backoff(decided[0])
+            self._next(decided[1])
+
+    def _resend(self, request: Any) -> tuple[Verdict, BaseException] | None:
+        """The verdict on ``request`` when it resends the failed request (its backoff less what
+        the client already waited), and the error that stands for the failure."""
+        if self.stopped is not None:
+            raise self.stopped  # the task stopped: a later request of it is not sent
+        failed = self.failed
+        if failed is None or not governor_owns_retries():
+            return None
+        from . import http_resends
+        from .sanitizer import Failure
+
+        if http_resends.endpoint(request) != (failed.method, failed.host, failed.path):
+            return None
+        self.failed = None
+        refused = http_resends.refused(failed, "was not sent (the governor stopped the task)")
+        try:
+            verdict = self.run.fail(
+                self.attempt,
+                Failure.of_request(failed),
+                as_applied=resent_verdicts.as_resent(self.run.state, None),
+                latency_ms=failed.latency_ms,
+            )
+        except TaskStopped:
+            self._stop(refused)
+            raise refused from None
+        waited_ms = int((time.monotonic() - self.last_end) * 1000)
+        return replace(verdict, backoff_ms=max(0, verdict.backoff_ms - waited_ms)), refused
 
     # -- counting the retries a client keeps -------------------------------------------------
     def physical(self, request: Physical) -> None:
@@ -199,6 +262,11 @@ def _once(client: Any, args: tuple[Any, ...]) -> tuple[tuple[Any, ...], int] | N
     except Exception:  # noqa: BLE001 - not the stainless options we know: the client's way
         return None
     return (args[0], once, *args[2:]), most
+
+
+def _switched(args: tuple[Any, ...], run: TaskRun) -> tuple[Any, ...]:
+    """The arguments of the next try: asking for the fallback model the task switched to."""
+    return (args[0], resent_verdicts.switched_model(args[1], run.state), *args[2:])
 
 
 def _counted(args: tuple[Any, ...], retries: int) -> tuple[Any, ...]:

@@ -73,10 +73,14 @@ def refusal(scope: Any, request: Any) -> ResendRefused | None:
     physical = log[2].get(endpoint(request))
     if physical is None:
         return None
+    return refused(physical, "inside the same governed attempt was not sent (the governor retries)")
+
+
+def refused(physical: http_attempts.Physical, why: str) -> ResendRefused:
+    """The provider's failure ``physical``, raised instead of its resend (``why`` says so)."""
     return ResendRefused(
         physical.error_type,
-        message=f"{physical.message or physical.code} from {physical.host}; the client's resend "
-        "inside the same governed attempt was not sent (the governor retries)",
+        message=f"{physical.message or physical.code} from {physical.host}; the client's resend {why}",
         retryable=physical.should_retry,
         code=physical.code,
         status=physical.status,

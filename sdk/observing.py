@@ -137,13 +137,13 @@ class _ModelCall:
         return self
 
     def __exit__(self, kind: object, error: BaseException | None, tb: object) -> None:
-        from . import attempt_scope, provider_calls
+        from . import attempt_scope, operations
 
         observer, self._observer = self._observer, None
         if observer is None:
             return
         attempt_scope.operation.reset(self._token)
-        provider_calls.end(observer, self._operation, error, None)
+        operations.end(observer, self._operation, error, None)
 
     async def __aenter__(self) -> _ModelCall:
         return self.__enter__()

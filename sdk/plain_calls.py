@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import attempt_scope
+from .operations import begin, end
 
 _KNOWN: dict[str, str] = {
     "api.openai.com": "openai",
@@ -116,14 +117,14 @@ def _operation_for(observer: Any, client: str, request: Any) -> tuple[Any, tuple
         ):
             return pending.operation, key  # the client's resend of a failed request
         _close(pending)
-    return _begin(observer, client), key
+    return begin(observer, client), key
 
 
 def _after(observer: Any, operation: Any, key: tuple[str, str, str], failed: bool) -> None:
     if operation is None:
         return
     if not failed:
-        _end(observer, operation, None, None)
+        end(observer, operation, None, None)
         return
     pending = _Open(observer, operation, key, time.monotonic())
     global _exit_registered
@@ -200,7 +201,7 @@ def _forget(pending: _Open) -> bool:
 
 def _close(pending: _Open) -> None:
     if _forget(pending):
-        _end(pending.observer, pending.operation, _GaveUp(), None)
+        end(pending.observer, pending.operation, _GaveUp(), None)
 
 
 def close_open() -> None:
@@ -209,24 +210,8 @@ def close_open() -> None:
         pending = list(_every_open)
         _every_open.clear()
     for each in pending:
-        _end(each.observer, each.operation, _GaveUp(), None)
+        end(each.observer, each.operation, _GaveUp(), None)
 
 
 class _GaveUp(Exception):  # noqa: N818 - what the client did, not an error kind
     """The client sent no further request after a failed one."""
-
-
-def _end(observer: Any, operation: Any, error: BaseException | None, result: Any) -> None:
-    if operation is None:
-        return
-    try:
-        observer.end(operation, error, result)
-    except Exception:  # noqa: BLE001 - observing never changes the call
-        return
-
-
-def _begin(observer: Any, client: str) -> Any:
-    try:
-        return observer.begin(client)
-    except Exception:  # noqa: BLE001 - observing never changes the call
-        return None

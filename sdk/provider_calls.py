@@ -17,12 +17,10 @@ retries included:
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import attempt_scope, provider_send
-
-if TYPE_CHECKING:
-    from .provider_send import Observer
+from .operations import begin, end
 
 
 def wrap_request(original: Any) -> Any:
@@ -45,7 +43,7 @@ def wrap_request(original: Any) -> Any:
         var = attempt_scope.operation
         if var.get() is not None:
             return original(self, *args, **kwargs)
-        operation = begin(observer, self)
+        operation = begin(observer, _client_name(self))
         token = var.set(operation)
         try:
             result = original(self, *args, **kwargs)
@@ -80,7 +78,7 @@ def wrap_arequest(original: Any) -> Any:
         var = attempt_scope.operation
         if var.get() is not None:
             return await original(self, *args, **kwargs)
-        operation = begin(observer, self)
+        operation = begin(observer, _client_name(self))
         token = var.set(operation)
         try:
             result = await original(self, *args, **kwargs)
@@ -111,19 +109,6 @@ def _without_retries(args: tuple[Any, ...]) -> tuple[Any, ...]:
     return (args[0], options, *args[2:])
 
 
-def begin(observer: Observer, client: Any) -> Any:
-    """A new operation of ``observer`` for a call of ``client`` (``None`` if that failed)."""
-    try:
-        return observer.begin(type(client).__module__.partition(".")[0])
-    except Exception:  # noqa: BLE001
-        return None
-
-
-def end(observer: Observer, operation: Any, error: BaseException | None, result: Any) -> None:
-    """End ``operation`` with the call's error or result; observing never changes the call."""
-    if operation is None:
-        return
-    try:
-        observer.end(operation, error, result)
-    except Exception:  # noqa: BLE001 - observing never changes the call
-        return
+def _client_name(client: Any) -> str:
+    """The package a client comes from (``openai``, ``anthropic``…): its operation's name."""
+    return type(client).__module__.partition(".")[0]

@@ -11,7 +11,8 @@
   and a transport's connection retry is not made (:mod:`.http_resends`);
   ``RETRYLENS_PROVIDER_RETRIES=client`` leaves the retries to the client;
 * inside an adapter's attempt (:data:`.attempt_scope.recorded`): reported to its
-  recorder (:mod:`.client_retries`);
+  recorder (:mod:`.client_retries`), which decides a resend of a failed request before
+  it goes out (sent after the governor's backoff, or refused when the governor stops);
 * under :func:`retrylens.sdk.observe`: reported to the :class:`Observer`, into the
   operation of the client call in progress (:data:`.attempt_scope.operation`, set by
   :mod:`.provider_calls`), or, for a request outside one, as :mod:`.plain_calls` groups it.
@@ -85,6 +86,8 @@ def wrap_send(original: Any) -> Any:
             if recorder:  # an adapter's attempt: its recorder counts the client's retries
                 if recorder is True:
                     return original(self, request, *args, **kwargs)
+                if recorder.failed is not None or recorder.stopped is not None:
+                    recorder.before_send(request)  # a resend: the governor decides first
                 return send_seen(self, request, *args, **kwargs)
             watcher = observer
             if watcher is None:
@@ -142,6 +145,8 @@ def wrap_asend(original: Any) -> Any:
             if recorder:  # an adapter's attempt: its recorder counts the client's retries
                 if recorder is True:
                     return await original(self, request, *args, **kwargs)
+                if recorder.failed is not None or recorder.stopped is not None:
+                    await recorder.abefore_send(request)  # a resend: the governor decides first
                 return await send_seen(self, request, *args, **kwargs)
             watcher = observer
             if watcher is None:

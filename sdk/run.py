@@ -236,15 +236,32 @@ class TaskRun(RunRecords, RunEvents, RunSteps):
                 return
 
     # -- ending an attempt ---------------------------------------------------------------
-    def fail(self, attempt: Attempt, error: BaseException, **fields: Any) -> Verdict:
+    def fail(
+        self,
+        attempt: Attempt,
+        error: BaseException,
+        *,
+        as_applied: Callable[[Verdict], Verdict] | None = None,
+        **fields: Any,
+    ) -> Verdict:
         """Record a failed attempt and decide. Returns a retrying verdict or raises TaskStopped.
 
         ``phase``/``dependency`` say where the attempt failed when it moved on from where it
         began; ``tokens_in``/``tokens_out``/``cost_usd``/``latency_ms`` what it spent.
+        ``as_applied`` turns the rules' verdict into what the caller can carry out (an
+        adapter that can only resend the same request, :mod:`.resent_verdicts`): that one
+        is applied and recorded.
         """
-        return drive(self.failing(attempt, error, **fields), self.g)  # type: ignore[arg-type,no-any-return]
+        return drive(self.failing(attempt, error, as_applied=as_applied, **fields), self.g)  # type: ignore[arg-type,no-any-return]
 
-    def failing(self, attempt: Attempt, error: BaseException, **fields: Any) -> Loop:
+    def failing(
+        self,
+        attempt: Attempt,
+        error: BaseException,
+        *,
+        as_applied: Callable[[Verdict], Verdict] | None = None,
+        **fields: Any,
+    ) -> Loop:
         """:meth:`fail` as a turn of the loop: record, decide, and stop (hand off) if told to."""
         self.record_failure(attempt, error, **fields)
         s = self.state
@@ -256,6 +273,8 @@ class TaskRun(RunRecords, RunEvents, RunSteps):
         if epsilon > 0:
             explored = explore(verdict, s, epsilon, self.g.rng)
             verdict, propensity = explored.verdict, explored.propensity
+        if as_applied is not None:
+            verdict = as_applied(verdict)
         if verdict.retrying:
             apply_verdict(s, verdict)
         self.record_decision(attempt, verdict, shadow=shadow, propensity=propensity)
