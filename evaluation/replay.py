@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from retrylens.sdk.policy import RetryPolicy
-from retrylens.sdk.rules import Rule
+from retrylens.sdk.rule_chain import Rule
 
 from .history import ERRORS, History
 from .limits import Limits, backoff_under, stop_matrix

@@ -18,9 +18,9 @@ from collections.abc import Iterator
 import numpy as np
 
 from retrylens.schemas import AgentRef, Decision
-from retrylens.sdk.rules import Verdict, apply_verdict, record_failure
 from retrylens.sdk.sanitizer import Failure
 from retrylens.sdk.state import TaskState
+from retrylens.sdk.verdicts import Verdict, apply_verdict, record_failure
 
 from .history import DECISIONS, TRANSIENT_MASK, History
 from .limits import MEDIAN_DRAW, STOP_DIMENSIONS, Limits

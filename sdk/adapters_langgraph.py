@@ -34,7 +34,7 @@ from retrylens.errors import TaskStopped
 from retrylens.schemas import Decision, TaskOutcome
 
 from . import attempt_scope
-from .rules import Verdict
+from .verdicts import Verdict
 
 if TYPE_CHECKING:
     from .governor import Governor, TaskRun

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from retrylens.schemas import Decision, TaskOutcome
 
 from . import attempt_scope
-from .rules import Verdict, apply_verdict
+from .verdicts import Verdict, apply_verdict
 
 if TYPE_CHECKING:
     from .governor import Governor, TaskRun

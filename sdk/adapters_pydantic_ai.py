@@ -37,8 +37,8 @@ from retrylens.schemas import Decision, TaskOutcome
 
 from . import attempt_scope
 from .client_retries import ClientRetries
-from .rules import Verdict
 from .sanitizer import Failure
+from .verdicts import Verdict
 
 if TYPE_CHECKING:
     from .governor import Governor, TaskRun

@@ -24,8 +24,8 @@ from retrylens.schemas import RETRYING_DECISIONS, Decision, TaskOutcome
 from . import attempt_scope
 from .client_retries import ClientRetries
 from .governor import Governor, TaskRun
-from .rules import Verdict
 from .state import Attempt
+from .verdicts import Verdict
 
 _STOP_RULES = frozenset(
     {"stop_when_killed", "stop_on_budget", "stop_on_known_bad_input", "protect_dependency"}

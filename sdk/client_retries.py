@@ -55,9 +55,9 @@ from . import resent_verdicts
 
 if TYPE_CHECKING:
     from .http_attempts import Physical
-    from .rules import Verdict
     from .run import TaskRun
     from .state import Attempt
+    from .verdicts import Verdict
 
 _CLIENT_RETRIES_ENV = "RETRYLENS_PROVIDER_RETRIES"
 
@@ -237,8 +237,8 @@ class ClientRetries:
     def _retried(self, failed: Physical, waited_ms: int) -> None:
         from retrylens.schemas.taxonomy import Decision
 
-        from .rules import Verdict
         from .sanitizer import Failure
+        from .verdicts import Verdict
 
         self.run.record_failure(
             self.attempt, Failure.of_request(failed), latency_ms=failed.latency_ms

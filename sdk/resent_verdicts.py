@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any
 from retrylens.schemas.taxonomy import Decision
 
 from .backoff import wait_from_policy
-from .rules import Verdict, retry_by_class, stop_verdict
+from .retry_rules import retry_by_class
+from .verdicts import Verdict, stop_verdict
 
 if TYPE_CHECKING:
     from .state import TaskState
