@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -25,6 +26,7 @@ class Reply:
     events: list[bytes] | None = None  # server-sent events, for a streaming answer
     drop: bool = False
     cut_stream: bool = False  # stop the stream half-way (a broken connection)
+    delay_s: float = 0.0  # the provider takes this long before it answers
 
 
 def openai_completion(text: str = "hello") -> bytes:
@@ -161,6 +163,8 @@ class FakeProvider:
                     reply = provider.script.pop(0) if provider.script else provider.default
                 if reply is None:
                     reply = Reply(500, body=b'{"error": {"message": "unscripted"}}')
+                if reply.delay_s:
+                    time.sleep(reply.delay_s)
                 if reply.drop:
                     self.close_connection = True
                     self.connection.shutdown(2)

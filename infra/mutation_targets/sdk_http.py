@@ -33,6 +33,7 @@ TARGETS: dict[str, Target] = {
                 "an_open_breaker_whose_fallback_the_request_cannot_use_stops_the_resends",
                 "a_fallback_the_request_cannot_name_is_recorded_as_a_resend_of_the_same_request",
                 "a_call_without_a_json_model_is_decided_as_any_other",
+                "a_failed_try_is_recorded_with_the_time_its_request_took",
             )
         )
         # a try that succeeds after the governor's retries: the response is built from cast_to

@@ -13,12 +13,14 @@ openai client and httpx, against the local fake provider.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import httpx
 import openai
 import pytest
 import tenacity
 from adapter_store import recording
-from fake_provider import RATE_LIMITED, FakeProvider, Reply
+from fake_provider import RATE_LIMITED, FakeProvider, Reply, openai_completion
 from pydantic_ai.exceptions import ModelHTTPError
 from test_adapters_own_client_retries import (
     HI,
@@ -99,6 +101,22 @@ def test_a_fallback_for_a_model_named_in_configuration_is_applied_too() -> None:
         assert (
             models_sent(fake) == attempt_dependencies(captured) == ["gpt-m", "gpt-m", "gpt-m-mini"]
         )
+
+
+# -- what a failed try took is what its request took --------------------------------------------
+def test_a_failed_try_is_recorded_with_the_time_its_request_took() -> None:
+    # the virtual clock never moves while the provider thinks: the 150 ms recorded on the
+    # failed attempt can only be the request's own latency, measured at the HTTP level
+    slow_429 = replace(RATE_LIMITED, delay_s=0.15)
+    with (
+        FakeProvider([slow_429], default=Reply(200, {}, openai_completion())) as fake,
+        capture_events() as captured,
+    ):
+        hooks = TenacityHooks(virtual_governor(captured), goal="g", dependency="openai")
+        _ask_openai(fake.url, hooks)
+        assert fake.count == 2
+        (failed,) = captured.of_kind(EventKind.ATTEMPT_FAILED)
+        assert 150 <= failed.latency_ms < 5_000
 
 
 # -- what cannot be applied is recorded as what happens ----------------------------------------
