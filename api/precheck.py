@@ -29,6 +29,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from prometheus_client import Counter, Histogram
+from pydantic import Field
 
 from retrylens.analytics import explain
 from retrylens.analytics.advice import advise, hopeless
@@ -274,6 +275,20 @@ def _status_without_model(request: PrecheckRequest, known: bool) -> str:
             "not safe")
 
 
+#: A visible character: what a project or agent name needs (an event without either is refused).
+_NAMED = r"\S"
+
+
+class PrecheckBody(PrecheckRequest):
+    """The SDK's request as the route takes it, with its refusal of a blank project or agent in
+    the schema (OpenAPI ``pattern``), so clients and fuzzers know it; ``_blank_names`` refuses
+    it with a message naming the field (the SDK's own model stays lax: a governor whose agent
+    has no name must still run its task, failing the pre-check open)."""
+
+    project: str = Field(json_schema_extra={"pattern": _NAMED})
+    agent: str = Field(json_schema_extra={"pattern": _NAMED})
+
+
 def _blank_names(body: PrecheckRequest) -> None:
     """A blank project or agent can match nothing recorded (events require both): a 422 naming it."""
     blank = [name for name in ("project", "agent") if not getattr(body, name).strip()]
@@ -283,7 +298,7 @@ def _blank_names(body: PrecheckRequest) -> None:
 
 
 @router.post("/precheck", response_model=PrecheckResponse, summary="Risk of a task before it starts")
-async def precheck(body: PrecheckRequest, request: Request, who: Principal = Depends(principal)) -> PrecheckResponse:
+async def precheck(body: PrecheckBody, request: Request, who: Principal = Depends(principal)) -> PrecheckResponse:
     _blank_names(body)
     if not who.can_read(body.project):
         raise not_found(body.project)
