@@ -15,9 +15,11 @@ the spool *is* the destination: the store-owning process ingests it.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import threading
 import time
+import weakref
 from collections import Counter, deque
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -86,6 +88,13 @@ class Emitter:
         self._stats_lock = threading.Lock()
         self._pump = threading.Thread(target=self._run, name="retrylens-emitter", daemon=True)
         self._pump.start()
+        # The pump is a daemon (it must never keep an agent alive), so an emitter nobody
+        # closes — the one ``observe()`` builds, a script that forgets ``close()`` — would lose
+        # what is still queued when the interpreter exits. A weak reference: the hook keeps
+        # no emitter alive; registered now, it runs after later hooks (atexit is LIFO), such
+        # as the plain-call observer's, which still emits at exit.
+        self._exit_hook = _close_at_exit(weakref.ref(self))
+        atexit.register(self._exit_hook)
 
     # -- agent side ----------------------------------------------------------------------
     def _count(self, outcome: str, n: int = 1) -> None:
@@ -144,6 +153,7 @@ class Emitter:
 
     def close(self, timeout_s: float = 10.0) -> None:
         """Flush what can be flushed within ``timeout_s``; the rest stays durably spooled."""
+        atexit.unregister(self._exit_hook)
         self.flush(timeout_s)
         self._closing.set()
         self._wake.set()
@@ -266,3 +276,17 @@ class Emitter:
         delivered = self._deliver([(r.key, r.value) for r in pending])
         if delivered:
             self._spool.commit(pending[delivered - 1].next_position)
+
+
+#: How long an emitter nobody closed may hold the interpreter's exit to deliver what it
+#: still has (a broker that does not answer: what is left stays in the spool).
+EXIT_FLUSH_S = 5.0
+
+
+def _close_at_exit(ref: weakref.ReferenceType[Emitter]) -> Any:
+    def close() -> None:
+        emitter = ref()
+        if emitter is not None and not emitter._closing.is_set():
+            emitter.close(EXIT_FLUSH_S)
+
+    return close
