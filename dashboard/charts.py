@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import date
+from datetime import date, datetime, timedelta
 from typing import Any
 
 import plotly.graph_objects as go
@@ -67,9 +67,24 @@ def pooled_rate(points: Sequence[TrendPoint], numerator: str, denominator: str, 
     return out
 
 
-def retry_trend(points: Sequence[TrendPoint]) -> go.Figure:
+def _time_axis(figure: go.Figure, points: Sequence[TrendPoint], width: timedelta | None,
+               *, pin_range: bool = True) -> None:
+    """The x axis spans the data's buckets (``pin_range``; else plotly's own margins, as bars
+    need); one bucket spans its own ``width`` around it.
+
+    Why: with one instant of data plotly zooms onto it and labels the axis in milliseconds
+    ("09:59:59.999"), as the demo's one-burst store and every fresh project showed."""
+    buckets = sorted({p.bucket for p in points})
+    if len(buckets) > 1:
+        if pin_range:
+            figure.update_xaxes(range=[buckets[0], buckets[-1]])
+    elif buckets and width is not None:
+        figure.update_xaxes(range=[buckets[0] - width / 2, buckets[0] + width / 2])
+
+
+def retry_trend(points: Sequence[TrendPoint], width: timedelta | None = None) -> go.Figure:
     """Retry rate, retry success rate and hand-off rate per time bucket (tiny buckets merged,
-    every point's counts in its hover text)."""
+    every point's counts in its hover text); ``width``: the bucket size."""
     figure = _figure("Retry rate and retry success over time")
     for name, numerator, denominator, noun in _TREND_RATES:
         rates = pooled_rate(points, numerator, denominator, noun)
@@ -78,18 +93,18 @@ def retry_trend(points: Sequence[TrendPoint]) -> go.Figure:
             mode="lines+markers", connectgaps=False, hovertemplate="%{y:.0%} · %{text}<extra>" + name + "</extra>",
         ))
     figure.update_yaxes(tickformat=".0%", rangemode="tozero")
-    if len(points) > 1:  # the whole range, also where merging left a single point
-        figure.update_xaxes(range=[min(p.bucket for p in points), max(p.bucket for p in points)])
+    _time_axis(figure, points, width)  # the whole range, also where merging left a single point
     return figure
 
 
-def retry_cost(points: Sequence[TrendPoint]) -> go.Figure:
-    """USD spent on retry attempts and on failed attempts per time bucket."""
+def retry_cost(points: Sequence[TrendPoint], width: timedelta | None = None) -> go.Figure:
+    """USD spent on retry attempts and on failed attempts per time bucket (``width``: its size)."""
     figure = _figure("Cost of retries (USD)")
     x = [p.bucket for p in points]
     figure.add_trace(go.Bar(x=x, y=[p.metrics.retry_cost_usd for p in points], name="retry attempts"))
     figure.add_trace(go.Bar(x=x, y=[p.metrics.failed_cost_usd for p in points], name="failed attempts"))
     figure.update_layout(barmode="group")
+    _time_axis(figure, points, width, pin_range=False)
     return figure
 
 
@@ -214,4 +229,8 @@ def precheck_drift(points: Sequence[dict[str, Any]]) -> go.Figure:
         figure.add_trace(go.Scatter(x=x, y=[p.get(key) for p in points], name=name, mode="lines+markers",
                                     text=behind, hovertemplate="%{y:.3f}<br>%{text}"))
     figure.update_yaxes(range=[0, 1])
+    if len({str(b) for b in x}) == 1:  # one bucket: span its hours, not one instant in milliseconds
+        at = x[0] if isinstance(x[0], datetime) else datetime.fromisoformat(str(x[0]))
+        half = timedelta(hours=points[0].get("bucket_hours") or 24) / 2
+        figure.update_xaxes(range=[at - half, at + half])
     return figure

@@ -8,7 +8,7 @@ except the paginated hand-off list (a bounded raw read) and, on demand, the per-
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import streamlit as st
@@ -49,7 +49,8 @@ def _body(source: DataSource, chosen: filters.Filters) -> None:
     st.caption(f"{chosen.describe()} · updated {now:%H:%M:%S} UTC · {refresh} · source: {source.label}")
     try:
         summary = source.summary(where)
-        trend = source.trend(where, chosen.trend_bucket())
+        bucket = chosen.trend_bucket()
+        trend = source.trend(where, bucket)
         shares = source.failure_types(where)
     except Exception as exc:  # noqa: BLE001 - the page says what failed instead of a traceback
         st.error(f"Could not read metrics from the {source.label}: {exc}")
@@ -59,12 +60,12 @@ def _body(source: DataSource, chosen: filters.Filters) -> None:
                 "(try `retrylens demo` to load a simulated fleet).")
     _headline(summary)
     left, right = st.columns([3, 2])
-    left.plotly_chart(charts.retry_trend(trend), key="chart_trend")
+    left.plotly_chart(charts.retry_trend(trend, timedelta(seconds=bucket.seconds)), key="chart_trend")
     right.plotly_chart(charts.failure_types(shares), key="chart_failure_types")
     st.subheader("Human hand-offs")
     _handoffs(source, where)
     st.subheader("Cost of retries")
-    st.plotly_chart(charts.retry_cost(trend), key="chart_cost")
+    st.plotly_chart(charts.retry_cost(trend, timedelta(seconds=bucket.seconds)), key="chart_cost")
     # Per-task costs are an exact raw aggregation: read on demand, not on every refresh.
     if st.toggle("Show the retried tasks that cost most", key="show_costs"):
         _costly_tasks(source, where)

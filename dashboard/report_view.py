@@ -67,7 +67,10 @@ def headline(data: Mapping[str, Any]) -> str:
     text = DECISIONS.get(decision, decision.replace("_", " "))
     if decision == "adopt_candidate":
         text = f"adopt {rec.get('policy')} ({changes_text(rec.get('changes'))})"
-    return f"{text}. {rec.get('reason', '')}".strip()
+    reason = str(rec.get("reason") or "")
+    if reason.startswith(text.split(":")[0]):
+        return reason  # the reason already opens with the decision ("no clear winner: … keep the live policy")
+    return f"{text}. {reason}".strip()
 
 
 def margins_text(data: Mapping[str, Any]) -> str | None:

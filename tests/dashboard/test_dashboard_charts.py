@@ -88,3 +88,33 @@ def test_task_waterfall_shows_the_backoff_gap_side_effects_and_the_handoff():
     assert [str(x) for x in handoff.x] == [str(T0 + timedelta(milliseconds=4100))]
     assert "cap 2 reached" in handoff.text[0]
     assert figure.layout.xaxis.type == "date"
+
+
+def _span(figure) -> timedelta:
+    lo, hi = figure.layout.xaxis.range
+    return datetime.fromisoformat(str(hi)) - datetime.fromisoformat(str(lo))
+
+
+def test_a_trend_of_one_bucket_spans_that_bucket_not_a_millisecond():
+    """One bucket of data (a demo's burst, a fresh project) made plotly zoom its time axis onto
+    one instant, labelled in milliseconds ("09:59:59.999"): the axis spans the bucket's width."""
+    (point,) = POINTS[:1]
+    for figure in (charts.retry_trend([point], width=timedelta(hours=1)),
+                   charts.retry_cost([point], width=timedelta(hours=1))):
+        assert figure.layout.xaxis.range is not None, figure.layout.title.text
+        assert _span(figure) == timedelta(hours=1), figure.layout.title.text
+    assert _span(charts.retry_trend([point], width=timedelta(days=1))) == timedelta(days=1)
+
+
+def test_a_trend_of_several_buckets_keeps_its_own_range():
+    figure = charts.retry_trend(POINTS, width=timedelta(hours=1))
+    assert _span(figure) == timedelta(hours=3)
+
+
+def test_a_drift_chart_of_one_bucket_spans_that_bucket():
+    """Pre-checks of a fresh model fill one bucket: the axis spans its hours, not a millisecond."""
+    point = {"bucket": T0, "bucket_hours": 6, "judged": 40, "mean_risk": 0.1, "observed": 0.12,
+             "precheck_auc": 0.7, "precheck_brier": 0.1}
+    assert _span(charts.precheck_drift([point])) == timedelta(hours=6)
+    over_api = {**point, "bucket": T0.isoformat()}  # the API road's bucket is an ISO string
+    assert _span(charts.precheck_drift([over_api])) == timedelta(hours=6)

@@ -82,3 +82,25 @@ def test_a_percentage_gets_a_second_decimal_exactly_when_one_decimal_would_print
     assert pct(0.000503) == "+0.1%"  # 0.0503 % prints as +0.1% with one decimal already
     assert pct(0.00004) == "+0.00%"  # below 0.005 %: less than one task in 10,000
     assert pct(0.0) == "+0.0%" and pct(0.0123) == "+1.2%"
+
+
+def test_the_dashboard_headline_says_no_clear_winner_once() -> None:
+    """The reports page printed "no clear winner: keep the live policy. no clear winner: no
+    candidate beats …; keep the live policy": the decision's words, then the reason that
+    already says them."""
+    from retrylens.dashboard.report_view import headline
+
+    text = headline({"recommendation": recommend([_policy("live", (0.0, 0.0, 0.0)),
+                                                  _policy("aggressive", (0.0, -0.01, 0.01))])})
+    assert text.count("no clear winner") == 1, text
+    assert text.count("keep the live policy") == 1, text
+    assert "practical margin" in text
+
+
+def test_the_dashboard_headline_of_an_adoption_names_it_and_says_why() -> None:
+    from retrylens.dashboard.report_view import headline
+
+    text = headline({"recommendation": recommend([_policy("live", (0.0, 0.0, 0.0)),
+                                                  _policy("patient", (0.05, 0.03, 0.07))])})
+    assert text.startswith("adopt patient (caps.timeout: 3 → 5). "), text
+    assert "success rate" in text
