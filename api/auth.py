@@ -93,7 +93,7 @@ class KeyRing:
         return Principal(projects) if projects else None
 
 
-def principal(
+async def principal(
     request: Request,
     api_key: str | None = Security(api_key_header),
     credentials: HTTPAuthorizationCredentials | None = Security(bearer),
@@ -116,7 +116,7 @@ def not_found(project: str) -> HTTPException:
     return HTTPException(404, f"project {project!r} not found")
 
 
-def project_access(
+async def project_access(
     project: str = Path(..., pattern=PROJECT_PATTERN, description="Project (tenant) name."),
     who: Principal = Depends(principal),
 ) -> str:

@@ -124,7 +124,7 @@ async def too_large_handler(_request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse(status_code=413, content=exc.body)
 
 
-def require_json_body(request: Request) -> None:
+async def require_json_body(request: Request) -> None:
     """415 for a request to a route with a JSON body model whose ``Content-Type`` is not JSON.
 
     Without it, a body sent as text or with no type reaches validation as a string and
