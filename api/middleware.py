@@ -130,7 +130,8 @@ async def require_json_body(request: Request) -> None:
     Without it, a body sent as text or with no type reaches validation as a string and
     answers "Input should be a valid dictionary", which says nothing about the cause. Routes
     that read their body themselves (OTLP's protobuf) declare no body model and are left
-    alone. An app-wide dependency: it runs before the body is validated."""
+    alone. An app-wide dependency: it runs before the body is validated. Async, though it
+    awaits nothing: FastAPI sends a sync dependency to a worker thread on every request."""
     route = request.scope.get("route")
     if getattr(route, "body_field", None) is None or request.method not in ("POST", "PUT", "PATCH"):
         return

@@ -9,10 +9,14 @@ which re-reads the ``CURRENT`` pointer every few seconds, so a newly trained mod
 used without a restart. With no model yet the answer still comes (``model_version:
 "none"``): the fingerprint's failed-attempt rate smoothed towards the agent's.
 
-A pre-check sits on the agent's critical path, so nothing on it waits for ClickHouse in
-the steady state: fingerprint history comes from an in-memory index refreshed in the
-background (:mod:`.fingerprint_index`, ~10 s behind the store), base rates are cached
-for a minute, and the model is evaluated as plain arithmetic (:mod:`.fast_model`).
+A pre-check sits on the agent's critical path, so nothing on it waits for ClickHouse or a
+worker thread in the steady state: fingerprint history comes from an in-memory index
+refreshed in the background (:mod:`.fingerprint_index`, ~10 s behind the store), every
+agent's failure rate is read per project at once and refreshed in the background
+(:mod:`.base_rates`, a minute behind), the model re-check reads only the ``CURRENT``
+pointer on the event loop, and the model is evaluated as plain arithmetic
+(:mod:`.fast_model`). The key check and the JSON body check are async dependencies: a sync
+one is sent to a worker thread on every request.
 """
 
 from __future__ import annotations
