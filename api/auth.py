@@ -93,12 +93,13 @@ class KeyRing:
         return Principal(projects) if projects else None
 
 
-def principal(
+async def principal(
     request: Request,
     api_key: str | None = Security(api_key_header),
     credentials: HTTPAuthorizationCredentials | None = Security(bearer),
 ) -> Principal:
-    """The authenticated caller, or 401."""
+    """The authenticated caller, or 401. Async, though it awaits nothing (a few constant-time
+    comparisons): FastAPI sends a sync dependency to a worker thread on every request."""
     key = api_key or (credentials.credentials if credentials else None)
     if not key:
         raise HTTPException(
@@ -116,11 +117,12 @@ def not_found(project: str) -> HTTPException:
     return HTTPException(404, f"project {project!r} not found")
 
 
-def project_access(
+async def project_access(
     project: str = Path(..., pattern=PROJECT_PATTERN, description="Project (tenant) name."),
     who: Principal = Depends(principal),
 ) -> str:
-    """The path's project when the caller may read it; otherwise 404, as if it did not exist."""
+    """The path's project when the caller may read it; otherwise 404, as if it did not exist
+    (async for the same reason as :func:`principal`)."""
     if not who.can_read(project):
         raise not_found(project)
     return project

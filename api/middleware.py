@@ -124,13 +124,14 @@ async def too_large_handler(_request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse(status_code=413, content=exc.body)
 
 
-def require_json_body(request: Request) -> None:
+async def require_json_body(request: Request) -> None:
     """415 for a request to a route with a JSON body model whose ``Content-Type`` is not JSON.
 
     Without it, a body sent as text or with no type reaches validation as a string and
     answers "Input should be a valid dictionary", which says nothing about the cause. Routes
     that read their body themselves (OTLP's protobuf) declare no body model and are left
-    alone. An app-wide dependency: it runs before the body is validated."""
+    alone. An app-wide dependency: it runs before the body is validated. Async, though it
+    awaits nothing: FastAPI sends a sync dependency to a worker thread on every request."""
     route = request.scope.get("route")
     if getattr(route, "body_field", None) is None or request.method not in ("POST", "PUT", "PATCH"):
         return

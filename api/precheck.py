@@ -9,10 +9,14 @@ which re-reads the ``CURRENT`` pointer every few seconds, so a newly trained mod
 used without a restart. With no model yet the answer still comes (``model_version:
 "none"``): the fingerprint's failed-attempt rate smoothed towards the agent's.
 
-A pre-check sits on the agent's critical path, so nothing on it waits for ClickHouse in
-the steady state: fingerprint history comes from an in-memory index refreshed in the
-background (:mod:`.fingerprint_index`, ~10 s behind the store), base rates are cached
-for a minute, and the model is evaluated as plain arithmetic (:mod:`.fast_model`).
+A pre-check sits on the agent's critical path, so nothing on it waits for ClickHouse or a
+worker thread in the steady state: fingerprint history comes from an in-memory index
+refreshed in the background (:mod:`.fingerprint_index`, ~10 s behind the store), every
+agent's failure rate is read per project at once and refreshed in the background
+(:mod:`.base_rates`, a minute behind), the model re-check reads only the ``CURRENT``
+pointer on the event loop, and the model is evaluated as plain arithmetic
+(:mod:`.fast_model`). The key check and the JSON body check are async dependencies: a sync
+one is sent to a worker thread on every request.
 """
 
 from __future__ import annotations
@@ -34,10 +38,14 @@ from pydantic import Field
 from retrylens.analytics import explain
 from retrylens.analytics.advice import advise, hopeless
 from retrylens.analytics.classifier import RiskContext, RiskModel
-from retrylens.analytics.filters import Slice
 from retrylens.analytics.fingerprints import FingerprintStats
-from retrylens.analytics.metrics import metrics_summary
-from retrylens.analytics.model_store import LoadedModel, ModelNotFoundError, load_current_model
+from retrylens.analytics.model_store import (
+    LoadedModel,
+    ModelNotFoundError,
+    ModelStore,
+    load_current_model,
+    models_dir,
+)
 from retrylens.analytics.prechecks import PrecheckRow
 from retrylens.analytics.similar_failures import content_words
 from retrylens.config import Settings
@@ -46,6 +54,7 @@ from retrylens.sdk.preflight import PrecheckRequest, PrecheckResponse
 from retrylens.store import EventStore
 
 from .auth import Principal, not_found, principal
+from .base_rates import BaseRates
 from .fast_model import LinearRiskScorer, column
 from .fingerprint_index import FingerprintIndex
 
@@ -97,26 +106,6 @@ class NeedsIO(Exception):
     """Raised inside a no-I/O scoring attempt when something must be read from the store or disk."""
 
 
-class _TtlCache:
-    def __init__(self, ttl_s: float, max_items: int = 50_000) -> None:
-        self.ttl_s = ttl_s
-        self.max_items = max_items
-        self._items: dict[Any, tuple[float, Any]] = {}
-
-    def get(self, key: Any, compute: Any, *, io: bool) -> Any:
-        now = time.monotonic()
-        hit = self._items.get(key)
-        if hit is not None and now - hit[0] < self.ttl_s:
-            return hit[1]
-        if not io:
-            raise NeedsIO
-        value = compute()
-        if len(self._items) >= self.max_items:
-            self._items.clear()
-        self._items[key] = (now, value)
-        return value
-
-
 class RiskScorer:
     """Scores pre-check requests against one store and the current model.
 
@@ -131,10 +120,11 @@ class RiskScorer:
         self.store = store
         self.model_check_s = model_check_s
         self.fingerprints = FingerprintIndex(store, refresh_s=history_refresh_s)
-        self._base_rates = _TtlCache(base_rate_ttl_s)
+        self.base_rates = BaseRates(store, days=BASE_RATE_DAYS, ttl_s=base_rate_ttl_s)
         self._linear: LinearRiskScorer | None = None
         self._model: LoadedModel | None = None
         self._model_checked_at = -math.inf
+        self._models = ModelStore(models_dir(settings))
 
     def history(self, project: str, fingerprint: str, *, io: bool = True) -> FingerprintStats:
         found = self.fingerprints.lookup(project, fingerprint, io=io)
@@ -143,12 +133,24 @@ class RiskScorer:
         return found
 
     def current_model(self, *, io: bool = True) -> LoadedModel | None:
-        """The model in force (``None`` before the first training), re-checked every ``model_check_s``."""
+        """The model in force (``None`` before the first training), re-checked every ``model_check_s``.
+
+        The re-check reads the ``CURRENT`` pointer (a few bytes of a local file, so it is done
+        even with ``io=False``, on the event loop); only a pointer naming another version than
+        the one in memory needs the worker thread, to load that version. Sending every re-check
+        to a thread cost a thread hand-off per ``model_check_s``: the slowest pre-checks of a run."""
         now = time.monotonic()
         if now - self._model_checked_at < self.model_check_s:
             return self._model
         if not io:
-            raise NeedsIO
+            try:
+                pointer = self._models.current_version()
+            except OSError as exc:  # unreadable here: the worker thread's load reports it
+                raise NeedsIO from exc
+            if pointer != (self._model.version if self._model is not None else None):
+                raise NeedsIO
+            self._model_checked_at = now
+            return self._model
         try:
             loaded: LoadedModel | None = load_current_model(self.settings, check_interval_s=0)
         except ModelNotFoundError:
@@ -167,14 +169,11 @@ class RiskScorer:
 
     def base_rate(self, project: str, agent: str | None, *, io: bool = True) -> float | None:
         """Failed attempts / attempts of this agent (``None``: of the whole project) over the last
-        week (rollups), if any."""
-
-        def compute() -> float | None:
-            start = datetime.now(UTC) - timedelta(days=BASE_RATE_DAYS)
-            m = metrics_summary(self.store, Slice(project=project, agent=agent, start=start))
-            return m.failures / m.calls if m.calls else None
-
-        return self._base_rates.get((project, agent), compute, io=io)
+        week (rollups), if any: every agent of a project is read at once (:mod:`.base_rates`)."""
+        table = self.base_rates.table(project, io=io)
+        if table is None:
+            raise NeedsIO
+        return table.rate(agent)
 
     def unknown(self, project: str, agent: str, *, io: bool = True) -> str:
         """Words for an answer scored with nothing recorded of its agent or project ('' when both

@@ -3,9 +3,13 @@
 A pre-check sits on the agent's critical path, so the endpoint only appends its row to a
 bounded buffer; a background thread inserts the buffer every ``flush_s`` seconds (or
 sooner when ``batch_rows`` are waiting) as one block. ``close()`` (the app's shutdown)
-writes what is left. A failed insert is logged and retried with the next flush; rows
-beyond ``max_buffer`` are dropped and counted (``retrylens_precheck_log_dropped_total``),
-so a store outage can never grow the server's memory without bound.
+writes what is left, and the API's reads of pre-checks flush first, so nothing answered is
+missing from them. An insert costs ~17 ms of CPU whatever its size (10 or 500 rows, embedded
+store): flushed every second at 50 pre-checks/s that was 0.3 ms of CPU per pre-check, in bursts
+beside the requests on a small machine, so ``flush_s`` is 5 s (a crash loses at most that).
+A failed insert is logged and retried with the next flush; rows beyond ``max_buffer`` are
+dropped and counted (``retrylens_precheck_log_dropped_total``), so a store outage can never
+grow the server's memory without bound.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ WRITTEN = Counter("retrylens_precheck_log_written_total", "Pre-check rows writte
 
 
 class PrecheckLog:
-    def __init__(self, store: EventStore, *, flush_s: float = 1.0, batch_rows: int = 500,
+    def __init__(self, store: EventStore, *, flush_s: float = 5.0, batch_rows: int = 500,
                  max_buffer: int = 100_000) -> None:
         self.store = store
         self.flush_s = flush_s
