@@ -10,7 +10,11 @@ stored history shows it pays for such inputs, and every answer carries the evide
   ``human_review_threshold`` setting; all failed or handed off, with failure classes that
   retries do not fix, and none that this agent's retries clearly recovered from,
   :meth:`AgentEvidence.retries_fix`): running it again buys nothing a person
-  would not have to redo. A risk alone never sends a task to a person.
+  would not have to redo. A risk alone never sends a task to a person. **Or a reference the
+  input names** (an order number, a SKU: hashed ``ref:`` features) failed every earlier
+  task of this agent that named it, often enough to rule chance out, with classes its
+  retries do not fix (:mod:`.known_bad_refs`, book version 4; older books give none):
+  the same bad order in a differently worded request.
 - ``degrade_first`` (simplified mode from the first attempt) — the input is riskier than
   its agent's usual task (risk ≥ :func:`degrade_bar`: 1.5 × the agent's own failure rate,
   within 5-20 %; a fixed 0.2 never reached the agents that rarely fail), in this agent's history a
@@ -56,6 +60,7 @@ points of success on those tasks).
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,6 +75,7 @@ from .advice_evidence import (
 )
 from .failure_classes import persistence_of
 from .fingerprints import FingerprintStats
+from .known_bad_refs import RefEvidence, known_bad_ref
 
 __all__ = ["Advice", "AgentEvidence", "advise", "build_advice_book", "degrade_bar", "evidence_for", "hopeless"]
 
@@ -100,6 +106,17 @@ def hopeless(stats: FingerprintStats) -> bool:
     )
 
 
+def _human_review(evidence: str) -> tuple[dict[str, Any], dict[str, str]]:
+    return (
+        {"human_review": True, "max_attempts": 1},
+        {
+            "advice": "human_review",
+            "action": "hand to a person before the first attempt",
+            "evidence": evidence,
+        },
+    )
+
+
 def _candidates(
     risk: float,
     stats: FingerprintStats,
@@ -107,6 +124,7 @@ def _candidates(
     agent: str,
     book: dict[str, Any] | None,
     human_review_threshold: float,
+    refs: Mapping[str, str],
 ) -> list[tuple[dict[str, Any], dict[str, str]]]:
     """Each kind the history supports for this input: ``(recommendation fields, entry in words)``."""
     own = AgentEvidence.from_dict(
@@ -120,16 +138,16 @@ def _candidates(
     )
     if (hopeless(stats) or failed_once) and not own.retries_fix(stats.recent_error_types):
         return [
-            (
-                {"human_review": True, "max_attempts": 1},
-                {
-                    "advice": "human_review",
-                    "action": "hand to a person before the first attempt",
-                    "evidence": f"risk {risk:.0%}; this input failed in all {stats.tasks} earlier task(s) "
-                    f"({', '.join(stats.recent_error_types[:3]) or 'unclassified'}, not transient)",
-                },
+            _human_review(
+                f"risk {risk:.0%}; this input failed in all {stats.tasks} earlier task(s) "
+                f"({', '.join(stats.recent_error_types[:3]) or 'unclassified'}, not transient)"
             )
         ]
+    ref_record = ((book or {}).get("refs") or {}).get(f"{project}/{agent}") if refs else None
+    if ref_record:
+        words = known_bad_ref(refs, RefEvidence.from_dict(ref_record), own, agent)
+        if words is not None:
+            return [_human_review(f"risk {risk:.0%}; {words}")]
     out: list[tuple[dict[str, Any], dict[str, str]]] = []
     class_caps = own.class_caps()
     if class_caps:
@@ -183,6 +201,7 @@ def advise(
     book: dict[str, Any] | None,
     human_review_threshold: float,
     holdout: bool = False,
+    refs: Mapping[str, str] | None = None,
 ) -> Advice:
     """The advice for one pre-checked task, each kind only where the evidence says it pays.
 
@@ -190,11 +209,16 @@ def advise(
     that kind on earlier pre-checks says it does not help: :mod:`.advice_effects`, with the
     figures as its evidence); or ``withheld`` (``holdout``: this task is one of the few the
     advice is withheld from, so that its effect can be measured at all).
+
+    ``refs``: ``{ref feature: token}`` of this input (:func:`retrylens.sdk.refs.input_refs`),
+    read against the book's known-bad references; the token names it in the evidence.
     """
     retired = (book or {}).get("retired") or {}
     rec: dict[str, Any] = {}
     entries: list[dict[str, str]] = []
-    for fields, entry in _candidates(risk, stats, project, agent, book, human_review_threshold):
+    for fields, entry in _candidates(
+        risk, stats, project, agent, book, human_review_threshold, refs or {}
+    ):
         kind = entry["advice"]
         if kind in retired:
             entries.append(

@@ -16,6 +16,7 @@ from .advice_effects import advice_effects
 from .advice_effects import retired as retired_kinds
 from .advice_evidence import OUTPUT_FAILURES, AgentEvidence
 from .filters import Slice
+from .known_bad_refs import ref_book
 
 #: per task, ``[(attempt, cost)]`` of its attempts: what a cap or a simplified mode would change
 _COSTS = (
@@ -122,6 +123,13 @@ def build_advice_book(store: EventStore, where: Slice = Slice()) -> dict[str, An
         )
     # what each kind did where it was given vs withheld (stored pre-checks): kinds that do not help retire
     effects = advice_effects(store, project=where.project, start=where.start, end=where.end)
-    return {"version": 3, "agents": evidence, "effects": effects, "retired": retired_kinds(effects)}
+    # version 4: references that failed every task naming them (:mod:`.known_bad_refs`)
+    return {
+        "version": 4,
+        "agents": evidence,
+        "refs": ref_book(store, where, evidence),
+        "effects": effects,
+        "retired": retired_kinds(effects),
+    }
 
 

@@ -1,0 +1,156 @@
+"""Known-bad references: an order, SKU or account that failed every task of an agent that named it.
+
+A reference that does not exist or is blocked fails every task naming it with a permanent
+error (a 404, a validation refusal) that no retry fixes, however the request is worded, so
+the exact-input fingerprint sees only word-for-word repeats. The SDK puts the references an
+input names on its events as hashed ``ref:`` features (:mod:`retrylens.sdk.refs`); the
+advice book counts, per agent and reference, the finished tasks that made an attempt, how
+many succeeded and their failure classes. Tasks the pre-check handed to a person before any
+attempt are not counted: they say nothing about the reference.
+
+**The rule.** An input naming a reference gets ``human_review`` before the first attempt when,
+in this agent's history, every one of at least ``n`` earlier tasks naming it failed, their
+failure classes are permanent (:func:`~.failure_classes.persistence_of`) and not ones this
+agent's retries clearly fix (:meth:`~.advice_evidence.AgentEvidence.retries_fix`). ``n`` is the
+smallest number (at least :data:`MIN_REF_TASKS`) with ``p ** n <= ALPHA / m``: ``p`` the agent's
+task failure rate, ``m`` the references of this agent with at least :data:`MIN_REF_TASKS` tasks
+(each one a chance for a reference to fail every time by luck; Bonferroni). So a reference of
+an agent that fails 15 % of its tasks, among 13 tested, needs 3 failed tasks; one of an agent
+that fails half its tasks needs 9. Nothing about what a reference looks like is in the rule.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from retrylens.store import EventStore
+from retrylens.store.sql import query_rows
+
+from .advice_evidence import AgentEvidence
+from .failure_classes import persistence_of
+from .filters import Slice
+
+MIN_REF_TASKS = 2
+ALPHA = 0.05
+#: the book keeps at most this many known-bad references per agent (most tasks first)
+MAX_BOOK_REFS = 256
+
+_REFS = (
+    "SELECT project, agent, countIf(tasks >= {min:UInt32}) AS tested,"
+    " groupArrayIf((ref, tasks, classes), ok = 0 AND tasks >= {min:UInt32}) AS failed FROM ("
+    "  SELECT project, agent, ref, count() AS tasks, countIf(ok) AS ok,"
+    "   groupUniqArrayArray(classes) AS classes FROM ("
+    "   SELECT project, any(agent_name) AS agent, task_id,"
+    "    argMinIf(input_features, ts, input_features != '') AS f,"
+    "    argMaxIf(toString(outcome), ts, outcome != '') AS out, out = 'succeeded' AS ok,"
+    "    groupUniqArrayIf(toString(error_type), kind = 'attempt_failed') AS classes,"
+    "    countIf(kind IN ('attempt_failed', 'attempt_succeeded')) AS attempts"
+    "   FROM [[db]].events FINAL WHERE {where} GROUP BY project, task_id"
+    "   HAVING attempts > 0 AND out != '')"
+    "  ARRAY JOIN arrayFilter(k -> startsWith(k, 'ref:'), JSONExtractKeys(f)) AS ref"
+    "  GROUP BY project, agent, ref)"
+    " GROUP BY project, agent"
+)
+
+
+def needed_tasks(failure_rate: float, tested: int) -> int | None:
+    """The smallest ``n >= MIN_REF_TASKS`` with ``failure_rate ** n <= ALPHA / tested`` (``None``
+    when no number of failures rules chance out: an agent that fails every task)."""
+    if failure_rate >= 1.0 or tested < 1:
+        return None
+    if failure_rate <= 0.0:
+        return MIN_REF_TASKS
+    return max(MIN_REF_TASKS, math.ceil(math.log(ALPHA / tested) / math.log(failure_rate) - 1e-9))
+
+
+@dataclass(frozen=True)
+class RefEvidence:
+    """One agent's references: its failure rate, how many were tested, and those that always failed."""
+
+    failure_rate: float = 1.0
+    tested: int = 0
+    #: ref feature → (tasks naming it, all failed; their failure classes)
+    failed: dict[str, tuple[int, list[str]]] = field(default_factory=dict)
+
+    @property
+    def needed(self) -> int | None:
+        return needed_tasks(self.failure_rate, self.tested)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "failure_rate": self.failure_rate,
+            "tested": self.tested,
+            "failed": {ref: [n, list(classes)] for ref, (n, classes) in self.failed.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RefEvidence:
+        return cls(
+            float(data.get("failure_rate", 1.0)),
+            int(data.get("tested", 0)),
+            {
+                str(ref): (int(v[0]), [str(c) for c in v[1]])
+                for ref, v in (data.get("failed") or {}).items()
+            },
+        )
+
+
+def ref_book(
+    store: EventStore, where: Slice, agents: Mapping[str, Mapping[str, Any]]
+) -> dict[str, dict[str, Any]]:
+    """Per ``project/agent``: :class:`RefEvidence` as JSON, keeping only the references that failed
+    often enough to pass the rule's count (at most :data:`MAX_BOOK_REFS`). ``agents``: the book's
+    per-agent evidence (its ``tasks`` and ``succeeded`` give the failure rate)."""
+    clause, params = where.where()
+    out: dict[str, dict[str, Any]] = {}
+    rows = query_rows(
+        store.client, store.sql(_REFS.replace("{where}", clause)), {**params, "min": MIN_REF_TASKS}
+    )
+    for row in rows:
+        key = f"{row['project']}/{row['agent']}"
+        own = AgentEvidence.from_dict(dict(agents.get(key) or {}))
+        rate = 1 - own.succeeded / own.tasks if own.tasks else 1.0
+        needed = needed_tasks(rate, int(row["tested"]))
+        failed = sorted(
+            ((str(ref), int(n), sorted(str(c) for c in classes)) for ref, n, classes in row["failed"]),
+            key=lambda item: (-item[1], item[0]),
+        )
+        keep = {ref: (n, classes) for ref, n, classes in failed if needed is not None and n >= needed}
+        out[key] = RefEvidence(
+            rate, int(row["tested"]), dict(list(keep.items())[:MAX_BOOK_REFS])
+        ).as_dict()
+    return out
+
+
+def known_bad_ref(
+    refs: Mapping[str, str], evidence: RefEvidence, own: AgentEvidence, agent: str
+) -> str | None:
+    """The evidence in words when one of the input's references (``{ref feature: token}``) failed
+    every earlier task of this agent under the module's rule, else ``None``."""
+    needed = evidence.needed
+    if needed is None:
+        return None
+    for ref, token in refs.items():
+        tasks, classes = evidence.failed.get(ref, (0, []))
+        if tasks < needed or persistence_of(classes) != "permanent" or own.retries_fix(classes):
+            continue
+        return (
+            f"names {token!r}, seen in {tasks} earlier {agent} tasks, all failed "
+            f"({', '.join(classes)}: not transient); {_retries_words(own, classes, agent)}; "
+            f"with {agent}'s task failure rate {evidence.failure_rate:.0%} and {evidence.tested} "
+            f"references tested, {needed} failed tasks in a row rule chance out "
+            f"({evidence.failure_rate:.0%}^{needed} <= {ALPHA:.0%} / {evidence.tested})"
+        )
+    return None
+
+
+def _retries_words(own: AgentEvidence, classes: list[str], agent: str) -> str:
+    parts = []
+    for cls in classes:
+        retried, recovered = own.classes.get(cls, (0, 0))
+        if retried:
+            parts.append(f"{recovered} of {retried} {agent} tasks retried after a {cls} failure succeeded")
+    return "; ".join(parts) or f"no record of {agent}'s retries fixing {', '.join(classes)}"

@@ -1,0 +1,112 @@
+"""A deleted SKU fails every task that names it, however it is asked: the pre-check hands the next
+one to a person before spending, naming the SKU and the evidence (:mod:`retrylens.analytics.known_bad_refs`)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from analytics_eventset import T0, _Task
+
+from retrylens.analytics.advice import advise, build_advice_book
+from retrylens.analytics.fingerprints import FingerprintStats
+from retrylens.analytics.known_bad_refs import needed_tasks
+from retrylens.sdk.refs import input_refs
+from retrylens.store import EventStore
+from retrylens.store.event_table import event_row
+
+LIVE = [f"sku-{n}" for n in range(1001, 1011)]
+DELETED = "SKU-4411"
+ASKS = [
+    "Restock {sku} in the Leeds warehouse",
+    "Ship one {sku} to the customer in Porto by express",
+    "Check the shelf price of {sku} against the supplier list",
+    "Reserve {sku} for the store pickup on Friday",
+    "Move {sku} to the clearance aisle",
+]
+
+
+def _task(number: int, text: str, *, fails: str | None, retried: bool = False) -> list:
+    task = _Task("shop", f"t{number}", "inventory-agent", "execution", "v1",
+                 T0 + timedelta(minutes=number), text)
+    task.start()
+    cost = {"latency": 300, "cost": 0.003, "tokens": (200, 50)}
+    if fails is None:
+        task.attempt(1, True, **cost)
+        task.finish("succeeded", 1)
+    elif retried:  # failed once, the retry worked
+        task.attempt(1, False, error=fails, message="refused", **cost)
+        task.decide(1, "retry_same")
+        task.attempt(2, True, **cost)
+        task.finish("succeeded", 2)
+    else:
+        task.attempt(1, False, error=fails, message=f"{fails}: no such item", **cost)
+        task.decide(1, "give_up")
+        task.finish("failed", 1)
+    return task.events
+
+
+def _record(store: EventStore, deleted_tasks: int, *, logic_retries_recover: bool = False) -> None:
+    events: list = []
+    number = 0
+    for round_ in range(3):
+        for i, sku in enumerate(LIVE):
+            number += 1
+            fails = "timeout" if (round_, i) in {(0, 3), (1, 5), (2, 7), (2, 9)} else None
+            events += _task(number, ASKS[(i + round_) % len(ASKS)].format(sku=sku), fails=fails)
+    for i in range(deleted_tasks):
+        number += 1
+        events += _task(number, ASKS[i % len(ASKS)].format(sku=DELETED), fails="logic")
+    if logic_retries_recover:  # this agent's logic failures are usually fixed by a retry
+        for i in range(10):
+            number += 1
+            events += _task(number, f"Count pallet row {chr(97 + i)}", fails="logic", retried=True)
+    store.insert_rows([event_row(e, topic="t", partition=0, offset=i) for i, e in enumerate(events)])
+
+
+def _advise(book: dict, text: str):
+    return advise(
+        0.1, FingerprintStats(project="shop", fingerprint="0" * 32), project="shop",
+        agent="inventory-agent", book=book, human_review_threshold=0.7, refs=input_refs(text),
+    )
+
+
+def test_a_deleted_sku_that_failed_every_task_sends_a_new_wording_to_a_person_first(
+    store: EventStore,
+) -> None:
+    _record(store, deleted_tasks=4)
+    book = build_advice_book(store)
+    assert book["version"] == 4
+    new_ask = "Customer asks: can you hold two of SKU-4411 until Monday?"
+    advice = _advise(book, new_ask)
+    assert advice.kinds == ["human_review"]
+    assert advice.recommendation.human_review and advice.recommendation.max_attempts == 1
+    words = advice.evidence[0]["evidence"]
+    assert "names 'sku-4411'" in words and "4 earlier inventory-agent tasks, all failed" in words
+    assert "logic" in words and "11 references tested" in words
+    # a live SKU, however often asked about, gets nothing
+    assert _advise(book, "Customer asks: can you hold two of sku-1004 until Monday?").kinds == []
+
+
+def test_too_few_failures_for_the_references_tested_are_not_evidence(store: EventStore) -> None:
+    # 7 of 33 tasks failed (21 %) and 11 references were tested: 0.21^3 > 0.05 / 11, so 3 failures
+    # of one SKU could be chance; 4 rule it out
+    assert needed_tasks(7 / 33, 11) == 4 and needed_tasks(7 / 33, 1) == 2
+    assert needed_tasks(0.15, 13) == 3 and needed_tasks(0.5, 13) == 9 and needed_tasks(1.0, 5) is None
+    _record(store, deleted_tasks=3)
+    assert _advise(build_advice_book(store), f"Move {DELETED} to aisle nine").kinds == []
+
+
+def test_no_hand_off_where_this_agents_retries_fix_the_failure_class(store: EventStore) -> None:
+    _record(store, deleted_tasks=6, logic_retries_recover=True)
+    book = build_advice_book(store)
+    assert _advise(book, f"Move {DELETED} to aisle nine").kinds == []
+
+
+def test_a_book_written_before_references_were_counted_gives_no_reference_advice(
+    store: EventStore,
+) -> None:
+    _record(store, deleted_tasks=4)
+    book = build_advice_book(store)
+    old = {k: v for k, v in book.items() if k != "refs"} | {"version": 3}
+    assert _advise(old, f"Move {DELETED} to aisle nine").kinds == []
+    assert _advise(book, f"Move {DELETED} to aisle nine").kinds == ["human_review"]
