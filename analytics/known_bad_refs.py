@@ -5,13 +5,17 @@ error (a 404, a validation refusal) that no retry fixes, however the request is 
 the exact-input fingerprint sees only word-for-word repeats. The SDK puts the references an
 input names on its events as hashed ``ref:`` features (:mod:`retrylens.sdk.refs`); the
 advice book counts, per agent and reference, the finished tasks that made an attempt, how
-many succeeded and their failure classes. Tasks the pre-check handed to a person before any
+many succeeded and the failure class each failed one ended on (its last failure: a class an
+earlier retry got past did not stop it; a bad order that first fails a validation, retried,
+and then is not found ended on a logic failure). Tasks the pre-check handed to a person before any
 attempt are not counted: they say nothing about the reference.
 
 **The rule.** An input naming a reference gets ``human_review`` before the first attempt when,
-in this agent's history, every one of at least ``n`` earlier tasks naming it failed, their
-failure classes are permanent (:func:`~.failure_classes.persistence_of`) and not ones this
-agent's retries clearly fix (:meth:`~.advice_evidence.AgentEvidence.retries_fix`). ``n`` is the
+in this agent's history, no earlier task naming it succeeded and at least ``n`` of them ended on
+a permanent failure class (:func:`~.failure_classes.persistence_of`) that this agent's retries
+do not clearly fix (:meth:`~.advice_evidence.AgentEvidence.retries_fix`). A task that ended on a
+transient class (it ran out of attempts on a rate limit) failed too, but says nothing of the
+reference, so it is not counted towards ``n``. ``n`` is the
 smallest number (at least :data:`MIN_REF_TASKS`) with ``p ** n <= ALPHA / m``: ``p`` the agent's
 task failure rate, ``m`` the references of this agent with at least :data:`MIN_REF_TASKS` tasks
 (each one a chance for a reference to fail every time by luck; Bonferroni). So a reference of
@@ -40,13 +44,13 @@ MAX_BOOK_REFS = 256
 
 _REFS = (
     "SELECT project, agent, countIf(tasks >= {min:UInt32}) AS tested,"
-    " groupArrayIf((ref, tasks, classes), ok = 0 AND tasks >= {min:UInt32}) AS failed FROM ("
+    " groupArrayIf((ref, tasks, ended), ok = 0 AND tasks >= {min:UInt32}) AS failed FROM ("
     "  SELECT project, agent, ref, count() AS tasks, countIf(ok) AS ok,"
-    "   groupUniqArrayArray(classes) AS classes FROM ("
+    "   sumMap([last], [toUInt64(1)]) AS ended FROM ("
     "   SELECT project, any(agent_name) AS agent, task_id,"
     "    argMinIf(input_features, ts, input_features != '') AS f,"
     "    argMaxIf(toString(outcome), ts, outcome != '') AS out, out = 'succeeded' AS ok,"
-    "    groupUniqArrayIf(toString(error_type), kind = 'attempt_failed') AS classes,"
+    "    argMaxIf(toString(error_type), (attempt, ts), kind = 'attempt_failed') AS last,"
     "    countIf(kind IN ('attempt_failed', 'attempt_succeeded')) AS attempts"
     "   FROM [[db]].events FINAL WHERE {where} GROUP BY project, task_id"
     "   HAVING attempts > 0 AND out != '')"
@@ -72,8 +76,8 @@ class RefEvidence:
 
     failure_rate: float = 1.0
     tested: int = 0
-    #: ref feature → (tasks naming it, all failed; their failure classes)
-    failed: dict[str, tuple[int, list[str]]] = field(default_factory=dict)
+    #: ref feature → (tasks naming it, none succeeded; how many ended on each failure class)
+    failed: dict[str, tuple[int, dict[str, int]]] = field(default_factory=dict)
 
     @property
     def needed(self) -> int | None:
@@ -83,7 +87,7 @@ class RefEvidence:
         return {
             "failure_rate": self.failure_rate,
             "tested": self.tested,
-            "failed": {ref: [n, list(classes)] for ref, (n, classes) in self.failed.items()},
+            "failed": {ref: [n, dict(ended)] for ref, (n, ended) in self.failed.items()},
         }
 
     @classmethod
@@ -92,7 +96,7 @@ class RefEvidence:
             float(data.get("failure_rate", 1.0)),
             int(data.get("tested", 0)),
             {
-                str(ref): (int(v[0]), [str(c) for c in v[1]])
+                str(ref): (int(v[0]), {str(c): int(k) for c, k in dict(v[1]).items()})
                 for ref, v in (data.get("failed") or {}).items()
             },
         )
@@ -115,10 +119,17 @@ def ref_book(
         rate = 1 - own.succeeded / own.tasks if own.tasks else 1.0
         needed = needed_tasks(rate, int(row["tested"]))
         failed = sorted(
-            ((str(ref), int(n), sorted(str(c) for c in classes)) for ref, n, classes in row["failed"]),
+            (
+                (str(ref), int(n), {str(c) or "unclassified": int(k) for c, k in zip(*ended, strict=True)})
+                for ref, n, ended in row["failed"]
+            ),
             key=lambda item: (-item[1], item[0]),
         )
-        keep = {ref: (n, classes) for ref, n, classes in failed if needed is not None and n >= needed}
+        keep = {
+            ref: (n, ended)
+            for ref, n, ended in failed
+            if needed is not None and sum(_permanent(ended).values()) >= needed
+        }
         out[key] = RefEvidence(
             rate, int(row["tested"]), dict(list(keep.items())[:MAX_BOOK_REFS])
         ).as_dict()
@@ -134,17 +145,25 @@ def known_bad_ref(
     if needed is None:
         return None
     for ref, token in refs.items():
-        tasks, classes = evidence.failed.get(ref, (0, []))
-        if tasks < needed or persistence_of(classes) != "permanent" or own.retries_fix(classes):
+        tasks, ended = evidence.failed.get(ref, (0, {}))
+        permanent = _permanent(ended)
+        if sum(permanent.values()) < needed or own.retries_fix(sorted(permanent)):
             continue
+        endings = ", ".join(f"{k} on {c}" for c, k in sorted(ended.items(), key=lambda i: (-i[1], i[0])))
         return (
-            f"names {token!r}, seen in {tasks} earlier {agent} tasks, all failed "
-            f"({', '.join(classes)}: not transient); {_retries_words(own, classes, agent)}; "
-            f"with {agent}'s task failure rate {evidence.failure_rate:.0%} and {evidence.tested} "
-            f"references tested, {needed} failed tasks in a row rule chance out "
-            f"({evidence.failure_rate:.0%}^{needed} <= {ALPHA:.0%} / {evidence.tested})"
+            f"names {token!r}, seen in {tasks} earlier {agent} tasks, none succeeded "
+            f"(ended: {endings}; {', '.join(sorted(permanent))} not transient); "
+            f"{_retries_words(own, sorted(permanent), agent)}; with {agent}'s task failure rate "
+            f"{evidence.failure_rate:.0%} and {evidence.tested} references tested, {needed} such "
+            f"failures rule chance out ({evidence.failure_rate:.0%}^{needed} <= {ALPHA:.0%} / "
+            f"{evidence.tested})"
         )
     return None
+
+
+def _permanent(ended: Mapping[str, int]) -> dict[str, int]:
+    """The tasks that ended on each permanent class (transient and unclassified endings left out)."""
+    return {c: k for c, k in ended.items() if persistence_of([c]) == "permanent"}
 
 
 def _retries_words(own: AgentEvidence, classes: list[str], agent: str) -> str:

@@ -25,7 +25,9 @@ ASKS = [
 ]
 
 
-def _task(number: int, text: str, *, fails: str | None, retried: bool = False) -> list:
+def _task(
+    number: int, text: str, *, fails: str | None, retried: bool = False, first: str | None = None
+) -> list:
     task = _Task("shop", f"t{number}", "inventory-agent", "execution", "v1",
                  T0 + timedelta(minutes=number), text)
     task.start()
@@ -38,6 +40,12 @@ def _task(number: int, text: str, *, fails: str | None, retried: bool = False) -
         task.decide(1, "retry_same")
         task.attempt(2, True, **cost)
         task.finish("succeeded", 2)
+    elif first is not None:  # a first failure the retry got past, then the one that stopped it
+        task.attempt(1, False, error=first, message="refused", **cost)
+        task.decide(1, "retry_same")
+        task.attempt(2, False, error=fails, message=f"{fails}: no such item", **cost)
+        task.decide(2, "give_up")
+        task.finish("failed", 2)
     else:
         task.attempt(1, False, error=fails, message=f"{fails}: no such item", **cost)
         task.decide(1, "give_up")
@@ -45,7 +53,14 @@ def _task(number: int, text: str, *, fails: str | None, retried: bool = False) -
     return task.events
 
 
-def _record(store: EventStore, deleted_tasks: int, *, logic_retries_recover: bool = False) -> None:
+def _record(
+    store: EventStore,
+    deleted_tasks: int,
+    *,
+    logic_retries_recover: bool = False,
+    validation_first: bool = False,
+    rate_limited: int = 0,
+) -> None:
     events: list = []
     number = 0
     for round_ in range(3):
@@ -55,11 +70,16 @@ def _record(store: EventStore, deleted_tasks: int, *, logic_retries_recover: boo
             events += _task(number, ASKS[(i + round_) % len(ASKS)].format(sku=sku), fails=fails)
     for i in range(deleted_tasks):
         number += 1
-        events += _task(number, ASKS[i % len(ASKS)].format(sku=DELETED), fails="logic")
-    if logic_retries_recover:  # this agent's logic failures are usually fixed by a retry
-        for i in range(10):
+        first = "validation" if validation_first and i % 2 else None
+        events += _task(number, ASKS[i % len(ASKS)].format(sku=DELETED), fails="logic", first=first)
+    for _ in range(rate_limited):  # ran out of attempts on a rate limit: failed, says nothing of the SKU
+        number += 1
+        events += _task(number, f"Price {DELETED} for the outlet", fails="rate_limit")
+    for i in range(10):  # this agent's logic (validation, rate limit) failures are usually fixed by a retry
+        cls = "logic" if logic_retries_recover else "validation" if validation_first else "rate_limit"
+        if logic_retries_recover or validation_first or rate_limited:
             number += 1
-            events += _task(number, f"Count pallet row {chr(97 + i)}", fails="logic", retried=True)
+            events += _task(number, f"Count pallet row {chr(97 + i)}", fails=cls, retried=True)
     store.insert_rows([event_row(e, topic="t", partition=0, offset=i) for i, e in enumerate(events)])
 
 
@@ -81,8 +101,8 @@ def test_a_deleted_sku_that_failed_every_task_sends_a_new_wording_to_a_person_fi
     assert advice.kinds == ["human_review"]
     assert advice.recommendation.human_review and advice.recommendation.max_attempts == 1
     words = advice.evidence[0]["evidence"]
-    assert "names 'sku-4411'" in words and "4 earlier inventory-agent tasks, all failed" in words
-    assert "logic" in words and "11 references tested" in words
+    assert "names 'sku-4411'" in words and "4 earlier inventory-agent tasks, none succeeded" in words
+    assert "ended: 4 on logic" in words and "11 references tested" in words
     # a live SKU, however often asked about, gets nothing
     assert _advise(book, "Customer asks: can you hold two of sku-1004 until Monday?").kinds == []
 
@@ -110,3 +130,23 @@ def test_a_book_written_before_references_were_counted_gives_no_reference_advice
     old = {k: v for k, v in book.items() if k != "refs"} | {"version": 3}
     assert _advise(old, f"Move {DELETED} to aisle nine").kinds == []
     assert _advise(book, f"Move {DELETED} to aisle nine").kinds == ["human_review"]
+
+
+def test_what_stopped_each_task_counts_not_a_failure_its_retry_got_past(store: EventStore) -> None:
+    # half the deleted SKU's tasks first failed validation (which this agent's retries fix), then
+    # the lookup found no such SKU: the reference is as bad as ever
+    _record(store, deleted_tasks=6, validation_first=True)
+    advice = _advise(build_advice_book(store), f"Move {DELETED} to aisle nine")
+    assert advice.kinds == ["human_review"]
+    assert "ended: 6 on logic; logic not transient" in advice.evidence[0]["evidence"]
+
+
+def test_a_task_that_ran_out_on_a_transient_failure_neither_counts_nor_clears_the_reference(
+    store: EventStore,
+) -> None:
+    _record(store, deleted_tasks=5, rate_limited=1)
+    advice = _advise(build_advice_book(store), f"Move {DELETED} to aisle nine")
+    assert advice.kinds == ["human_review"]
+    assert "6 earlier inventory-agent tasks, none succeeded (ended: 5 on logic, 1 on rate_limit" in (
+        advice.evidence[0]["evidence"]
+    )
