@@ -16,16 +16,17 @@ a permanent failure class (:func:`~.failure_classes.persistence_of`) that this a
 do not clearly fix (:meth:`~.advice_evidence.AgentEvidence.retries_fix`). A task that ended on a
 transient class (it ran out of attempts on a rate limit) failed too, but says nothing of the
 reference, so it is not counted towards ``n``. ``n`` is the
-smallest number (at least :data:`MIN_REF_TASKS`) with ``p ** n <= ALPHA / m``: ``p`` the agent's
-task failure rate, ``m`` the references of this agent with at least :data:`MIN_REF_TASKS` tasks
-(each one a chance for a reference to fail every time by luck; Bonferroni). So a reference of
-an agent that fails 15 % of its tasks, among 13 tested, needs 3 failed tasks; one of an agent
-that fails half its tasks needs 9. Nothing about what a reference looks like is in the rule.
+smallest number (at least :data:`MIN_REF_TASKS`) with ``p ** n <= ALPHA / m(n)``: ``p`` the
+agent's task failure rate, ``m(n)`` its references named in at least ``n`` tasks (each one a
+chance for a reference to fail every time by luck: Bonferroni over the references that could
+reach the count at all, Tarone's refinement; a reference seen twice can never show ``n = 4``
+failures, so it is no test at that count). So a reference of an agent that fails 15 % of its
+tasks, with 13 references of that many tasks, needs 3 failed tasks; one of an agent that fails
+half its tasks needs 9. Nothing about what a reference looks like is in the rule.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,7 +44,7 @@ ALPHA = 0.05
 MAX_BOOK_REFS = 256
 
 _REFS = (
-    "SELECT project, agent, countIf(tasks >= {min:UInt32}) AS tested,"
+    "SELECT project, agent, sumMapIf([tasks], [toUInt64(1)], tasks >= {min:UInt32}) AS by_tasks,"
     " groupArrayIf((ref, tasks, ended), ok = 0 AND tasks >= {min:UInt32}) AS failed FROM ("
     "  SELECT project, agent, ref, count() AS tasks, countIf(ok) AS ok,"
     "   sumMap([last], [toUInt64(1)]) AS ended FROM ("
@@ -60,33 +61,40 @@ _REFS = (
 )
 
 
-def needed_tasks(failure_rate: float, tested: int) -> int | None:
-    """The smallest ``n >= MIN_REF_TASKS`` with ``failure_rate ** n <= ALPHA / tested`` (``None``
-    when no number of failures rules chance out: an agent that fails every task)."""
-    if failure_rate >= 1.0 or tested < 1:
+def needed_tasks(failure_rate: float, refs_by_tasks: Mapping[int, int]) -> tuple[int, int] | None:
+    """``(n, m(n))``: the smallest ``n >= MIN_REF_TASKS`` with ``failure_rate ** n <= ALPHA / m(n)``,
+    ``m(n)`` the references named in at least ``n`` tasks (``refs_by_tasks``: task count →
+    references with that count). ``None`` when no count rules chance out (an agent that fails
+    every task, or no reference seen twice)."""
+    if failure_rate >= 1.0 or not any(k >= MIN_REF_TASKS for k in refs_by_tasks):
         return None
-    if failure_rate <= 0.0:
-        return MIN_REF_TASKS
-    return max(MIN_REF_TASKS, math.ceil(math.log(ALPHA / tested) / math.log(failure_rate) - 1e-9))
+    n = MIN_REF_TASKS
+    while True:
+        m = sum(refs for tasks, refs in refs_by_tasks.items() if tasks >= n)
+        if m == 0 or failure_rate**n * m <= ALPHA:
+            return n, m
+        n += 1
 
 
 @dataclass(frozen=True)
 class RefEvidence:
-    """One agent's references: its failure rate, how many were tested, and those that always failed."""
+    """One agent's references: its failure rate, how many it has of each task count, and those
+    that never succeeded."""
 
     failure_rate: float = 1.0
-    tested: int = 0
+    #: tasks naming a reference → how many references were named in that many (at least 2)
+    refs_by_tasks: dict[int, int] = field(default_factory=dict)
     #: ref feature → (tasks naming it, none succeeded; how many ended on each failure class)
     failed: dict[str, tuple[int, dict[str, int]]] = field(default_factory=dict)
 
     @property
-    def needed(self) -> int | None:
-        return needed_tasks(self.failure_rate, self.tested)
+    def needed(self) -> tuple[int, int] | None:
+        return needed_tasks(self.failure_rate, self.refs_by_tasks)
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "failure_rate": self.failure_rate,
-            "tested": self.tested,
+            "refs_by_tasks": {str(k): v for k, v in self.refs_by_tasks.items()},
             "failed": {ref: [n, dict(ended)] for ref, (n, ended) in self.failed.items()},
         }
 
@@ -94,7 +102,7 @@ class RefEvidence:
     def from_dict(cls, data: Mapping[str, Any]) -> RefEvidence:
         return cls(
             float(data.get("failure_rate", 1.0)),
-            int(data.get("tested", 0)),
+            {int(k): int(v) for k, v in (data.get("refs_by_tasks") or {}).items()},
             {
                 str(ref): (int(v[0]), {str(c): int(k) for c, k in dict(v[1]).items()})
                 for ref, v in (data.get("failed") or {}).items()
@@ -117,7 +125,8 @@ def ref_book(
         key = f"{row['project']}/{row['agent']}"
         own = AgentEvidence.from_dict(dict(agents.get(key) or {}))
         rate = 1 - own.succeeded / own.tasks if own.tasks else 1.0
-        needed = needed_tasks(rate, int(row["tested"]))
+        by_tasks = {int(k): int(v) for k, v in zip(*row["by_tasks"], strict=True)}
+        rule = needed_tasks(rate, by_tasks)
         failed = sorted(
             (
                 (str(ref), int(n), {str(c) or "unclassified": int(k) for c, k in zip(*ended, strict=True)})
@@ -128,10 +137,10 @@ def ref_book(
         keep = {
             ref: (n, ended)
             for ref, n, ended in failed
-            if needed is not None and sum(_permanent(ended).values()) >= needed
+            if rule is not None and sum(_permanent(ended).values()) >= rule[0]
         }
         out[key] = RefEvidence(
-            rate, int(row["tested"]), dict(list(keep.items())[:MAX_BOOK_REFS])
+            rate, by_tasks, dict(list(keep.items())[:MAX_BOOK_REFS])
         ).as_dict()
     return out
 
@@ -141,9 +150,10 @@ def known_bad_ref(
 ) -> str | None:
     """The evidence in words when one of the input's references (``{ref feature: token}``) failed
     every earlier task of this agent under the module's rule, else ``None``."""
-    needed = evidence.needed
-    if needed is None:
+    rule = evidence.needed
+    if rule is None:
         return None
+    needed, tested = rule
     for ref, token in refs.items():
         tasks, ended = evidence.failed.get(ref, (0, {}))
         permanent = _permanent(ended)
@@ -154,9 +164,9 @@ def known_bad_ref(
             f"names {token!r}, seen in {tasks} earlier {agent} tasks, none succeeded "
             f"(ended: {endings}; {', '.join(sorted(permanent))} not transient); "
             f"{_retries_words(own, sorted(permanent), agent)}; with {agent}'s task failure rate "
-            f"{evidence.failure_rate:.0%} and {evidence.tested} references tested, {needed} such "
-            f"failures rule chance out ({evidence.failure_rate:.0%}^{needed} <= {ALPHA:.0%} / "
-            f"{evidence.tested})"
+            f"{evidence.failure_rate:.0%} and {tested} of its references named in {needed}+ tasks, "
+            f"{needed} such failures rule chance out ({evidence.failure_rate:.0%}^{needed} <= "
+            f"{ALPHA:.0%} / {tested})"
         )
     return None
 

@@ -102,16 +102,17 @@ def test_a_deleted_sku_that_failed_every_task_sends_a_new_wording_to_a_person_fi
     assert advice.recommendation.human_review and advice.recommendation.max_attempts == 1
     words = advice.evidence[0]["evidence"]
     assert "names 'sku-4411'" in words and "4 earlier inventory-agent tasks, none succeeded" in words
-    assert "ended: 4 on logic" in words and "11 references tested" in words
+    assert "ended: 4 on logic" in words and "1 of its references named in 4+ tasks" in words
     # a live SKU, however often asked about, gets nothing
     assert _advise(book, "Customer asks: can you hold two of sku-1004 until Monday?").kinds == []
 
 
 def test_too_few_failures_for_the_references_tested_are_not_evidence(store: EventStore) -> None:
-    # 7 of 33 tasks failed (21 %) and 11 references were tested: 0.21^3 > 0.05 / 11, so 3 failures
-    # of one SKU could be chance; 4 rule it out
-    assert needed_tasks(7 / 33, 11) == 4 and needed_tasks(7 / 33, 1) == 2
-    assert needed_tasks(0.15, 13) == 3 and needed_tasks(0.5, 13) == 9 and needed_tasks(1.0, 5) is None
+    # 7 of 33 tasks failed (21 %) and 11 references were named in 3 tasks: 0.21^3 > 0.05 / 11, so
+    # 3 failures of one SKU could be chance; none was named in 4
+    assert needed_tasks(7 / 33, {3: 11}) == (4, 0)
+    assert needed_tasks(0.15, {3: 13}) == (3, 13) and needed_tasks(0.5, {9: 13}) == (9, 13)
+    assert needed_tasks(1.0, {3: 5}) is None and needed_tasks(0.2, {}) is None
     _record(store, deleted_tasks=3)
     assert _advise(build_advice_book(store), f"Move {DELETED} to aisle nine").kinds == []
 
@@ -150,3 +151,11 @@ def test_a_task_that_ran_out_on_a_transient_failure_neither_counts_nor_clears_th
     assert "6 earlier inventory-agent tasks, none succeeded (ended: 5 on logic, 1 on rate_limit" in (
         advice.evidence[0]["evidence"]
     )
+
+
+def test_references_named_too_rarely_to_reach_the_count_do_not_raise_it() -> None:
+    # an agent failing 19.4 % of its tasks, 46 references named in 2+ tasks: over all 46 the count
+    # would be 5 (0.194^4 > 0.05 / 46), but only 6 were named in 4+ tasks: 0.194^4 <= 0.05 / 6
+    assert needed_tasks(0.194, {2: 30, 3: 10, 4: 5, 30: 1}) == (4, 6)
+    assert needed_tasks(0.194, {2: 30, 3: 10, 5: 5, 30: 1}) == (4, 6)
+    assert needed_tasks(0.194, {4: 46}) == (5, 0)
