@@ -13,9 +13,10 @@ attempt are not counted: they say nothing about the reference.
 **The rule.** An input naming a reference gets ``human_review`` before the first attempt when,
 in this agent's history, no earlier task naming it succeeded and at least ``n`` of them ended on
 a permanent failure class (:func:`~.failure_classes.persistence_of`) that this agent's retries
-do not clearly fix (:meth:`~.advice_evidence.AgentEvidence.retries_fix`). A task that ended on a
-transient class (it ran out of attempts on a rate limit) failed too, but says nothing of the
-reference, so it is not counted towards ``n``. ``n`` is the
+do not clearly fix (:meth:`~.advice_evidence.AgentEvidence.retries_fix`). A task that ended on
+another class — transient (it ran out of attempts on a rate limit), or one this agent's retries
+usually fix (it stopped on its own output before the lookup ran) — failed too, but says nothing
+of the reference: it is not counted towards ``n`` and does not clear it. ``n`` is the
 smallest number (at least :data:`MIN_REF_TASKS`) with ``p ** n <= ALPHA / m(n)``: ``p`` the
 agent's task failure rate, ``m(n)`` its references named in at least ``n`` tasks (each one a
 chance for a reference to fail every time by luck: Bonferroni over the references that could
@@ -137,7 +138,7 @@ def ref_book(
         keep = {
             ref: (n, ended)
             for ref, n, ended in failed
-            if rule is not None and sum(_permanent(ended).values()) >= rule[0]
+            if rule is not None and sum(_decisive(ended, own).values()) >= rule[0]
         }
         out[key] = RefEvidence(
             rate, by_tasks, dict(list(keep.items())[:MAX_BOOK_REFS])
@@ -156,14 +157,14 @@ def known_bad_ref(
     needed, tested = rule
     for ref, token in refs.items():
         tasks, ended = evidence.failed.get(ref, (0, {}))
-        permanent = _permanent(ended)
-        if sum(permanent.values()) < needed or own.retries_fix(sorted(permanent)):
+        decisive = _decisive(ended, own)
+        if sum(decisive.values()) < needed:
             continue
         endings = ", ".join(f"{k} on {c}" for c, k in sorted(ended.items(), key=lambda i: (-i[1], i[0])))
         return (
             f"names {token!r}, seen in {tasks} earlier {agent} tasks, none succeeded "
-            f"(ended: {endings}; {', '.join(sorted(permanent))} not transient); "
-            f"{_retries_words(own, sorted(permanent), agent)}; with {agent}'s task failure rate "
+            f"(ended: {endings}; {', '.join(sorted(decisive))} not transient); "
+            f"{_retries_words(own, sorted(decisive), agent)}; with {agent}'s task failure rate "
             f"{evidence.failure_rate:.0%} and {tested} of its references named in {needed}+ tasks, "
             f"{needed} such failures rule chance out ({evidence.failure_rate:.0%}^{needed} <= "
             f"{ALPHA:.0%} / {tested})"
@@ -171,9 +172,14 @@ def known_bad_ref(
     return None
 
 
-def _permanent(ended: Mapping[str, int]) -> dict[str, int]:
-    """The tasks that ended on each permanent class (transient and unclassified endings left out)."""
-    return {c: k for c, k in ended.items() if persistence_of([c]) == "permanent"}
+def _decisive(ended: Mapping[str, int], own: AgentEvidence) -> dict[str, int]:
+    """The tasks that ended on each permanent class this agent's retries do not clearly fix
+    (transient, unclassified and usually-fixed endings left out: they say nothing of the reference)."""
+    return {
+        c: k
+        for c, k in ended.items()
+        if persistence_of([c]) == "permanent" and not own.retries_fix([c])
+    }
 
 
 def _retries_words(own: AgentEvidence, classes: list[str], agent: str) -> str:

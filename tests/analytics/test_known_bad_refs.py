@@ -60,6 +60,7 @@ def _record(
     logic_retries_recover: bool = False,
     validation_first: bool = False,
     rate_limited: int = 0,
+    ended_on_validation: int = 0,
 ) -> None:
     events: list = []
     number = 0
@@ -75,6 +76,9 @@ def _record(
     for _ in range(rate_limited):  # ran out of attempts on a rate limit: failed, says nothing of the SKU
         number += 1
         events += _task(number, f"Price {DELETED} for the outlet", fails="rate_limit")
+    for _ in range(ended_on_validation):  # stopped on its own output before the lookup ever ran
+        number += 1
+        events += _task(number, f"Label {DELETED} for the outlet", fails="validation")
     for i in range(10):  # this agent's logic (validation, rate limit) failures are usually fixed by a retry
         cls = "logic" if logic_retries_recover else "validation" if validation_first else "rate_limit"
         if logic_retries_recover or validation_first or rate_limited:
@@ -159,3 +163,15 @@ def test_references_named_too_rarely_to_reach_the_count_do_not_raise_it() -> Non
     assert needed_tasks(0.194, {2: 30, 3: 10, 4: 5, 30: 1}) == (4, 6)
     assert needed_tasks(0.194, {2: 30, 3: 10, 5: 5, 30: 1}) == (4, 6)
     assert needed_tasks(0.194, {4: 46}) == (5, 0)
+
+
+def test_a_task_that_ended_on_a_class_this_agents_retries_fix_neither_counts_nor_clears_it(
+    store: EventStore,
+) -> None:
+    # the agent's retries fix validation failures (10 of 10); one task naming the deleted SKU
+    # stopped on one before its lookup ran: it failed, but says nothing of the SKU
+    _record(store, deleted_tasks=6, validation_first=True, ended_on_validation=1)
+    advice = _advise(build_advice_book(store), f"Move {DELETED} to aisle nine")
+    assert advice.kinds == ["human_review"]
+    words = advice.evidence[0]["evidence"]
+    assert "7 earlier inventory-agent tasks, none succeeded (ended: 6 on logic, 1 on validation" in words
