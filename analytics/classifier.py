@@ -48,6 +48,7 @@ from sklearn.metrics import average_precision_score, brier_score_loss, roc_auc_s
 from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold
 
 from retrylens.sdk.features import normalise_input
+from retrylens.sdk.refs import REF_PREFIX
 
 from .word_features import MIN_WORD_SUPPORT, MIN_WORD_TASKS, Vocabulary, is_stop_word, unsupported
 
@@ -114,11 +115,15 @@ def feature_dict(
     keywords, which are a lossy 12-word summary of the same text. Keyword pairs are left
     to :mod:`.patterns`: as model features they overfit more than they help. Stored
     keywords that are stop words (the SDK's list is shorter than scikit-learn's) are dropped.
+    References (``ref:``) are never read: a reference's weight would be one entity's outcome
+    remembered (:mod:`.word_features`); the advice book counts them instead.
     """
     context = context or RiskContext()
     out: dict[str, float] = {}
     for key, value in features.items():
-        if key.startswith("kw:") and (text is not None or is_stop_word(key[3:])):
+        if key.startswith(REF_PREFIX) or (
+            key.startswith("kw:") and (text is not None or is_stop_word(key[3:]))
+        ):
             continue
         if isinstance(value, bool):
             if value:

@@ -51,6 +51,7 @@ from retrylens.analytics.similar_failures import content_words
 from retrylens.config import Settings
 from retrylens.sdk.features import task_features
 from retrylens.sdk.preflight import PrecheckRequest, PrecheckResponse
+from retrylens.sdk.refs import input_refs
 from retrylens.store import EventStore
 
 from .auth import Principal, not_found, principal
@@ -231,7 +232,8 @@ class RiskScorer:
         advice = advise(risk, stats, project=request.project, agent=request.agent,
                         book=loaded.meta.get("advice_book") if loaded is not None else None,
                         human_review_threshold=self.settings.human_review_threshold,
-                        holdout=held_out(request.task_id, self.settings.advice_holdout_share))
+                        holdout=held_out(request.task_id, self.settings.advice_holdout_share),
+                        refs=input_refs(request.task_input))
         response = PrecheckResponse(
             risk=risk, model_version=version, precheck_id=uuid.uuid4().hex, top_features=[name for name, _ in contributions],
             known_bad_fingerprint=known_bad, recommended=advice.recommendation, advice=advice.evidence,

@@ -9,6 +9,8 @@ Nothing secret or personal becomes a feature: keywords are taken from the input 
 :func:`~retrylens.sdk.sanitizer.redact` (keys, tokens, passwords, cards, e-mails), with
 capitalised words (names of people and places) and long letter-digit tokens (ids,
 unrecognised secrets) left out. Counts (``n_entities``) say that names were there.
+References the input names (order numbers, SKUs) are there only hashed (``ref:``,
+:mod:`.refs`, with what a hash of a short number does not hide).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from .lazy_pattern import LazyPattern
+from .refs import input_refs
 from .sanitizer import redact
 
 if TYPE_CHECKING:
@@ -96,6 +99,7 @@ def extract_input_features(
     """Features of a task input, bounded to fit an event's ``input_features``.
 
     ``tools`` are the tools the agent may call; those the text names become ``tool:<name>``.
+    At most 10 + 2 + 16 tools + 12 keywords + 4 references = 44 keys (an event holds 64).
     """
     normalised = normalise_input(text)
     features: dict[str, FeatureValue] = {
@@ -119,6 +123,8 @@ def extract_input_features(
             features[f"tool:{tool[:58]}"] = True
     for word in keywords(text):
         features[f"kw:{word[:60]}"] = True
+    for ref in input_refs(text):
+        features[ref] = True
     return features
 
 

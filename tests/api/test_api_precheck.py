@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from retrylens.analytics.model_store import ModelStore, models_dir
 from retrylens.analytics.training import train_from_store
 from retrylens.schemas import RetryEvent
-from retrylens.sdk.features import input_fingerprint
+from retrylens.sdk.features import extract_input_features, input_fingerprint
 from retrylens.sdk.preflight import PrecheckRequest, PrecheckResponse, Preflight
 
 pytestmark = pytest.mark.clickhouse
@@ -220,3 +220,31 @@ def test_an_empty_project_or_agent_is_a_422_naming_the_field(client, field):
     response = client.post("/v1/precheck", json=body, headers=ACME)
     assert response.status_code == 422 and f"body.{field}" in response.json()["message"], response.text
     assert client.get("/v1/projects/acme/prechecks", headers=ACME).json() == []  # nothing stored
+
+
+def _deleted_sku_tasks(store, n: int = 8) -> None:
+    """``n`` planner tasks naming SKU-4411, each worded differently, each failed for good (no such SKU)."""
+    events = []
+    for i in range(n):
+        text = f"Plan restock number {i + 1} of SKU-4411 for the warehouse"
+        events += [
+            RetryEvent(project="acme", agent={"name": "planner"}, task_id=f"sku-{i}", correlation_id=f"sku-{i}-{k}",
+                       attempt=attempt, kind=kind, ts=NOW - timedelta(minutes=30 - i, seconds=-k),
+                       input_fingerprint=input_fingerprint(text), phase="planning", **extra)
+            for k, (attempt, kind, extra) in enumerate((
+                (0, "task_started", {"input_features": extract_input_features(text, agent="planner")}),
+                (1, "attempt_failed", {"error_type": "logic", "cost_usd": 0.003}),
+                (1, "task_finished", {"outcome": "failed"}),
+            ))
+        ]
+    insert(store, events)
+
+
+def test_an_input_naming_a_reference_that_failed_every_task_goes_to_a_person_first(client, api_settings, seeded):
+    _deleted_sku_tasks(seeded)
+    train_from_store(seeded, model_store=ModelStore(models_dir(api_settings)))
+    answer = _ask(client, "Is SKU-4411 back in stock? Plan an order for the Leeds shop")
+    assert answer["recommended"]["human_review"] is True and answer["known_bad_fingerprint"] is False
+    (entry,) = answer["advice"]
+    assert entry["advice"] == "human_review" and "names 'sku-4411', seen in 8 earlier planner tasks" in entry["evidence"]
+    assert _ask(client, "Plan an order of SKU-1200 for the Leeds shop")["recommended"]["human_review"] is False

@@ -1,0 +1,135 @@
+"""The advice book: each agent's evidence read from the store once per training (saved with the
+model, so a pre-check reads it from memory), and each advice kind's measured effect.
+
+The SQL lives here; what the counts mean is :mod:`.advice_evidence`'s, what to do with them
+:mod:`.advice`'s.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from retrylens.store import EventStore
+from retrylens.store.sql import query_rows
+
+from .advice_effects import advice_effects
+from .advice_effects import retired as retired_kinds
+from .advice_evidence import OUTPUT_FAILURES, AgentEvidence
+from .filters import Slice
+from .known_bad_refs import ref_book
+
+#: per task, ``[(attempt, cost)]`` of its attempts: what a cap or a simplified mode would change
+_COSTS = (
+    "SELECT project, task_id, groupArrayIf((toUInt32(attempt), cost_usd),"
+    "   kind IN ('attempt_failed', 'attempt_succeeded')) AS costs"
+    " FROM [[db]].events FINAL WHERE {where} GROUP BY project, task_id"
+)
+_RETRIES = (
+    "SELECT d.project AS project, d.agent_name AS agent, d.decision = 'degrade_precision' AS relaxed,"
+    " count() AS n, countIf(a.kind = 'attempt_succeeded') AS ok,"
+    " sum(arraySum(x -> if(x.1 > d.attempt, x.2, 0), c.costs)) AS spent,"
+    " sum(pow(arraySum(x -> if(x.1 > d.attempt, x.2, 0), c.costs), 2)) AS spent_sq"
+    " FROM (SELECT project, agent_name, task_id, toUInt32(attempt) AS attempt, toString(decision) AS decision"
+    "   FROM [[db]].events FINAL"
+    "   WHERE kind = 'decision' AND toString(error_type) IN {output:Array(String)} AND {where}"
+    "   AND decision NOT IN ('give_up', 'handoff_human', 'cancel_chain', 'none', '')) AS d"
+    " INNER JOIN (SELECT project, task_id, toUInt32(attempt) AS attempt, kind FROM [[db]].events FINAL"
+    "   WHERE kind IN ('attempt_succeeded', 'attempt_failed') AND {where}) AS a"
+    " ON d.project = a.project AND d.task_id = a.task_id AND a.attempt = d.attempt + 1"
+    " INNER JOIN (" + _COSTS + ") AS c ON d.project = c.project AND d.task_id = c.task_id"
+    " GROUP BY project, agent, relaxed"
+)
+_RECOVERY = (
+    "SELECT project, agent, failed, count() AS reached, countIf(ok) AS recovered,"
+    " sum(arraySum(x -> if(x.1 > failed, x.2, 0), costs)) AS spent,"
+    " sum(pow(arraySum(x -> if(x.1 > failed, x.2, 0), costs), 2)) AS spent_sq FROM ("
+    "  SELECT project, any(agent_name) AS agent, task_id, uniqExactIf(attempt, kind = 'attempt_failed') AS fails,"
+    "   argMaxIf(toString(outcome), ts, outcome != '') = 'succeeded' AS ok,"
+    "   groupArrayIf((toUInt32(attempt), cost_usd), kind IN ('attempt_failed', 'attempt_succeeded')) AS costs"
+    "  FROM [[db]].events FINAL WHERE {where} GROUP BY project, task_id HAVING fails > 0)"
+    " ARRAY JOIN range(1, toUInt32(least(fails, 6)) + 1) AS failed"
+    " GROUP BY project, agent, failed"
+)
+
+_CLASSES = (
+    "SELECT f.project AS project, f.agent AS agent, f.cls AS cls, count() AS retried, countIf(t.ok) AS recovered,"
+    " sum(arraySum(x -> if(x.1 > f.first, x.2, 0), t.costs)) AS spent,"
+    " sum(pow(arraySum(x -> if(x.1 > f.first, x.2, 0), t.costs), 2)) AS spent_sq"
+    " FROM (SELECT project, any(agent_name) AS agent, task_id, toString(error_type) AS cls,"
+    "   toUInt32(min(attempt)) AS first"
+    "   FROM [[db]].events FINAL WHERE kind = 'attempt_failed' AND {where} GROUP BY project, task_id, cls) AS f"
+    " INNER JOIN (SELECT project, task_id, max(attempt) AS last,"
+    "   argMaxIf(toString(outcome), ts, outcome != '') = 'succeeded' AS ok,"
+    "   groupArrayIf((toUInt32(attempt), cost_usd), kind IN ('attempt_failed', 'attempt_succeeded')) AS costs"
+    "   FROM [[db]].events FINAL WHERE {where} GROUP BY project, task_id) AS t"
+    " ON f.project = t.project AND f.task_id = t.task_id"
+    " WHERE t.last > f.first GROUP BY project, agent, cls"
+)
+#: per agent: tasks, of which succeeded, and their spend (the price of one success); and the tasks
+#: whose first attempt failed on the output (what a simplified mode from the start acts on)
+_SPEND = (
+    "SELECT project, agent, count() AS tasks, countIf(ok) AS succeeded, sum(spent) AS spent,"
+    " countIf(first_out) AS first_failed FROM ("
+    "  SELECT project, any(agent_name) AS agent, task_id,"
+    "   argMaxIf(toString(outcome), ts, outcome != '') = 'succeeded' AS ok,"
+    "   countIf(kind = 'attempt_failed' AND attempt = 1"
+    "    AND toString(error_type) IN {output:Array(String)}) > 0 AS first_out,"
+    "   sumIf(cost_usd, kind IN ('attempt_failed', 'attempt_succeeded')) AS spent"
+    "  FROM [[db]].events FINAL WHERE {where} GROUP BY project, task_id)"
+    " GROUP BY project, agent"
+)
+
+
+def build_advice_book(store: EventStore, where: Slice = Slice()) -> dict[str, Any]:
+    """Per ``project/agent``: the evidence :func:`advise` reads (JSON-able, saved with the model),
+    and each advice kind's measured effect on stored pre-checks with the kinds retired for it."""
+    clause, params = where.where()
+    evidence: dict[str, dict[str, Any]] = {}
+
+    def of(row: dict[str, Any]) -> dict[str, Any]:
+        return evidence.setdefault(f"{row['project']}/{row['agent']}", AgentEvidence().as_dict())
+
+    for row in query_rows(
+        store.client,
+        store.sql(_RETRIES.replace("{where}", clause)),
+        {**params, "output": list(OUTPUT_FAILURES)},
+    ):
+        e = of(row)
+        prefix = "relaxed" if row["relaxed"] else "other"
+        e[f"{prefix}_n"] += int(row["n"])
+        e[f"{prefix}_ok"] += int(row["ok"])
+        total, squares = e[f"{prefix}_spent"] or (0.0, 0.0)
+        e[f"{prefix}_spent"] = [total + float(row["spent"]), squares + float(row["spent_sq"])]
+    for row in query_rows(store.client, store.sql(_RECOVERY.replace("{where}", clause)), params):
+        # "failed k times and later succeeded" needs a task that failed more than k times or succeeded after k
+        e = of(row)
+        e["recovery"][str(int(row["failed"]))] = [int(row["reached"]), int(row["recovered"])]
+        e["recovery_spent"][str(int(row["failed"]))] = [float(row["spent"]), float(row["spent_sq"])]
+    for row in query_rows(store.client, store.sql(_CLASSES.replace("{where}", clause)), params):
+        e = of(row)
+        e["classes"][str(row["cls"])] = [int(row["retried"]), int(row["recovered"])]
+        e["classes_spent"][str(row["cls"])] = [float(row["spent"]), float(row["spent_sq"])]
+    for row in query_rows(
+        store.client,
+        store.sql(_SPEND.replace("{where}", clause)),
+        {**params, "output": list(OUTPUT_FAILURES)},
+    ):
+        e = of(row)
+        e["tasks"], e["succeeded"], e["spent"], e["first_failed"] = (
+            int(row["tasks"]),
+            int(row["succeeded"]),
+            float(row["spent"]),
+            int(row["first_failed"]),
+        )
+    # what each kind did where it was given vs withheld (stored pre-checks): kinds that do not help retire
+    effects = advice_effects(store, project=where.project, start=where.start, end=where.end)
+    # version 4: references that failed every task naming them (:mod:`.known_bad_refs`)
+    return {
+        "version": 4,
+        "agents": evidence,
+        "refs": ref_book(store, where, evidence),
+        "effects": effects,
+        "retired": retired_kinds(effects),
+    }
+
+
