@@ -50,6 +50,7 @@ from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold
 from retrylens.sdk.features import normalise_input
 from retrylens.sdk.refs import REF_PREFIX
 
+from .blas_threads import one_blas_thread
 from .word_features import MIN_WORD_SUPPORT, MIN_WORD_TASKS, Vocabulary, is_stop_word, unsupported
 
 FEATURE_SET_VERSION = "v5"
@@ -396,6 +397,7 @@ def _sigmoid(decisions: np.ndarray, y: np.ndarray) -> LogisticRegression:
     return LogisticRegression(C=1e6, max_iter=1000).fit(decisions[:, None], y)
 
 
+@one_blas_thread
 def fit_in_memory(dicts: Sequence[Mapping[str, float]], labels: Sequence[int], *, c: float | None = None,
                   size_scale: float | None = None, groups: Sequence[str] | None = None,
                   text_features: bool = False, min_word_tasks: int = MIN_WORD_TASKS,
@@ -437,6 +439,7 @@ def fit_in_memory(dicts: Sequence[Mapping[str, float]], labels: Sequence[int], *
                      text_features=text_features, size_norm=norm, vocabulary=vocabulary)
 
 
+@one_blas_thread
 def fit_incremental(chunks: Iterable[tuple[Sequence[Mapping[str, float]], Sequence[int]]]) -> RiskModel:
     """Out-of-core: ``partial_fit`` on each chunk in time order; the last chunk calibrates."""
     model = SGDClassifier(loss="log_loss", alpha=1e-4, random_state=0)
@@ -496,6 +499,7 @@ def evaluate(labels: Sequence[int], probabilities: Sequence[float], *, bins: int
     )
 
 
+@one_blas_thread
 def baselines(
     train_features: Sequence[Mapping[str, Any]], train_labels: Sequence[int],
     test_features: Sequence[Mapping[str, Any]], test_labels: Sequence[int],

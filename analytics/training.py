@@ -28,6 +28,7 @@ from retrylens.store import EventStore
 from . import classifier as clf
 from . import validation
 from .advice import build_advice_book
+from .blas_threads import one_blas_thread
 from .classifier import RiskContext, RiskModel, feature_dict
 from .filters import Slice
 from .model_store import ModelStore
@@ -120,6 +121,7 @@ def _meta(source: str, train: list[Example], report: dict[str, Any], model: Risk
     }
 
 
+@one_blas_thread
 def train_from_store(
     store: EventStore, where: Slice = Slice(), *, test_share: float = 0.2, in_memory_limit: int = 200_000,
     block_rows: int = 20_000, model_store: ModelStore | None = None,
@@ -169,6 +171,7 @@ def trace_examples(path: str | Path) -> list[Example]:
             for r in read_traces(path)]
 
 
+@one_blas_thread
 def train_from_traces(path: str | Path, *, model_store: ModelStore | None = None, n_splits: int = 5) -> TrainingResult:
     """Grouped-CV report (model vs baselines), then fit on every record and save.
 

@@ -181,7 +181,6 @@ LONG_MODULES = (
     "tests/dashboard/test_dashboard_pages.py",
     # Heavy but few tests, so ordered by size they came last (a one-test module at 163rd of
     # 172): session 9's ranking of the loaded run put them in its top 20.
-    "tests/dashboard/test_dashboard_browser.py",
     "tests/foundation/test_store.py",
     "tests/api/test_otlp_attempts.py",
     "tests/api/test_api_precheck.py",

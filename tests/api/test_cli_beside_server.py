@@ -173,10 +173,14 @@ def test_the_server_announces_itself_only_while_it_runs(tmp_path: Path) -> None:
     assert stats.returncode == 0 and json.loads(stats.stdout) == {"events": 0, "rows": 0}, stats.stderr
 
 
-def test_a_store_locked_by_a_server_it_cannot_reach_is_one_clear_line(tmp_path: Path) -> None:
-    with running_server(tmp_path):
-        (tmp_path / "server.json").unlink()  # nothing announces it, and it listens elsewhere
-        locked = _cli(tmp_path, "store", "stats", RETRYLENS_API_PORT="9")
+def test_a_store_locked_by_a_server_it_cannot_reach_is_one_clear_line(data_dir: Path, server: str) -> None:
+    """The module's server, its announcement set aside for the command (a server start fewer)."""
+    announced = data_dir / "server.json"
+    aside = announced.rename(data_dir / "server.json.aside")  # nothing announces it, and it listens elsewhere
+    try:
+        locked = _cli(data_dir, "store", "stats", RETRYLENS_API_PORT="9")
+    finally:
+        aside.rename(announced)
     assert locked.returncode == 1
     assert "owned by another process" in locked.stderr
     assert "DB::Exception" not in locked.stderr and "Cannot lock file" not in locked.stderr, locked.stderr
