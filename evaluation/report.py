@@ -240,7 +240,9 @@ def recommendation_lines(report: dict[str, Any]) -> list[str]:
     head = f"{rec['decision']}"
     if rec.get("policy"):
         head += f" -> {rec['policy']} ({describe_changes(rec.get('changes', []), limit=20)})"
-    lines = [f"{head}: {rec['reason']}"]
+    reason = str(rec.get("reason") or "")
+    # a reason that opens with the decision's own words says it once ("no clear winner: …")
+    lines = [reason if reason.startswith(head.replace("_", " ") + ":") else f"{head}: {reason}"]
     verdicts = {v["name"]: v for v in rec.get("candidates", [])}
     for c in report.get("candidates", []):
         v = verdicts.get(c["name"], {})

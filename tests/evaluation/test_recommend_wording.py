@@ -104,3 +104,13 @@ def test_the_dashboard_headline_of_an_adoption_names_it_and_says_why() -> None:
                                                   _policy("patient", (0.05, 0.03, 0.07))])})
     assert text.startswith("adopt patient (caps.timeout: 3 → 5). "), text
     assert "success rate" in text
+
+
+def test_the_cli_line_says_no_clear_winner_once() -> None:
+    """`retrylens demo` printed "no_clear_winner: no clear winner: no candidate beats …"."""
+    report = {"recommendation": recommend([_policy("live", (0.0, 0.0, 0.0)),
+                                           _policy("aggressive", (0.0, -0.01, 0.01))]),
+              "candidates": [{"name": "aggressive", "changes": CHANGES}]}
+    head = recommendation_lines(report)[0]
+    assert head.replace("_", " ").count("no clear winner") == 1, head
+    assert head.startswith("no clear winner: ") and "keep the live policy" in head
