@@ -72,6 +72,7 @@ from .advice_evidence import (
     AgentEvidence,
     degrade_bar,
     evidence_for,
+    own_evidence,
 )
 from .failure_classes import persistence_of
 from .fingerprints import FingerprintStats
@@ -127,9 +128,7 @@ def _candidates(
     refs: Mapping[str, str],
 ) -> list[tuple[dict[str, Any], dict[str, str]]]:
     """Each kind the history supports for this input: ``(recommendation fields, entry in words)``."""
-    own = AgentEvidence.from_dict(
-        ((book or {}).get("agents") or {}).get(f"{project}/{agent}") or {}
-    )
+    own = own_evidence(book, project, agent)
     failed_once = (
         risk >= human_review_threshold
         and stats.tasks >= 1

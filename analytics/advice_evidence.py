@@ -292,15 +292,61 @@ def _sum(items: list[AgentEvidence]) -> AgentEvidence:
     )
 
 
+#: What each loaded book answered, per book object (``id`` → the book's ``agents`` dict, kept so
+#: its id cannot be reused, and its answers). Why: every pre-check parsed every agent of the book
+#: and pooled it three ways, ~0.1 ms of a ~0.2 ms scoring on the request path; a book is a loaded
+#: model's metadata and is never changed in place. A new model's book is another object.
+_READ: dict[int, tuple[dict[str, Any], dict[tuple[str, str, str], Any]]] = {}
+_BOOKS_KEPT = 4
+
+
+def _answers(agents: dict[str, Any]) -> dict[tuple[str, str, str], Any] | None:
+    if not agents:
+        return None
+    kept = _READ.get(id(agents))
+    if kept is None or kept[0] is not agents:
+        if len(_READ) >= _BOOKS_KEPT:
+            _READ.clear()
+        kept = _READ[id(agents)] = (agents, {})
+    return kept[1]
+
+
+def _agents_of(book: dict[str, Any] | None) -> dict[str, Any]:
+    return (book or {}).get("agents") or {}
+
+
+def own_evidence(book: dict[str, Any] | None, project: str, agent: str) -> AgentEvidence:
+    """This agent's own record in the book (empty when it has none), read once per book."""
+    agents = _agents_of(book)
+    answers = _answers(agents)
+    key = ("own", project, agent)
+    if answers is not None and key in answers:
+        return answers[key]
+    own = AgentEvidence.from_dict(agents.get(f"{project}/{agent}") or {})
+    if answers is not None:
+        answers[key] = own
+    return own
+
+
 def evidence_for(
     book: dict[str, Any] | None, project: str, agent: str
 ) -> tuple[AgentEvidence, str]:
     """The agent's own history when it holds :data:`MIN_RETRIES` retries of each kind, else its
-    project's, else every agent's: the closest history that can say something."""
-    agents = {
-        key: AgentEvidence.from_dict(value)
-        for key, value in ((book or {}).get("agents") or {}).items()
-    }
+    project's, else every agent's: the closest history that can say something (read once per
+    book and agent)."""
+    agents = _agents_of(book)
+    answers = _answers(agents)
+    key = ("pooled", project, agent)
+    if answers is not None and key in answers:
+        return answers[key]
+    found = _closest_history(agents, project, agent)
+    if answers is not None:
+        answers[key] = found
+    return found
+
+
+def _closest_history(raw: dict[str, Any], project: str, agent: str) -> tuple[AgentEvidence, str]:
+    agents = {key: AgentEvidence.from_dict(value) for key, value in raw.items()}
     levels = [
         (f"{agent}'s history", [agents[k] for k in agents if k == f"{project}/{agent}"]),
         (
