@@ -26,6 +26,8 @@ from retrylens.analytics.filters import Slice
 from retrylens.analytics.metrics import metrics_by, metrics_summary
 from retrylens.store import EventStore
 
+from .background_refresh import BackgroundRefresh
+
 log = logging.getLogger("retrylens.api.base_rates")
 MAX_PROJECTS = 1_000
 
@@ -57,7 +59,7 @@ class BaseRates:
         self.ttl_s = ttl_s
         self.clock = clock
         self._projects: dict[str, ProjectRates] = {}
-        self._refreshing: set[str] = set()
+        self._refresh = BackgroundRefresh(self._load, thread_name="retrylens-base-rates", what="the failure rates", log=log)
         self._lock = threading.Lock()
 
     def table(self, project: str, *, io: bool = True) -> ProjectRates | None:
@@ -66,7 +68,7 @@ class BaseRates:
         if found is None:
             return self._load(project) if io else None
         if time.monotonic() - found.loaded_at >= self.ttl_s:
-            self._refresh_in_background(project)
+            self._refresh.start(project)
         return found
 
     def read(self, project: str) -> ProjectRates:
@@ -85,20 +87,3 @@ class BaseRates:
                 self._projects.clear()
             self._projects[project] = rates
         return rates
-
-    def _refresh_in_background(self, project: str) -> None:
-        with self._lock:
-            if project in self._refreshing:
-                return
-            self._refreshing.add(project)
-
-        def refresh() -> None:
-            try:
-                self._load(project)
-            except Exception:  # noqa: BLE001 - keep answering with the previous figures
-                log.exception("refreshing the failure rates of %s failed", project)
-            finally:
-                with self._lock:
-                    self._refreshing.discard(project)
-
-        threading.Thread(target=refresh, name="retrylens-base-rates", daemon=True).start()

@@ -37,6 +37,8 @@ from retrylens.analytics.fingerprints import (
 from retrylens.analytics.similar_failures import SimilarFailures
 from retrylens.store import EventStore
 
+from .background_refresh import BackgroundRefresh
+
 log = logging.getLogger("retrylens.api.fingerprints")
 MAX_PROJECTS = 1_000
 
@@ -60,7 +62,7 @@ class FingerprintIndex:
         self.max_fingerprints = max_fingerprints
         self._projects: dict[str, _ProjectIndex] = {}
         self._misses: dict[tuple[str, str], tuple[float, FingerprintStats]] = {}
-        self._refreshing: set[str] = set()
+        self._refresh = BackgroundRefresh(self._load, thread_name="retrylens-fp-index", what="fingerprint history", log=log)
         self._lock = threading.Lock()
 
     def lookup(self, project: str, fingerprint: str, *, io: bool = True) -> FingerprintStats | None:
@@ -73,7 +75,7 @@ class FingerprintIndex:
                 return None
             index = self._load(project)
         elif time.monotonic() - index.loaded_at > self.refresh_s:
-            self._refresh_in_background(project)
+            self._refresh.start(project)
         found = index.stats.get(fingerprint)
         if found is not None:
             return found
@@ -120,23 +122,6 @@ class FingerprintIndex:
             self._projects[project] = index
             self._misses = {k: v for k, v in self._misses.items() if k[0] != project}
         return index
-
-    def _refresh_in_background(self, project: str) -> None:
-        with self._lock:
-            if project in self._refreshing:
-                return
-            self._refreshing.add(project)
-
-        def refresh() -> None:
-            try:
-                self._load(project)
-            except Exception:  # noqa: BLE001 - keep serving the previous index
-                log.exception("refreshing fingerprint history of %s failed", project)
-            finally:
-                with self._lock:
-                    self._refreshing.discard(project)
-
-        threading.Thread(target=refresh, name="retrylens-fp-index", daemon=True).start()
 
     def _direct(self, project: str, fingerprint: str, *, io: bool) -> FingerprintStats | None:
         key = (project, fingerprint)
