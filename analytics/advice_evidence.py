@@ -8,6 +8,7 @@ this module only counts and tests, with no store and no request.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -315,17 +316,23 @@ def _agents_of(book: dict[str, Any] | None) -> dict[str, Any]:
     return (book or {}).get("agents") or {}
 
 
-def own_evidence(book: dict[str, Any] | None, project: str, agent: str) -> AgentEvidence:
-    """This agent's own record in the book (empty when it has none), read once per book."""
+def _kept(book: dict[str, Any] | None, key: tuple[str, str, str],
+          read: Callable[[dict[str, Any]], Any]) -> Any:
+    """``read(book's agents)``, once per book object and ``key``."""
     agents = _agents_of(book)
     answers = _answers(agents)
-    key = ("own", project, agent)
     if answers is not None and key in answers:
         return answers[key]
-    own = AgentEvidence.from_dict(agents.get(f"{project}/{agent}") or {})
+    found = read(agents)
     if answers is not None:
-        answers[key] = own
-    return own
+        answers[key] = found
+    return found
+
+
+def own_evidence(book: dict[str, Any] | None, project: str, agent: str) -> AgentEvidence:
+    """This agent's own record in the book (empty when it has none), read once per book."""
+    return _kept(book, ("own", project, agent),
+                 lambda agents: AgentEvidence.from_dict(agents.get(f"{project}/{agent}") or {}))
 
 
 def evidence_for(
@@ -334,15 +341,8 @@ def evidence_for(
     """The agent's own history when it holds :data:`MIN_RETRIES` retries of each kind, else its
     project's, else every agent's: the closest history that can say something (read once per
     book and agent)."""
-    agents = _agents_of(book)
-    answers = _answers(agents)
-    key = ("pooled", project, agent)
-    if answers is not None and key in answers:
-        return answers[key]
-    found = _closest_history(agents, project, agent)
-    if answers is not None:
-        answers[key] = found
-    return found
+    return _kept(book, ("pooled", project, agent),
+                 lambda agents: _closest_history(agents, project, agent))
 
 
 def _closest_history(raw: dict[str, Any], project: str, agent: str) -> tuple[AgentEvidence, str]:
