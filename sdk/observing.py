@@ -152,6 +152,23 @@ class _ModelCall:
         self.__exit__(kind, error, tb)
 
 
+#: Gaps shorter than this between a failed request and its resend are the client's own
+#: overhead (building the request, a GC pause), not a wait it chose: no provider client
+#: backs off that little unless the provider asked it to (``Retry-After``).
+IMMEDIATE_RESEND_MS = 20
+
+
+def _backed_off(waited_ms: int, retry_after_ms: int | None) -> bool:
+    """Whether a resend ``waited_ms`` after a failure waited on purpose.
+
+    Timing alone cannot tell a 5 ms sleep from a busy machine, so a short gap counts as a
+    backoff only when it honoured the ``Retry-After`` the failed response asked for.
+    """
+    if waited_ms >= IMMEDIATE_RESEND_MS:
+        return True
+    return retry_after_ms is not None and 0 < retry_after_ms <= waited_ms
+
+
 class _Operation:
     """One client call being recorded.
 
@@ -287,9 +304,11 @@ class Observer:
         run, attempt = self._materialized(op)
         waited = max(0, int((now - request.latency_ms / 1000 - op.last_end) * 1000))
         if op.failed is not None:
-            self._decide(
-                op, "retry", f"the {op.client} client retried on its own after {waited} ms", waited
-            )
+            if _backed_off(waited, op.failed.retry_after_ms):
+                why = f"the {op.client} client retried on its own after {waited} ms"
+            else:
+                why, waited = f"the {op.client} client retried on its own at once", 0
+            self._decide(op, "retry", why, waited)
         op.attempt = run.begin()
         op.last_end = now
         if request.failed:

@@ -25,7 +25,9 @@ SAMPLE = Path(__file__).resolve().parents[1] / "fixtures" / "agent_traces_sample
 
 
 def _blas_threads() -> int:
-    return max(lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas")
+    blas = [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+    assert blas, "threadpoolctl sees no BLAS library: the fits' thread limit would limit nothing"
+    return max(blas)
 
 
 class _Probe(dict):

@@ -15,6 +15,7 @@ import asyncio
 import logging
 import random
 import socket
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -31,6 +32,9 @@ from retrylens.testing import CapturedEvents, capture_events
 
 START = datetime(2026, 12, 1, tzinfo=UTC)
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+
+#: a 429 with no Retry-After hint: how long the client waits is its own choice
+RATE_LIMITED_NO_HINT = Reply(429, {}, RATE_LIMITED.body)
 
 
 def virtual_governor(captured: CapturedEvents) -> Governor:
@@ -52,6 +56,19 @@ def ask_with_a_loop(http: Any, url: str, tries: int = 5) -> str:
             continue
         break
     assert response is not None
+    response.raise_for_status()
+    return str(response.json()["choices"][0]["message"]["content"])
+
+
+def ask_waiting(url: str, wait_s: float, tries: int = 5) -> str:
+    """A hand-written loop that sleeps ``wait_s`` before each resend."""
+    client = httpx.Client(timeout=5)
+    for attempt in range(tries):
+        if attempt:
+            time.sleep(wait_s)
+        response = client.post(f"{url}/v1/chat/completions", json=BODY)
+        if response.status_code != 429:
+            break
     response.raise_for_status()
     return str(response.json()["choices"][0]["message"]["content"])
 
@@ -161,12 +178,12 @@ def test_a_loop_to_a_known_provider_host_is_one_operation_with_its_requests(
     captured: CapturedEvents, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("RETRYLENS_PROVIDER_HOSTS", "127.0.0.1")
-    script = [RATE_LIMITED, RATE_LIMITED, Reply(body=openai_completion("hi"))]
+    script = [RATE_LIMITED_NO_HINT, RATE_LIMITED_NO_HINT, Reply(body=openai_completion("hi"))]
     with FakeProvider(script) as fake:
         assert ask_with_a_loop(httpx, fake.url) == "hi"
         assert fake.count == 3
     assert counts(captured) == (3, 2)
-    assert captured.decisions() == [Decision.RETRY_BACKOFF] * 2
+    assert captured.decisions() == [Decision.RETRY_SAME] * 2  # the loop resends at once
     assert list(captured.outcomes().values()) == [TaskOutcome.SUCCEEDED]
     assert {e.dependency for e in captured.events} == {"127.0.0.1"}
 
@@ -185,7 +202,7 @@ def test_a_loop_that_gives_up_is_a_failed_operation_once_the_next_call_begins(
     captured: CapturedEvents, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("RETRYLENS_PROVIDER_HOSTS", "127.0.0.1")
-    with FakeProvider(default=RATE_LIMITED) as fake:
+    with FakeProvider(default=RATE_LIMITED_NO_HINT) as fake:
         with pytest.raises(httpx.HTTPStatusError):
             ask_with_a_loop(httpx, fake.url, tries=3)
         fake.script = [Reply(body=openai_completion("next"))]
@@ -194,7 +211,30 @@ def test_a_loop_that_gives_up_is_a_failed_operation_once_the_next_call_begins(
     assert counts(captured) == (4, 3)
     outcomes = captured.outcomes()
     assert sorted(o.value for o in outcomes.values()) == ["failed", "succeeded"]
-    assert captured.decisions() == [Decision.RETRY_BACKOFF] * 2 + [Decision.GIVE_UP]
+    assert captured.decisions() == [Decision.RETRY_SAME] * 2 + [Decision.GIVE_UP]
+
+
+def test_a_loop_that_sleeps_before_resending_is_recorded_as_backing_off(
+    captured: CapturedEvents, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RETRYLENS_PROVIDER_HOSTS", "127.0.0.1")
+    script = [RATE_LIMITED_NO_HINT, Reply(body=openai_completion("hi"))]
+    with FakeProvider(script) as fake:
+        assert ask_waiting(fake.url, 0.08) == "hi"
+    assert captured.decisions() == [Decision.RETRY_BACKOFF]
+    assert captured.of_kind(EventKind.DECISION)[0].backoff_ms >= 80
+
+
+def test_a_short_wait_the_provider_asked_for_is_a_backoff_and_ignoring_it_is_not(
+    captured: CapturedEvents, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``retry-after-ms: 5`` honoured is a backoff however short; resending sooner is not."""
+    monkeypatch.setenv("RETRYLENS_PROVIDER_HOSTS", "127.0.0.1")
+    with FakeProvider([RATE_LIMITED, Reply(body=openai_completion("a"))]) as fake:
+        assert ask_waiting(fake.url, 0.006) == "a"
+    with FakeProvider([RATE_LIMITED, Reply(body=openai_completion("b"))]) as fake:
+        assert ask_with_a_loop(httpx, fake.url) == "b"
+    assert captured.decisions() == [Decision.RETRY_BACKOFF, Decision.RETRY_SAME]
 
 
 def test_an_open_failed_operation_is_closed_when_observing_stops(
