@@ -21,9 +21,10 @@ from pathlib import Path
 import orjson
 import pytest
 from factories import make_events
-from kafka import KafkaAdminClient, KafkaConsumer
+from kafka import KafkaAdminClient
 from kafka.admin import ACL, ACLOperation, ACLPermissionType, ResourcePattern, ResourceType
 from kafka.errors import TopicAuthorizationFailedError
+from kafka_drain import consume_to_end, read_to_end
 from kafka_helpers import LocalBroker
 from typer.testing import CliRunner
 
@@ -105,25 +106,9 @@ def allow(admin_settings: Settings, user: str, topic: str, *operations: ACLOpera
     time.sleep(0.5)  # ACLs reach the broker's authorizer through the metadata log
 
 
-def read_all(settings: Settings, topic: str, *, idle_s: float = 2.0) -> list:
-    consumer = KafkaConsumer(
-        topic,
-        bootstrap_servers=settings.kafka_bootstrap_servers,
-        group_id=_unique("reader"),
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-        **security(settings),
-    )
-    messages: list = []
-    last = time.monotonic()
-    try:
-        while time.monotonic() - last < idle_s:
-            for records in consumer.poll(timeout_ms=300).values():
-                messages.extend(records)
-                last = time.monotonic()
-    finally:
-        consumer.close()
-    return messages
+def read_all(settings: Settings, topic: str) -> list:
+    """Every message of ``topic`` up to its end now, read with ``settings``' login."""
+    return read_to_end(settings, topic)
 
 
 def committed(settings: Settings) -> dict[str, int]:
@@ -194,7 +179,7 @@ def test_emitter_consumer_and_dlq_replay_log_in_and_events_are_stored(
     producer.send(topic, key=b"bad", value=b"{not json").get(timeout=10)
     producer.close()
 
-    stats = IngestConsumer(ingest, store).run(idle_exit_s=2)
+    stats = consume_to_end(ingest, IngestConsumer(ingest, store))
     assert stats.rows == 300 and stats.dead_letters == 1
     assert store.count_distinct_events(project="alice") == 300
     assert store.event_ids() == {str(e.event_id) for e in events}
@@ -249,7 +234,7 @@ def test_wrong_password_fails_fast_and_clearly_and_the_emitter_keeps_every_event
     emitter = build_emitter(fixed)
     assert emitter.flush(30)
     emitter.close()
-    IngestConsumer(ingest, store).run(idle_exit_s=2)
+    consume_to_end(ingest, IngestConsumer(ingest, store))
     assert store.event_ids() == {str(e.event_id) for e in events}
 
     # The server side: a clear ConfigError once the bootstrap timeout (4 s here) is over...
@@ -349,7 +334,7 @@ def test_a_tenant_cannot_write_another_tenants_events(
         alice.close()
         bob.close()
 
-    stats = IngestConsumer(ingest, store).run(idle_exit_s=2)
+    stats = consume_to_end(ingest, IngestConsumer(ingest, store))
     assert (stats.rows, stats.dead_letters) == (60, 7)
     assert store.count_distinct_events(project="alice") == 40
     assert store.count_distinct_events(project="bob") == 20
@@ -392,7 +377,7 @@ def test_tls_listener_carries_the_emitter_and_the_consumer(
     assert emitter.flush(30)
     assert emitter.stats["spooled"] == 0, emitter.stats
     emitter.close()
-    IngestConsumer(ingest, store).run(idle_exit_s=2)
+    consume_to_end(ingest, IngestConsumer(ingest, store))
     assert store.event_ids() == {str(e.event_id) for e in events}
 
     # A client that trusts another CA (not the broker's) gets the clear error.
