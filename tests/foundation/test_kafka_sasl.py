@@ -22,7 +22,16 @@ import orjson
 import pytest
 from factories import make_events
 from kafka import KafkaAdminClient
-from kafka.admin import ACL, ACLOperation, ACLPermissionType, ResourcePattern, ResourceType
+from kafka.admin import (
+    ACL,
+    ACLFilter,
+    ACLOperation,
+    ACLPermissionType,
+    ACLResourcePatternType,
+    ResourcePattern,
+    ResourcePatternFilter,
+    ResourceType,
+)
 from kafka.errors import TopicAuthorizationFailedError
 from kafka_drain import consume_to_end, read_to_end
 from kafka_helpers import LocalBroker
@@ -94,16 +103,22 @@ def security_env(user: str, password: str, mechanism: str) -> dict[str, str]:
 
 
 def allow(admin_settings: Settings, user: str, topic: str, *operations: ACLOperation) -> None:
+    """Grant ``operations`` on ``topic`` and wait until the broker's authorizer has them: ACLs
+    reach it through the metadata log, and it is what answers a describe (one broker)."""
+    acls = [ACL(f"User:{user}", "*", op, ACLPermissionType.ALLOW, ResourcePattern(ResourceType.TOPIC, topic))
+            for op in operations]
+    granted = ACLFilter(f"User:{user}", None, ACLOperation.ANY, ACLPermissionType.ANY,
+                        ResourcePatternFilter(ResourceType.TOPIC, topic, ACLResourcePatternType.LITERAL))
     admin = KafkaAdminClient(bootstrap_servers=admin_settings.kafka_bootstrap_servers, **security(admin_settings))
     try:
-        result = admin.create_acls([
-            ACL(f"User:{user}", "*", op, ACLPermissionType.ALLOW, ResourcePattern(ResourceType.TOPIC, topic))
-            for op in operations
-        ])
+        result = admin.create_acls(acls)
         assert not result["failed"], result
+        deadline = time.monotonic() + 30
+        while not set(acls) <= set(admin.describe_acls(granted)[0]):
+            assert time.monotonic() < deadline, f"the broker did not list {acls} within 30 s"
+            time.sleep(0.05)
     finally:
         admin.close()
-    time.sleep(0.5)  # ACLs reach the broker's authorizer through the metadata log
 
 
 def read_all(settings: Settings, topic: str) -> list:
