@@ -159,31 +159,34 @@ def kafka_settings(settings: Settings, kafka_bootstrap: str) -> Settings:
     )
 
 
-# Modules that take a minute or more, longest first (measured on CI's locked run). infra/test.sh
-# hands whole modules to two pytest-xdist workers in collection order (--dist loadfile
-# --no-loadscope-reorder), so these start first and the many short modules fill the end: no
-# worker sits idle while the other finishes a long module it began late.
+# The modules that take longest, longest first (one locked run of session 12's branch, its
+# module wall seconds summed per test). infra/test.sh hands whole modules to two pytest-xdist
+# workers in collection order (--dist loadfile --no-loadscope-reorder), so these start first
+# and the many short modules fill the end: no worker sits idle while the other finishes a
+# long module it began late. A heavy module of few tests ordered by size would come last (the
+# one-test Kafka-cluster module, 24 s, was a worker's last 24 s while the other sat idle 16 s).
 LONG_MODULES = (
     "tests/foundation/test_kafka_pipeline.py",
+    "tests/api/test_api_schemathesis.py",
+    "tests/foundation/test_kafka_sasl.py",
     "tests/api/test_cli_beside_server.py",
     "tests/foundation/test_demo.py",
-    "tests/foundation/test_kafka_sasl.py",
-    "tests/foundation/test_consumer_group.py",
-    "tests/analytics/test_analytics_levels.py",
     "tests/dashboard/test_dashboard_layout_browser.py",
-    "tests/evaluation/test_eval_ground_truth.py",
     "tests/analytics/test_analytics_classifier.py",
-    "tests/analytics/test_truth_harness.py",
-    "tests/analytics/test_analytics_injection.py",
-    "tests/analytics/test_analytics_sealing.py",
-    "tests/api/test_api_schemathesis.py",
-    "tests/evaluation/test_rules_vectorised.py",
+    "tests/foundation/test_kafka_cluster.py",
+    "tests/evaluation/test_eval_ground_truth.py",
+    "tests/analytics/test_analytics_levels.py",
     "tests/dashboard/test_dashboard_pages.py",
-    # Heavy but few tests, so ordered by size they came last (a one-test module at 163rd of
-    # 172): session 9's ranking of the loaded run put them in its top 20.
+    "tests/analytics/test_analytics_sealing.py",
+    "tests/foundation/test_consumer_group.py",
+    "tests/api/test_api_serve.py",
+    "tests/analytics/test_analytics_injection.py",
+    "tests/analytics/test_truth_harness.py",
+    "tests/analytics/test_fit_threads.py",
+    "tests/api/test_api_precheck.py",
+    "tests/evaluation/test_rules_vectorised.py",
     "tests/foundation/test_store.py",
     "tests/api/test_otlp_attempts.py",
-    "tests/api/test_api_precheck.py",
 )
 
 

@@ -24,10 +24,12 @@ def serve(
     log_level: str = typer.Option("info", "--log-level", help="uvicorn log level."),
 ) -> None:
     """Serve the API (pre-check, reads, HTTP ingest, policies); on an embedded store, also ingest."""
+    # Settings first: a bad configuration is refused before the server stack (seconds of
+    # imports) is loaded.
+    settings = settings_from(config, api_host=host, api_port=port)
     from retrylens.api.server import serve as run
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    settings = settings_from(config, api_host=host, api_port=port)
     try:
         run(settings, log_level=log_level)
     except OSError as exc:

@@ -67,6 +67,8 @@ def test_embedded_road_end_to_end_through_the_servers_spool_ingestor(api_setting
 
 @pytest.mark.kafka
 def test_kafka_road_produces_keyed_by_task_and_the_consumer_stores_once(kafka_settings, store):
+    from kafka_drain import consume_to_end
+
     from retrylens.ingest.consumer import IngestConsumer
     from retrylens.ingest.kafka_clients import ensure_topics
 
@@ -76,5 +78,5 @@ def test_kafka_road_produces_keyed_by_task_and_the_consumer_stores_once(kafka_se
     with TestClient(create_app(settings, store)) as client:
         result = client.post("/v1/events", json={"events": events}, headers={"X-API-Key": "k"}).json()
     assert result == {"accepted": len(events), "rejected": [], "road": "kafka"}
-    IngestConsumer(settings, store).run(idle_exit_s=3)
+    consume_to_end(settings, IngestConsumer(settings, store))
     assert store.count_distinct_events("acme") == len(events)

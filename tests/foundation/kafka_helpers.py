@@ -14,6 +14,7 @@ import orjson
 from factories import make_event
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.errors import KafkaError
+from kafka_drain import read_to_end
 
 from retrylens.config import Settings
 from retrylens.ingest.batch import Batch
@@ -55,27 +56,10 @@ def produce(
     producer.close()
 
 
-def read_topic(settings: Settings, topic: str, *, idle_s: float = 3.0, timeout_s: float = 120.0) -> list:
-    """Every message of ``topic`` from the beginning (own throwaway group)."""
-    consumer = KafkaConsumer(
-        topic,
-        bootstrap_servers=settings.kafka_bootstrap_servers.split(","),
-        group_id=f"reader-{uuid.uuid4().hex[:8]}",
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-    )
-    messages = []
-    deadline = time.monotonic() + timeout_s
-    last = time.monotonic()
-    try:
-        while time.monotonic() < deadline and time.monotonic() - last < idle_s:
-            batch = consumer.poll(timeout_ms=500)
-            for records in batch.values():
-                messages.extend(records)
-                last = time.monotonic()
-    finally:
-        consumer.close()
-    return messages
+def read_topic(settings: Settings, topic: str, *, timeout_s: float = 120.0) -> list:
+    """Every message of ``topic`` from the beginning up to its end now (``kafka_drain.read_to_end``:
+    call it once every writer is done)."""
+    return read_to_end(settings, topic, timeout_s=timeout_s)
 
 
 def committed_total(settings: Settings) -> int:

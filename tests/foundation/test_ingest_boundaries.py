@@ -9,6 +9,7 @@ import orjson
 import pytest
 from factories import payload
 from fastapi.testclient import TestClient
+from kafka_drain import consume_to_end
 from kafka_helpers import fast_payloads, produce, read_topic
 
 from retrylens.config import Settings
@@ -85,7 +86,7 @@ def test_the_same_event_posted_twice_over_http_is_stored_once(settings: Settings
 def test_the_same_bytes_produced_twice_to_kafka_are_stored_once(kafka_settings: Settings, store: EventStore) -> None:
     raw = _without_event_id()
     produce(kafka_settings, [(b"task-1", raw), (b"task-1", raw), *fast_payloads(10)])
-    IngestConsumer(kafka_settings, store).run(idle_exit_s=3)
+    consume_to_end(kafka_settings, IngestConsumer(kafka_settings, store))
     assert store.count_distinct_events() == 11
 
 
@@ -97,7 +98,7 @@ def test_a_replay_filtered_by_reason_leaves_the_other_letters_replayable(
     unknown_version = [(b"v%d" % i, payload(schema_version=7, decision_reason=str(i))) for i in range(10)]
     bad_json = [(b"j%d" % i, b'{"broken": %d' % i) for i in range(6)]
     produce(kafka_settings, [*fast_payloads(5), *unknown_version, *bad_json])
-    IngestConsumer(kafka_settings, store).run(idle_exit_s=3)
+    consume_to_end(kafka_settings, IngestConsumer(kafka_settings, store))
 
     first = replay_dead_letters(kafka_settings, reason="bad_json", idle_timeout_s=3)
     assert (first.replayed, first.skipped) == (6, 10)
@@ -119,7 +120,7 @@ def test_a_dead_letter_is_replayed_into_the_topic_it_came_from(kafka_settings: S
     broken = [(b"j%d" % i, b'{"broken": %d' % i) for i in range(3)]
     produce(settings, broken, topic=tenant_topic)
     produce(settings, [(b"plain", b"not json")])  # from the shared event topic
-    IngestConsumer(settings, store).run(idle_exit_s=3)
+    consume_to_end(settings, IngestConsumer(settings, store))
     # A letter whose origin names a topic the consumer does not read (written to the DLQ by
     # hand, or after the binding changed) goes to the shared event topic, never elsewhere.
     forged = [("source_topic", b"payments"), ("reason", b"bad_json")]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 from factories import payload
+from kafka_drain import consume_to_end
 from kafka_helpers import produce
 
 from retrylens.config import Settings
@@ -45,6 +46,5 @@ def test_two_kafka_partitions_with_the_same_offsets_are_both_stored(
     settings = kafka_settings.model_copy(update={"batch_max_rows": 1})
     produce(settings, [(b"task-1", payload(task_id="task-1"))], partition=0)
     produce(settings, [(b"task-2", payload(task_id="task-2"))], partition=1)
-    consumer = IngestConsumer(settings, store)
-    consumer.run(idle_exit_s=3)
+    consume_to_end(settings, IngestConsumer(settings, store))
     assert store.count_rows() == 2 and store.count_distinct_events() == 2

@@ -17,6 +17,7 @@ import httpx
 import orjson
 import pytest
 from factories import make_events, payload
+from kafka_drain import consume_to_end
 from kafka_helpers import (
     LocalBroker,
     MemberGroup,
@@ -79,7 +80,7 @@ def test_events_emitted_through_kafka_are_stored_exactly_once(
     assert emitter.flush(120)
     emitter.close()
     if group is None:
-        stats = IngestConsumer(kafka_settings, store).run(idle_exit_s=3)
+        stats = consume_to_end(kafka_settings, IngestConsumer(kafka_settings, store))
         assert (stats.messages >= events, stats.dead_letters) == (True, 0)
     else:
         group.finish()
@@ -161,7 +162,7 @@ def test_batch_reinserted_after_a_crash_before_commit_is_deduplicated(
     assert store.count_rows() == 300
     assert committed_offset(settings) is None
 
-    stats = IngestConsumer(settings, store).run(idle_exit_s=3)
+    stats = consume_to_end(settings, IngestConsumer(settings, store))
     assert stats.rows == 300  # the batch was written again …
     assert store.count_rows() == 300  # … and ClickHouse dropped it by its token
     assert committed_offset(settings) == 300
@@ -241,7 +242,7 @@ def test_malformed_messages_go_to_the_dlq_with_reasons_and_valid_ones_are_stored
     assert len(expected_reason) == 1_000
     produce(kafka_settings, records)
     if group is None:
-        stats = IngestConsumer(kafka_settings, store).run(idle_exit_s=3)
+        stats = consume_to_end(kafka_settings, IngestConsumer(kafka_settings, store))
     else:
         group.finish()  # no member failed, no commit ran ahead of the store
         assert all(group.messages), f"a member read nothing: {group.messages}"
@@ -271,7 +272,7 @@ def test_a_burst_of_invalid_messages_stops_the_consumer_without_draining_the_top
     with pytest.raises(InvalidBurstError, match="200 consecutive invalid"):
         IngestConsumer(settings, store).run(idle_exit_s=5)
     assert committed_offset(settings) is None
-    assert read_topic(settings, settings.kafka_dlq_topic, idle_s=2) == []
+    assert read_topic(settings, settings.kafka_dlq_topic) == []
 
 
 @pytest.mark.slow
@@ -328,7 +329,7 @@ def test_a_member_that_trips_the_burst_breaker_stops_the_group_without_committin
     # partition 0 and meet the same burst (without the halt both trip, and this fails).
     trips = re.findall(r"consumer-group member \d of 2 failed: .*consecutive invalid", caplog.text)
     assert len(trips) == 1, caplog.text[-3000:]
-    assert read_topic(settings, settings.kafka_dlq_topic, idle_s=2) == []  # the topic was not drained
+    assert read_topic(settings, settings.kafka_dlq_topic) == []  # the topic was not drained
     committed, ends = committed_offsets(settings), end_offsets(settings)
     assert committed.get(0, 0) <= 50, committed  # never past the burst
     for partition, offset in committed.items():
@@ -347,7 +348,7 @@ def test_a_member_that_trips_the_burst_breaker_stops_the_group_without_committin
 def test_dead_letters_are_replayed_into_the_event_topic(kafka_settings: Settings, store: EventStore) -> None:
     bad = [(b"k%d" % i, payload(schema_version=7, decision_reason=str(i))) for i in range(20)]
     produce(kafka_settings, fast_payloads(30) + bad)
-    IngestConsumer(kafka_settings, store).run(idle_exit_s=3)
+    consume_to_end(kafka_settings, IngestConsumer(kafka_settings, store))
     result = replay_dead_letters(kafka_settings, idle_timeout_s=3)
     assert result.replayed == 20
     replayed = [m for m in read_topic(kafka_settings, kafka_settings.kafka_topic) if m.headers]

@@ -21,9 +21,19 @@ from pathlib import Path
 import orjson
 import pytest
 from factories import make_events
-from kafka import KafkaAdminClient, KafkaConsumer
-from kafka.admin import ACL, ACLOperation, ACLPermissionType, ResourcePattern, ResourceType
+from kafka import KafkaAdminClient
+from kafka.admin import (
+    ACL,
+    ACLFilter,
+    ACLOperation,
+    ACLPermissionType,
+    ACLResourcePatternType,
+    ResourcePattern,
+    ResourcePatternFilter,
+    ResourceType,
+)
 from kafka.errors import TopicAuthorizationFailedError
+from kafka_drain import consume_to_end, read_to_end
 from kafka_helpers import LocalBroker
 from typer.testing import CliRunner
 
@@ -93,37 +103,27 @@ def security_env(user: str, password: str, mechanism: str) -> dict[str, str]:
 
 
 def allow(admin_settings: Settings, user: str, topic: str, *operations: ACLOperation) -> None:
+    """Grant ``operations`` on ``topic`` and wait until the broker's authorizer has them: ACLs
+    reach it through the metadata log, and it is what answers a describe (one broker)."""
+    acls = [ACL(f"User:{user}", "*", op, ACLPermissionType.ALLOW, ResourcePattern(ResourceType.TOPIC, topic))
+            for op in operations]
+    granted = ACLFilter(f"User:{user}", None, ACLOperation.ANY, ACLPermissionType.ANY,
+                        ResourcePatternFilter(ResourceType.TOPIC, topic, ACLResourcePatternType.LITERAL))
     admin = KafkaAdminClient(bootstrap_servers=admin_settings.kafka_bootstrap_servers, **security(admin_settings))
     try:
-        result = admin.create_acls([
-            ACL(f"User:{user}", "*", op, ACLPermissionType.ALLOW, ResourcePattern(ResourceType.TOPIC, topic))
-            for op in operations
-        ])
+        result = admin.create_acls(acls)
         assert not result["failed"], result
+        deadline = time.monotonic() + 30
+        while not set(acls) <= set(admin.describe_acls(granted)[0]):
+            assert time.monotonic() < deadline, f"the broker did not list {acls} within 30 s"
+            time.sleep(0.05)
     finally:
         admin.close()
-    time.sleep(0.5)  # ACLs reach the broker's authorizer through the metadata log
 
 
-def read_all(settings: Settings, topic: str, *, idle_s: float = 2.0) -> list:
-    consumer = KafkaConsumer(
-        topic,
-        bootstrap_servers=settings.kafka_bootstrap_servers,
-        group_id=_unique("reader"),
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-        **security(settings),
-    )
-    messages: list = []
-    last = time.monotonic()
-    try:
-        while time.monotonic() - last < idle_s:
-            for records in consumer.poll(timeout_ms=300).values():
-                messages.extend(records)
-                last = time.monotonic()
-    finally:
-        consumer.close()
-    return messages
+def read_all(settings: Settings, topic: str) -> list:
+    """Every message of ``topic`` up to its end now, read with ``settings``' login."""
+    return read_to_end(settings, topic)
 
 
 def committed(settings: Settings) -> dict[str, int]:
@@ -194,7 +194,7 @@ def test_emitter_consumer_and_dlq_replay_log_in_and_events_are_stored(
     producer.send(topic, key=b"bad", value=b"{not json").get(timeout=10)
     producer.close()
 
-    stats = IngestConsumer(ingest, store).run(idle_exit_s=2)
+    stats = consume_to_end(ingest, IngestConsumer(ingest, store))
     assert stats.rows == 300 and stats.dead_letters == 1
     assert store.count_distinct_events(project="alice") == 300
     assert store.event_ids() == {str(e.event_id) for e in events}
@@ -249,7 +249,7 @@ def test_wrong_password_fails_fast_and_clearly_and_the_emitter_keeps_every_event
     emitter = build_emitter(fixed)
     assert emitter.flush(30)
     emitter.close()
-    IngestConsumer(ingest, store).run(idle_exit_s=2)
+    consume_to_end(ingest, IngestConsumer(ingest, store))
     assert store.event_ids() == {str(e.event_id) for e in events}
 
     # The server side: a clear ConfigError once the bootstrap timeout (4 s here) is over...
@@ -349,7 +349,7 @@ def test_a_tenant_cannot_write_another_tenants_events(
         alice.close()
         bob.close()
 
-    stats = IngestConsumer(ingest, store).run(idle_exit_s=2)
+    stats = consume_to_end(ingest, IngestConsumer(ingest, store))
     assert (stats.rows, stats.dead_letters) == (60, 7)
     assert store.count_distinct_events(project="alice") == 40
     assert store.count_distinct_events(project="bob") == 20
@@ -392,7 +392,7 @@ def test_tls_listener_carries_the_emitter_and_the_consumer(
     assert emitter.flush(30)
     assert emitter.stats["spooled"] == 0, emitter.stats
     emitter.close()
-    IngestConsumer(ingest, store).run(idle_exit_s=2)
+    consume_to_end(ingest, IngestConsumer(ingest, store))
     assert store.event_ids() == {str(e.event_id) for e in events}
 
     # A client that trusts another CA (not the broker's) gets the clear error.

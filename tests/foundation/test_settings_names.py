@@ -52,11 +52,29 @@ def test_a_misspelt_config_file_key_names_the_closest_setting(tmp_path: Path) ->
         load_settings(config)
 
 
+#: `retrylens serve --port 1`, as `python -m retrylens.cli.main` runs it, then which parts of
+#: the server stack the refusal loaded.
+SERVE_PROBE = (
+    "import sys\n"
+    "from retrylens.cli.main import app\n"
+    "try:\n"
+    "    app(['serve', '--port', '1'], prog_name='retrylens')\n"
+    "finally:\n"
+    "    print(sorted(m for m in ('retrylens.api.server', 'fastapi', 'uvicorn') if m in sys.modules))\n"
+)
+
+
 def test_an_empty_api_key_is_refused_at_start(tmp_path: Path) -> None:
+    """Refused before the server stack (FastAPI, uvicorn, the analytics behind the routes)
+    is imported: a user's bad configuration is answered at once."""
     with pytest.raises(ConfigError, match="'shop' is empty"):
         load_settings(data_dir=tmp_path, api_keys={"shop": "", "acme": "k"})
-    done = _cli(tmp_path, "serve", "--port", "1", RETRYLENS_API_KEYS='{"shop": "  "}')
+    base = {k: v for k, v in os.environ.items() if not k.startswith("RETRYLENS_")}
+    env = {**base, "RETRYLENS_DATA_DIR": str(tmp_path), "RETRYLENS_API_KEYS": '{"shop": "  "}'}
+    done = subprocess.run([sys.executable, "-c", SERVE_PROBE], capture_output=True, text=True, env=env,
+                          timeout=120, cwd=REPO)
     assert done.returncode == 2 and "'shop' is empty" in done.stderr
+    assert done.stdout.strip() == "[]", "the server stack was imported before the settings were read"
 
 
 def test_a_project_listed_twice_in_the_keys_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
