@@ -210,7 +210,7 @@ class RiskScorer:
             context = RiskContext(phase=phase, fingerprint_tasks=stats.tasks,
                                   fingerprint_failed_tasks=stats.tasks_failed)
             fdict = loaded.model.model_input(features, context, text=request.task_input)
-            risk = self._linear_for(loaded.model).risk(fdict)
+            risk = self._linear_for(loaded.model).risk(fdict, prepared=True)
             reasons = top_reasons(loaded.model, fdict)
             contributions = [(name, c) for name, _v, c in reasons if c > 0]
             words = [explain.contribution(name, value, c, agent=request.agent, raw=features)
