@@ -198,7 +198,7 @@ class RiskScorer:
             loaded = None
         fingerprint, input_features = task_features(request.task_input, request.agent, "")
         stats = self.history(request.project, fingerprint, io=io)
-        similar = self.fingerprints.similar(request.project, fingerprint, content_words(input_features),
+        similar = self.fingerprints.similar(request.project, fingerprint, lambda: content_words(input_features),
                                             agent=request.agent, io=io)
         if similar is None:
             raise NeedsIO

@@ -183,3 +183,21 @@ def test_the_answer_is_serialised_once_into_the_bytes_its_response_model_gives(c
     assert serialised == []
     schema = client.get("/openapi.json").json()["paths"]["/v1/precheck"]["post"]["responses"]["200"]
     assert schema["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/PrecheckResponse"}
+
+
+def test_a_remembered_inputs_similar_failures_need_not_work_out_its_words_again(api_settings, seeded, monkeypatch):
+    """The nearest failures of an input are remembered per input and agent; its content words
+    only build a new answer, so a repeated input does not compute them again."""
+    worked_out = []
+    original = precheck.content_words
+
+    def counting(features):
+        worked_out.append(1)
+        return original(features)
+
+    monkeypatch.setattr(precheck, "content_words", counting)
+    scorer = RiskScorer(api_settings, seeded)
+    first, _ = scorer.score(_request())
+    again, _ = scorer.score(_request(), io=False)
+    assert len(worked_out) == 1
+    assert again.similar_failures == first.similar_failures
