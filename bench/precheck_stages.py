@@ -7,7 +7,7 @@ moves with whatever else runs on a shared machine; the CPU a request costs the s
 much less, so this script measures that, on ``bench/api.py``'s seeded store (3,000 synthetic
 tasks, a trained model) and its request mix (500 texts × 3 agents, drawn at random):
 
-1. **In process, per stage.** The app is driven through its ASGI interface with no socket, a
+1. **In process, per stage** (the thread's CPU time; ``--clock wall`` for wall time). The app is driven through its ASGI interface with no socket, a
    freshly created app per run so caches start cold as in a bench round. Each request is
    timed whole (pre-check and healthz alternated), and the stages of a pre-check are timed
    by wrapping the functions the route calls (FastAPI's dependency solving and response
@@ -56,11 +56,15 @@ def _bodies(count: int, seed: int = 1) -> list[bytes]:
 
 
 class StageTimer:
-    """Wall time per call of wrapped functions, by label, while ``active`` (during pre-checks)."""
+    """Time per call of wrapped functions, by label, while ``active`` (during pre-checks).
 
-    def __init__(self) -> None:
+    ``clock`` is the thread's CPU time by default: on a machine other jobs load, wall time
+    counts the moments the process waited for a core, CPU time only its own work."""
+
+    def __init__(self, clock: Callable[[], int] = time.thread_time_ns) -> None:
         self.times: dict[str, list[int]] = defaultdict(list)
         self.active = False
+        self.clock = clock
 
     def wrap(self, owner: Any, name: str, label: str) -> None:
         original = getattr(owner, name, None)
@@ -70,23 +74,23 @@ class StageTimer:
         if asyncio.iscoroutinefunction(original):
             @functools.wraps(original)
             async def timed_async(*args: Any, **kwargs: Any) -> Any:
-                started = time.perf_counter_ns()
+                started = self.clock()
                 try:
                     return await original(*args, **kwargs)
                 finally:
                     if self.active:
-                        times.append(time.perf_counter_ns() - started)
+                        times.append(self.clock() - started)
             setattr(owner, name, timed_async)
             return
 
         @functools.wraps(original)
         def timed(*args: Any, **kwargs: Any) -> Any:
-            started = time.perf_counter_ns()
+            started = self.clock()
             try:
                 return original(*args, **kwargs)
             finally:
                 if self.active:
-                    times.append(time.perf_counter_ns() - started)
+                    times.append(self.clock() - started)
         setattr(owner, name, timed)
 
 
@@ -140,14 +144,15 @@ async def _call(app: Any, method: str, path: str, body: bytes = b"",
     return status[0]
 
 
-def in_process(data_dir: Path, requests: int) -> dict[str, Any]:
+def in_process(data_dir: Path, requests: int, clock_name: str = "cpu") -> dict[str, Any]:
     """Per-stage and whole-request medians of ``requests`` pre-checks, healthz alternated."""
     from retrylens.api.app import create_app
     from retrylens.config import load_settings
     from retrylens.store import open_store
 
     settings = load_settings(data_dir=data_dir, api_keys={bench_api.PROJECT: bench_api.KEY})
-    timer = StageTimer()
+    clock = time.thread_time_ns if clock_name == "cpu" else time.perf_counter_ns
+    timer = StageTimer(clock)
     _install(timer)
     app = create_app(settings, open_store(settings))
     bodies = _bodies(requests)
@@ -160,13 +165,13 @@ def in_process(data_dir: Path, requests: int) -> dict[str, Any]:
             await _call(app, "GET", "/healthz")
         for body in bodies:
             timer.active = True
-            started = time.perf_counter_ns()
+            started = clock()
             assert await _call(app, "POST", "/v1/precheck", body, headers) == 200
-            whole["precheck"].append(time.perf_counter_ns() - started)
+            whole["precheck"].append(clock() - started)
             timer.active = False
-            started = time.perf_counter_ns()
+            started = clock()
             assert await _call(app, "GET", "/healthz") == 200
-            whole["healthz"].append(time.perf_counter_ns() - started)
+            whole["healthz"].append(clock() - started)
 
     asyncio.run(run())
     app.state.precheck_log.close()
@@ -176,7 +181,9 @@ def in_process(data_dir: Path, requests: int) -> dict[str, Any]:
                 "median_us": round(statistics.median(values) / 1000, 1),
                 "mean_us_per_precheck": round(sum(values) / requests / 1000, 1)}
 
-    return {"requests": requests,
+    return {"requests": requests, "clock": clock_name,
+            "precheck_mean_us": round(statistics.mean(whole["precheck"]) / 1000, 1),
+            "healthz_mean_us": round(statistics.mean(whole["healthz"]) / 1000, 1),
             "precheck_median_us": round(statistics.median(whole["precheck"]) / 1000, 1),
             "healthz_median_us": round(statistics.median(whole["healthz"]) / 1000, 1),
             "stages": {label: summary(values) for label, values in timer.times.items() if values}}
@@ -240,18 +247,20 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=750, help="Pre-checks in process (a bench round's count).")
     parser.add_argument("--http-requests", type=int, default=500, help="Requests per block over HTTP (0: skip).")
     parser.add_argument("--http-blocks", type=int, default=4, help="Blocks per endpoint over HTTP, alternated.")
+    parser.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
+                        help="In process: the thread's CPU time (robust to other jobs' load) or wall time.")
     parser.add_argument("--json", action="store_true", help="Print one JSON object.")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(in_process(Path(args.child[0]), int(args.child[1]))))
+        print(json.dumps(in_process(Path(args.child[0]), int(args.child[1]), args.child[2])))
         return
     with tempfile.TemporaryDirectory(prefix="retrylens-bench-stages-") as tmp:
         data_dir = Path(tmp)
         env = bench_api._env(data_dir, bench_api._free_port())
         bench_api._run_child(["--child", "setup", str(data_dir), str(args.tasks)], env)
         # the in-process run owns the store; it runs in a child so that the server can open it next
-        result = subprocess.run([sys.executable, __file__, "--child", str(data_dir), str(args.requests)], env=env,
+        result = subprocess.run([sys.executable, __file__, "--child", str(data_dir), str(args.requests), args.clock], env=env,
                                 capture_output=True, text=True, check=False)
         if result.returncode != 0:
             raise SystemExit(f"in-process run failed:\n{result.stderr[-3000:]}")
@@ -264,8 +273,9 @@ def main() -> None:
         print(json.dumps(report))
         return
     inside = report["in_process"]
-    print(f"in process, {inside['requests']} requests each: pre-check {inside['precheck_median_us']} µs, "
-          f"healthz {inside['healthz_median_us']} µs (medians)")
+    print(f"in process ({inside['clock']} time), {inside['requests']} requests each: pre-check median "
+          f"{inside['precheck_median_us']} µs (mean {inside['precheck_mean_us']}), healthz median "
+          f"{inside['healthz_median_us']} µs (mean {inside['healthz_mean_us']})")
     for label, stage in sorted(inside["stages"].items(), key=lambda kv: -kv[1]["mean_us_per_precheck"]):
         print(f"  {label:45} {stage['calls_per_precheck']:5.2f}/pre-check  median {stage['median_us']:7.1f} µs  "
               f"mean per pre-check {stage['mean_us_per_precheck']:7.1f} µs")
