@@ -97,7 +97,7 @@ class SimilarFailures:
         agents = {name: i for i, name in enumerate(sorted({t.agent for t in self.tasks}))}
         self._agent_ids = agents
         self._agents = np.asarray([agents[t.agent] for t in self.tasks], dtype=np.int64)
-        self._fixed: dict[int, _FixedParts] = {}
+        self._fixed = [self._fixed_parts(task) for task in self.tasks]
 
     @classmethod
     def load(cls, store: EventStore, project: str, *, limit: int = MAX_TASKS) -> SimilarFailures:
@@ -135,10 +135,7 @@ class SimilarFailures:
         return out
 
     def _entry(self, number: int, similarity: float, shared: list[str]) -> dict[str, Any]:
-        task = self.tasks[number]
-        fixed = self._fixed.get(number)
-        if fixed is None:
-            fixed = self._fixed[number] = self._fixed_parts(task)
+        task, fixed = self.tasks[number], self._fixed[number]
         quoted = ", ".join(f"'{w}'" for w in shared[:5])
         words = (f"task {task.task_id} of {task.agent or 'an agent'} {fixed.how}; its input shares {quoted}"
                  f" ({similarity:.0%} alike)") + fixed.repeated
@@ -151,8 +148,9 @@ class SimilarFailures:
         }
 
     def _fixed_parts(self, task: FailedTask) -> _FixedParts:
-        """What a task's entry says whatever the query: worked out once per task, as the links'
-        quoting and the date's formatting were half of a search's cost on the pre-check's path."""
+        """What a task's entry says whatever the query, worked out for every task when the
+        failures are loaded (on the index's background thread): the links' quoting and the
+        date's formatting were half of a search's cost on the pre-check's path."""
         failed = self.failed_tasks_per_input.get(task.fingerprint, 1) if task.fingerprint else 1
         known_bad = failed >= KNOWN_BAD_FAILURES
         project = quote_plus(self.project)  # quote_plus as urlencode does it, at a fraction of its cost
