@@ -97,6 +97,7 @@ class SimilarFailures:
         agents = {name: i for i, name in enumerate(sorted({t.agent for t in self.tasks}))}
         self._agent_ids = agents
         self._agents = np.asarray([agents[t.agent] for t in self.tasks], dtype=np.int64)
+        self._fixed = [self._fixed_parts(task) for task in self.tasks]
 
     @classmethod
     def load(cls, store: EventStore, project: str, *, limit: int = MAX_TASKS) -> SimilarFailures:
@@ -128,31 +129,53 @@ class SimilarFailures:
             if key in seen:
                 continue
             seen.add(key)
-            out.append(self._entry(task, float(similarity[number]), sorted(mine & task.words)))
+            out.append(self._entry(number, float(similarity[number]), sorted(mine & task.words)))
             if len(out) == k:
                 break
         return out
 
-    def _entry(self, task: FailedTask, similarity: float, shared: list[str]) -> dict[str, Any]:
-        failed = self.failed_tasks_per_input.get(task.fingerprint, 1) if task.fingerprint else 1
-        known_bad = failed >= KNOWN_BAD_FAILURES
-        how = task.outcome.replace("_", " ") + (f" ({task.error_type})" if task.error_type else "")
+    def _entry(self, number: int, similarity: float, shared: list[str]) -> dict[str, Any]:
+        task, fixed = self.tasks[number], self._fixed[number]
         quoted = ", ".join(f"'{w}'" for w in shared[:5])
-        words = (f"task {task.task_id} of {task.agent or 'an agent'} {how}; its input shares {quoted}"
-                 f" ({similarity:.0%} alike)")
-        if failed > 1:
-            words += f"; that input failed {failed} recent tasks" + (" — known bad" if known_bad else "")
+        words = (f"task {task.task_id} of {task.agent or 'an agent'} {fixed.how}; its input shares {quoted}"
+                 f" ({similarity:.0%} alike)") + fixed.repeated
         return {
             "task_id": task.task_id, "agent": task.agent, "input_fingerprint": task.fingerprint,
             "similarity": round(similarity, 3), "shared_words": shared, "outcome": task.outcome,
-            "error_type": task.error_type, "failure_group": task.group_id, "input_failed_tasks": failed,
-            "known_bad": known_bad, "last_seen": task.last_seen.isoformat() if task.last_seen else None,
-            "words": words,
-            # quote_plus as urlencode does it, at a fraction of its cost (this is on the pre-check's path)
-            "link": f"task?project={quote_plus(self.project)}&task_id={quote_plus(task.task_id)}",
-            "group_link": (f"groups?project={quote_plus(self.project)}&group={task.group_id}"
-                           if task.group_id else None),
+            "error_type": task.error_type, "failure_group": task.group_id, "input_failed_tasks": fixed.failed,
+            "known_bad": fixed.known_bad, "last_seen": fixed.last_seen, "words": words,
+            "link": fixed.link, "group_link": fixed.group_link,
         }
+
+    def _fixed_parts(self, task: FailedTask) -> _FixedParts:
+        """What a task's entry says whatever the query, worked out for every task when the
+        failures are loaded (on the index's background thread): the links' quoting and the
+        date's formatting were half of a search's cost on the pre-check's path."""
+        failed = self.failed_tasks_per_input.get(task.fingerprint, 1) if task.fingerprint else 1
+        known_bad = failed >= KNOWN_BAD_FAILURES
+        project = quote_plus(self.project)  # quote_plus as urlencode does it, at a fraction of its cost
+        return _FixedParts(
+            failed=failed, known_bad=known_bad,
+            how=task.outcome.replace("_", " ") + (f" ({task.error_type})" if task.error_type else ""),
+            repeated=(f"; that input failed {failed} recent tasks" + (" — known bad" if known_bad else ""))
+            if failed > 1 else "",
+            last_seen=task.last_seen.isoformat() if task.last_seen else None,
+            link=f"task?project={project}&task_id={quote_plus(task.task_id)}",
+            group_link=f"groups?project={project}&group={task.group_id}" if task.group_id else None,
+        )
+
+
+@dataclass(frozen=True)
+class _FixedParts:
+    """The parts of a task's entry in :meth:`SimilarFailures.nearest` that no query changes."""
+
+    failed: int
+    known_bad: bool
+    how: str
+    repeated: str
+    last_seen: str | None
+    link: str
+    group_link: str | None
 
 
 def _task(row: dict[str, Any]) -> FailedTask:

@@ -55,13 +55,24 @@ class LinearRiskScorer:
         except (AttributeError, ValueError, TypeError):
             return None
 
-    def risk(self, fdict: Mapping[str, float]) -> float:
+    def risk(self, fdict: Mapping[str, float], *, prepared: bool = False) -> float:
+        """The model's failure probability of one :func:`feature_dict` row.
+
+        ``prepared``: the row already went through :meth:`RiskModel.prepare` (as
+        :meth:`RiskModel.model_input` returns it); preparing is idempotent, so this only skips
+        doing it twice on the pre-check's path. Each fold's weights of the row's columns are
+        read in one indexing and summed as Python floats in the row's order: the same
+        additions as summing NumPy scalars one by one, without a scalar object per term."""
         if self.folds is None:
             return float(self.model.predict_proba([fdict])[0])
-        items = [(column(name), float(value)) for name, value in self.model.prepare(fdict).items() if value]
+        row = fdict if prepared else self.model.prepare(fdict)
+        items = [(column(name), float(value)) for name, value in row.items() if value]
+        columns = [col for col, _ in items]
         total = 0.0
         for coef, intercept, a, b in self.folds:
-            decision = intercept + sum(coef[col] * value for col, value in items)
-            exponent = a * decision + b
+            weighted = 0.0
+            for weight, (_col, value) in zip(coef[columns].tolist(), items, strict=True):
+                weighted += weight * value
+            exponent = a * (intercept + weighted) + b
             total += 0.0 if exponent > 700 else 1.0 / (1.0 + math.exp(exponent))
         return total / len(self.folds)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,12 +83,16 @@ class FingerprintIndex:
             return FingerprintStats(project=project, fingerprint=fingerprint)
         return self._direct(project, fingerprint, io=io)
 
-    def similar(self, project: str, fingerprint: str, words: Iterable[str], *, agent: str = "",
+    def similar(self, project: str, fingerprint: str, words: Callable[[], Iterable[str]], *, agent: str = "",
                 io: bool = True) -> list[dict[str, Any]] | None:
         """The nearest past failures of inputs like this one; ``None`` (with ``io=False``) when
-        that needs a store read. Call after :meth:`lookup`, which loads the project."""
+        that needs a store read. Call after :meth:`lookup`, which loads the project.
+
+        ``words`` gives the input's content words; it is called only when this input's answer
+        is not remembered (most pre-checks repeat an input, and working the words out was a
+        tenth of a remembered answer's cost)."""
         if self.refresh_s <= 0:
-            return SimilarFailures.load(self.store, project).nearest(words, agent=agent) if io else None
+            return SimilarFailures.load(self.store, project).nearest(words(), agent=agent) if io else None
         index = self._projects.get(project)
         if index is None or index.similar is None:
             if not io:
@@ -98,7 +102,7 @@ class FingerprintIndex:
         key = (fingerprint, agent)
         found = index.nearest.get(key)
         if found is None:
-            found = index.similar.nearest(words, agent=agent)
+            found = index.similar.nearest(words(), agent=agent)
             if len(index.nearest) >= 50_000:
                 index.nearest.clear()
             index.nearest[key] = found

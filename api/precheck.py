@@ -29,7 +29,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from prometheus_client import Counter, Histogram
@@ -198,7 +198,7 @@ class RiskScorer:
             loaded = None
         fingerprint, input_features = task_features(request.task_input, request.agent, "")
         stats = self.history(request.project, fingerprint, io=io)
-        similar = self.fingerprints.similar(request.project, fingerprint, content_words(input_features),
+        similar = self.fingerprints.similar(request.project, fingerprint, lambda: content_words(input_features),
                                             agent=request.agent, io=io)
         if similar is None:
             raise NeedsIO
@@ -210,7 +210,7 @@ class RiskScorer:
             context = RiskContext(phase=phase, fingerprint_tasks=stats.tasks,
                                   fingerprint_failed_tasks=stats.tasks_failed)
             fdict = loaded.model.model_input(features, context, text=request.task_input)
-            risk = self._linear_for(loaded.model).risk(fdict)
+            risk = self._linear_for(loaded.model).risk(fdict, prepared=True)
             reasons = top_reasons(loaded.model, fdict)
             contributions = [(name, c) for name, _v, c in reasons if c > 0]
             words = [explain.contribution(name, value, c, agent=request.agent, raw=features)
@@ -299,7 +299,10 @@ def _blank_names(body: PrecheckRequest) -> None:
 
 
 @router.post("/precheck", response_model=PrecheckResponse, summary="Risk of a task before it starts")
-async def precheck(body: PrecheckBody, request: Request, who: Principal = Depends(principal)) -> PrecheckResponse:
+async def precheck(body: PrecheckBody, request: Request, who: Principal = Depends(principal)) -> Response:
+    """The answer as :class:`PrecheckResponse` JSON, serialised once here: returned as a model,
+    FastAPI would validate it against ``response_model`` and serialise it again (the model stays
+    declared for the OpenAPI schema; the bytes are the ones it would send)."""
     _blank_names(body)
     if not who.can_read(body.project):
         raise not_found(body.project)
@@ -310,7 +313,7 @@ async def precheck(body: PrecheckBody, request: Request, who: Principal = Depend
         response, details = await run_in_threadpool(scorer.score, body)
     details["precheck_id"] = response.precheck_id
     request.app.state.precheck_log.add(stored_row(body, response, details))
-    return response
+    return Response(response.model_dump_json(), media_type="application/json")
 
 
 def advice_kinds(response: PrecheckResponse) -> list[str]:

@@ -34,6 +34,7 @@ from retrylens.store import EventStore, open_store
 
 from .advert import reachable_url, remove_advert, write_advert
 from .app import create_app
+from .heap import freeze_startup_heap
 
 log = logging.getLogger("retrylens.serve")
 
@@ -123,6 +124,7 @@ def serve(settings: Settings, *, host: str | None = None, port: int | None = Non
     stop_maintenance = start_maintenance(store, settings)
     if settings.is_embedded_store:
         write_advert(settings, reachable_url(settings, config.host, config.port))
+    freeze_startup_heap()  # full collections must not walk the start-up heap while requests wait
     try:
         server.run()
     finally:

@@ -38,6 +38,7 @@ _URL = LazyPattern(r"https?://\S+")
 _EMAIL = LazyPattern(r"\b[\w.+-]+@[\w-]+\.[\w.-]+\b")
 _CAPITALISED = LazyPattern(r"\b[A-Z][a-z]+(?:\s+[A-Z][a-z]+)*\b")
 _LETTER_WORD = LazyPattern(r"\b[^\W\d_][\w\-]*")  # a word that starts with a letter
+_ASCII_LETTER = LazyPattern(r"[A-Za-z]")
 MAX_KEYWORDS = 12
 
 STOPWORDS = frozenset(
@@ -82,6 +83,12 @@ def keywords(text: str, limit: int = MAX_KEYWORDS) -> list[str]:
 
 
 def _language(text: str) -> str:
+    """``en`` when over 90 % of the letters are ASCII, else ``other``; ``none`` with no letter.
+
+    An ASCII text (most inputs) has only ASCII letters, so one search for a letter decides it
+    instead of a loop over every character (on the risk API's path, per new input)."""
+    if text.isascii():
+        return "en" if _ASCII_LETTER.search(text) else "none"
     letters = [c for c in text if c.isalpha()]
     if not letters:
         return "none"

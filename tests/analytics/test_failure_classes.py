@@ -83,6 +83,22 @@ def test_fingerprints_carry_persistence_and_cause(store):
     assert fingerprint_failures(store, "classes", FP_BIG) == 3
 
 
+def test_failed_dependencies_read_for_the_whole_project_equal_those_read_by_list(store, monkeypatch):
+    """A long list of fingerprints is answered by one grouped read of the project (cheaper than
+    binding the list): the same figures, and another project's failures of the same input stay out."""
+    from retrylens.analytics import fingerprints
+
+    store.insert_rows(rows_of(_events()))
+    elsewhere = _failure("t9", 1, "timeout", "search timed out", "search-c", FP_BIG, 9).model_copy(
+        update={"project": "other"})
+    store.insert_rows(rows_of([elsewhere], first_offset=50))
+    by_list = top_failing_fingerprints(store, "classes", min_failures=0)
+    monkeypatch.setattr(fingerprints, "IN_LIST_MAX", 0)
+    whole_project = top_failing_fingerprints(store, "classes", min_failures=0)
+    assert whole_project == by_list
+    assert {s.fingerprint: s.failed_dependencies for s in whole_project} == {FP_BIG: 3, FP_OK: 1, FP_BAD: 1}
+
+
 def test_retries_exhausted_is_its_own_alertable_measure(store):
     store.insert_rows(rows_of(_events()))
     where = Slice(project="classes", start=BASE_TS, end=BASE_TS + timedelta(hours=1))

@@ -87,6 +87,22 @@ def test_the_fast_linear_path_equals_the_models_own_prediction(api_settings, see
         assert fast.risk(fdict) == pytest.approx(float(model.predict_proba([fdict])[0]), abs=1e-12)
 
 
+
+def test_the_fast_linear_path_reads_a_prepared_row_exactly_as_the_raw_row(api_settings, seeded):
+    """The pre-check hands over the row ``model_input`` already prepared; not preparing it again
+    must not move the risk by a single bit (the answer's bytes carry it in full)."""
+    from retrylens.analytics.classifier import RiskContext, feature_dict
+    from retrylens.api.fast_model import LinearRiskScorer
+    from retrylens.sdk.features import extract_input_features
+
+    model = train_from_store(seeded).model
+    fast = LinearRiskScorer(model)
+    context = RiskContext(phase="execution", fingerprint_tasks=4, fingerprint_failed_tasks=3)
+    for text in (BAD_INPUT, "Summarise the weekly meeting", "", "x" * 5000):
+        features = extract_input_features(text, agent="coder")
+        raw = feature_dict(features, context, text=text if model.text_features else None)
+        assert fast.risk(model.model_input(features, context, text=text), prepared=True) == fast.risk(raw)
+
 def test_fingerprint_history_is_served_from_memory_and_refreshed_in_the_background(app, seeded):
     index = app.state.scorer.fingerprints
     index.refresh_s = 0.2

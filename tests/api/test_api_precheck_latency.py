@@ -155,3 +155,49 @@ def test_the_answer_from_memory_is_the_answer_read_straight_from_the_store(api_s
         store, _ = straight.score(request)
         assert memory.model_dump_json(exclude={"precheck_id"}) == store.model_dump_json(exclude={"precheck_id"})
 
+
+
+def test_the_answer_is_serialised_once_into_the_bytes_its_response_model_gives(client, api_settings, seeded, monkeypatch):
+    """FastAPI validates a returned model against ``response_model`` and serialises it again (~25 µs
+    of a pre-check); the route returns the answer's JSON itself: the same bytes, read by the same
+    model, still declared in the OpenAPI schema."""
+    import fastapi.routing
+    from pydantic import TypeAdapter
+
+    from retrylens.sdk.preflight import PrecheckResponse
+
+    train_from_store(seeded, model_store=ModelStore(models_dir(api_settings)))
+    serialised, original = [], fastapi.routing.serialize_response
+
+    async def counting(**kwargs):
+        serialised.append(kwargs.get("field"))
+        return await original(**kwargs)
+
+    monkeypatch.setattr(fastapi.routing, "serialize_response", counting)
+    response = client.post("/v1/precheck", headers=ACME, json={"project": "acme", "agent": "planner", "task_input": TEXT})
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"] == "application/json"
+    answer = PrecheckResponse.model_validate_json(response.content)
+    assert answer.reasons and answer.similar_failures is not None
+    assert response.content == TypeAdapter(PrecheckResponse).dump_json(answer, by_alias=True)
+    assert serialised == []
+    schema = client.get("/openapi.json").json()["paths"]["/v1/precheck"]["post"]["responses"]["200"]
+    assert schema["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/PrecheckResponse"}
+
+
+def test_a_remembered_inputs_similar_failures_need_not_work_out_its_words_again(api_settings, seeded, monkeypatch):
+    """The nearest failures of an input are remembered per input and agent; its content words
+    only build a new answer, so a repeated input does not compute them again."""
+    worked_out = []
+    original = precheck.content_words
+
+    def counting(features):
+        worked_out.append(1)
+        return original(features)
+
+    monkeypatch.setattr(precheck, "content_words", counting)
+    scorer = RiskScorer(api_settings, seeded)
+    first, _ = scorer.score(_request())
+    again, _ = scorer.score(_request(), io=False)
+    assert len(worked_out) == 1
+    assert again.similar_failures == first.similar_failures
