@@ -154,6 +154,8 @@ def _print_report(report: dict) -> None:
     out.print(
         f"[bold]RetryLens demo[/bold] ({report['mode']}, store {report['store']}): "
         f"{report['events_emitted']} events emitted, {report['events_stored']} stored"
+        + (" (the others were already in the store: a rerun's events are deduplicated)"
+           if report.get("store_held_before") and report["events_stored"] < report["events_emitted"] else "")
     )
     table = Table(title=f"Fleet run ({fleet['driver']} policy {fleet['policy_id']} v{fleet['policy_version']})")
     table.add_column("fleet")
@@ -176,8 +178,10 @@ def _print_report(report: dict) -> None:
                   "alone, run with a fresh RETRYLENS_DATA_DIR.[/yellow]")
     if "model" in report:
         model = report["model"]
-        out.print(f"Risk model [bold]{model['version']}[/bold] trained on {model.get('n_train')} tasks of the "
-                  f"first part (held-out ROC-AUC {_fmt(model.get('roc_auc'))}, Brier {_fmt(model.get('brier'))}).")
+        source = "tasks in the store (this run's first part and earlier runs')" if report.get(
+            "store_held_before") else "tasks of the first part"
+        out.print(f"Risk model [bold]{model['version']}[/bold] trained on {model.get('n_train')} {source} "
+                  f"(held-out ROC-AUC {_fmt(model.get('roc_auc'))}, Brier {_fmt(model.get('brier'))}).")
     if "prechecks" in report:
         checks = report["prechecks"]
         advice = ", ".join(f"{k} {v}" for k, v in checks["advice"].items()) or "no adjustments"
@@ -190,6 +194,10 @@ def _print_report(report: dict) -> None:
         for name, pair in checks["changed"].items():
             effect.add_row(name, _fmt(pair["with_prechecks"]), _fmt(pair["without_prechecks"]))
         out.print(effect)
+        if report.get("store_held_before"):
+            out.print(f"[yellow]The model and the pre-checks also learned from the {report['store_held_before']} "
+                      "events of earlier runs (a rerun of this seed: these very tasks' outcomes), so this is not "
+                      "the seed's first-run comparison; a fresh RETRYLENS_DATA_DIR gives that.[/yellow]")
     if "policy_report" in report:
         rep = report["policy_report"]
         out.print("Policy report:")
