@@ -39,10 +39,18 @@ from typing import Any
 
 from retrylens.cli import demo_loop
 from retrylens.sdk.preflight import PrecheckRequest, PrecheckResponse, Preflight, Recommendation
-from retrylens.simulation import load_scenario
+from retrylens.simulation import Scenario, load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 START = datetime(2026, 11, 1, tzinfo=UTC)  # the A/B's timeline (bench/precheck_ab.py)
+
+
+def without_shared_state(scenario: Scenario) -> Scenario:
+    """The control: the scenario with no circuit breaker and no retry throttle shared by the
+    fleet, so one task's calls cannot change another's (what tasks learn from the failure
+    history of recurring inputs still passes between them)."""
+    policy = {**scenario.policy, "breaker": {"enabled": False}, "fleet_budget": {"enabled": False}}
+    return scenario.model_copy(update={"policy": policy, "name": f"{scenario.name}-unshared"})
 
 
 class ReviewChosen(Preflight):
@@ -80,13 +88,8 @@ def one_seed(
     shared_state: bool = True,
 ) -> dict[str, Any]:
     scenario = load_scenario(scenario_path)
-    if not shared_state:  # the control: no breaker, no retry throttle shared by the fleet
-        policy = {
-            **scenario.policy,
-            "breaker": {"enabled": False},
-            "fleet_budget": {"enabled": False},
-        }
-        scenario = scenario.model_copy(update={"policy": policy})
+    if not shared_state:
+        scenario = without_shared_state(scenario)
     rest = range(int(tasks * learn_share), tasks)
     plain = _per_task(demo_loop.run_part(scenario, tasks=tasks, seed=seed, part=rest, start=START))
     pool = sorted(task_id for task_id, (_, _, a) in plain.items() if a == agent)

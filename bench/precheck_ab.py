@@ -15,7 +15,10 @@ runs N (scenario, seed) runs at once, each in a process of its own (chDB opens o
 directory per process); the figures do not depend on it.
 
 ``--json`` prints one object. Usage:
-``python bench/precheck_ab.py [--json] [--tasks N] [--seeds 7,8,9] [--jobs N] [--scenario FILE ...]``.
+``python bench/precheck_ab.py [--json] [--tasks N] [--seeds 7,8,9] [--jobs N] [--scenario FILE ...]
+[--no-shared-state]``. ``--no-shared-state`` is a probe, not a product setting: each scenario
+without its fleet-wide circuit breaker and retry throttle (named ``<scenario>-unshared``), so a
+seed's totals no longer carry the coupling ``bench/fleet_coupling.py`` measures.
 """
 
 from __future__ import annotations
@@ -41,6 +44,9 @@ from retrylens.simulation import load_scenario, run_fleet
 from retrylens.store import open_store
 from retrylens.store.event_table import event_row
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fleet_coupling import without_shared_state  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 START = datetime(2026, 11, 1, tzinfo=UTC)
 
@@ -57,7 +63,13 @@ def _store_events(store: Any, events: list[Any], offset: int) -> int:
 
 
 def one_run(
-    scenario_path: Path, seed: int, tasks: int, learn_share: float, chdb: Path, data: Path
+    scenario_path: Path,
+    seed: int,
+    tasks: int,
+    learn_share: float,
+    chdb: Path,
+    data: Path,
+    shared_state: bool = True,
 ) -> dict[str, Any]:
     settings = load_settings(
         data_dir=data / uuid.uuid4().hex[:8],
@@ -67,6 +79,8 @@ def one_run(
     )
     store = open_store(settings)
     scenario = load_scenario(scenario_path)
+    if not shared_state:
+        scenario = without_shared_state(scenario)
     first, rest = range(0, int(tasks * learn_share)), range(int(tasks * learn_share), tasks)
     events: list[Any] = []
     run_fleet(scenario, tasks=tasks, seed=seed, emit=events.append, task_range=first, start=START)
@@ -211,6 +225,11 @@ def main() -> None:
     parser.add_argument(
         "--scenario", type=Path, action="append", help="scenario file(s); default: every one"
     )
+    parser.add_argument(
+        "--no-shared-state",
+        action="store_true",
+        help="a probe: no circuit breaker or retry throttle shared by the fleet (bench/fleet_coupling.py)",
+    )
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",") if s]
     began = time.perf_counter()
@@ -224,6 +243,7 @@ def main() -> None:
                 args.learn_share,
                 Path(tmp) / f"chdb-{i % args.jobs}",
                 Path(tmp),
+                not args.no_shared_state,
             )
             for i, (path, seed) in enumerate(jobs)
         ]
