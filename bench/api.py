@@ -34,6 +34,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 KEY = "bench-key"
@@ -150,8 +152,10 @@ def _round_figures(measured: dict) -> dict:
     return out
 
 
-def _serve_and_load(data_dir: Path, args: argparse.Namespace) -> dict:
-    """Start ``retrylens serve`` on the seeded folder, run one load round against it, stop it."""
+@contextmanager
+def serving(data_dir: Path) -> Iterator[tuple[str, subprocess.Popen, dict[str, str]]]:
+    """``retrylens serve`` on the seeded folder, healthy: yields its URL, process and environment;
+    stopped (SIGTERM, then killed after 30 s) on exit."""
     port = _free_port()
     env = _env(data_dir, port)
     server = subprocess.Popen([sys.executable, "-m", "retrylens.cli.main", "serve", "--host", "127.0.0.1",
@@ -160,13 +164,19 @@ def _serve_and_load(data_dir: Path, args: argparse.Namespace) -> dict:
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_healthy(url, server)
-        return _run_child(["--child", "load", url, str(args.rate), str(args.seconds)], env)
+        yield url, server, env
     finally:
         server.send_signal(signal.SIGTERM)
         try:
             server.wait(timeout=30)
         except subprocess.TimeoutExpired:
             server.kill()
+
+
+def _serve_and_load(data_dir: Path, args: argparse.Namespace) -> dict:
+    """Start ``retrylens serve`` on the seeded folder, run one load round against it, stop it."""
+    with serving(data_dir) as (url, _server, env):
+        return _run_child(["--child", "load", url, str(args.rate), str(args.seconds)], env)
 
 
 def main() -> None:

@@ -30,7 +30,6 @@ import functools
 import json
 import os
 import random
-import signal
 import statistics
 import subprocess
 import sys
@@ -198,15 +197,8 @@ def over_http(data_dir: Path, requests: int, blocks: int) -> dict[str, Any]:
     """Sequential requests to ``retrylens serve``: client latency and server main-thread CPU."""
     import httpx
 
-    port = bench_api._free_port()
-    env = bench_api._env(data_dir, port)
-    server = subprocess.Popen([sys.executable, "-m", "retrylens.cli.main", "serve", "--host", "127.0.0.1",
-                               "--port", str(port), "--log-level", "warning"], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    url = f"http://127.0.0.1:{port}"
     bodies = [json.loads(b) for b in _bodies(requests * blocks, seed=2)]
-    try:
-        bench_api._wait_healthy(url, server)
+    with bench_api.serving(data_dir) as (url, server, _env):
         with httpx.Client(base_url=url, headers={"X-API-Key": bench_api.KEY}, timeout=10) as pre, \
                 httpx.Client(base_url=url, timeout=10) as health:
             for _ in range(20):
@@ -226,12 +218,6 @@ def over_http(data_dir: Path, requests: int, blocks: int) -> dict[str, Any]:
                         assert call(i).status_code == 200
                         latency[name].append((time.perf_counter() - sent) * 1000)
                     cpu[name].append((_main_thread_cpu_s(server.pid) - before) / requests * 1000)
-    finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
     out: dict[str, Any] = {"requests_per_block": requests, "blocks": blocks}
     for name in ("precheck", "healthz"):
         out[f"{name}_latency_p50_ms"] = round(bench_api._percentile(latency[name], 0.5), 3)
