@@ -27,30 +27,23 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import random
 import statistics
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from precheck_ab import (  # bench/precheck_ab.py, beside this file
+    ROOT,
+    START,
+    in_processes,
+    without_shared_state,
+)
+
 from retrylens.cli import demo_loop
 from retrylens.sdk.preflight import PrecheckRequest, PrecheckResponse, Preflight, Recommendation
-from retrylens.simulation import Scenario, load_scenario
-
-ROOT = Path(__file__).resolve().parents[1]
-START = datetime(2026, 11, 1, tzinfo=UTC)  # the A/B's timeline (bench/precheck_ab.py)
-
-
-def without_shared_state(scenario: Scenario) -> Scenario:
-    """The control: the scenario with no circuit breaker and no retry throttle shared by the
-    fleet, so one task's calls cannot change another's (what tasks learn from the failure
-    history of recurring inputs still passes between them)."""
-    policy = {**scenario.policy, "breaker": {"enabled": False}, "fleet_budget": {"enabled": False}}
-    return scenario.model_copy(update={"policy": policy, "name": f"{scenario.name}-unshared"})
+from retrylens.simulation import load_scenario
 
 
 class ReviewChosen(Preflight):
@@ -176,13 +169,7 @@ def main() -> None:
         )
         for seed in seeds
     ]
-    if args.jobs > 1:
-        with ProcessPoolExecutor(
-            args.jobs, mp_context=multiprocessing.get_context("spawn"), max_tasks_per_child=1
-        ) as pool:
-            runs = list(pool.map(one_seed, *zip(*calls, strict=True)))
-    else:
-        runs = [one_seed(*call) for call in calls]
+    runs = in_processes(one_seed, calls, args.jobs)
     all_shares = [
         r["untouched_cost_change_usd"] / run["plain_cost_usd"] for run in runs for r in run["draws"]
     ]

@@ -30,29 +30,47 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from retrylens.cli import demo_loop
 from retrylens.cli.road import LocalRoad
 from retrylens.config import load_settings
-from retrylens.simulation import load_scenario, run_fleet
+from retrylens.simulation import Scenario, load_scenario, run_fleet
 from retrylens.store import open_store
 from retrylens.store.event_table import event_row
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fleet_coupling import without_shared_state  # noqa: E402
-
 ROOT = Path(__file__).resolve().parents[1]
 START = datetime(2026, 11, 1, tzinfo=UTC)
+R = TypeVar("R")
 
 
 def scenarios() -> list[Path]:
     return sorted((ROOT / "simulation").glob("*.yaml"))
+
+
+def without_shared_state(scenario: Scenario) -> Scenario:
+    """The probe: the scenario with no circuit breaker and no retry throttle shared by the
+    fleet, so one task's calls cannot change another's (what tasks learn from the failure
+    history of recurring inputs still passes between them)."""
+    policy = {**scenario.policy, "breaker": {"enabled": False}, "fleet_budget": {"enabled": False}}
+    return scenario.model_copy(update={"policy": policy, "name": f"{scenario.name}-unshared"})
+
+
+def in_processes(function: Callable[..., R], calls: list[tuple[Any, ...]], jobs: int) -> list[R]:
+    """``function(*call)`` for each call, in order; with ``jobs > 1`` that many at once, each in a
+    fresh spawned process (chDB opens one data directory per process)."""
+    if jobs <= 1:
+        return [function(*call) for call in calls]
+    with ProcessPoolExecutor(
+        jobs, mp_context=multiprocessing.get_context("spawn"), max_tasks_per_child=1
+    ) as pool:
+        return list(pool.map(function, *zip(*calls, strict=True)))
 
 
 def _store_events(store: Any, events: list[Any], offset: int) -> int:
@@ -247,13 +265,7 @@ def main() -> None:
             )
             for i, (path, seed) in enumerate(jobs)
         ]
-        if args.jobs > 1:
-            with ProcessPoolExecutor(
-                args.jobs, mp_context=multiprocessing.get_context("spawn"), max_tasks_per_child=1
-            ) as pool:
-                runs = list(pool.map(one_run, *zip(*calls, strict=True)))
-        else:
-            runs = [one_run(*call) for call in calls]
+        runs = in_processes(one_run, calls, args.jobs)
     if not args.json:
         for r in runs:
             print(
