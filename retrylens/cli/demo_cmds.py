@@ -151,11 +151,12 @@ def _this_cli() -> list[str]:
 
 def _print_report(report: dict) -> None:
     fleet, metrics = report["fleet"], report["metrics"]
+    earlier = report.get("store_held_before") or 0  # events of earlier runs already in the store
     out.print(
         f"[bold]RetryLens demo[/bold] ({report['mode']}, store {report['store']}): "
         f"{report['events_emitted']} events emitted, {report['events_stored']} stored"
         + (" (the others were already in the store: a rerun's events are deduplicated)"
-           if report.get("store_held_before") and report["events_stored"] < report["events_emitted"] else "")
+           if earlier and report["events_stored"] < report["events_emitted"] else "")
     )
     table = Table(title=f"Fleet run ({fleet['driver']} policy {fleet['policy_id']} v{fleet['policy_version']})")
     table.add_column("fleet")
@@ -172,14 +173,13 @@ def _print_report(report: dict) -> None:
                  "degradation_rate", "handoffs", "handoff_rate", "retry_cost_usd"):
         shown.add_row(name, _fmt(metrics.get(name)), _fmt(report["truth"].get(name)))
     out.print(shown)
-    if report.get("store_held_before"):
-        out.print(f"[yellow]The store already held {report['store_held_before']} events from earlier runs: the "
+    if earlier:
+        out.print(f"[yellow]The store already held {earlier} events from earlier runs: the "
                   "store column counts them too, the truth only this run. For a comparison with the truth "
                   "alone, run with a fresh RETRYLENS_DATA_DIR.[/yellow]")
     if "model" in report:
         model = report["model"]
-        source = "tasks in the store (this run's first part and earlier runs')" if report.get(
-            "store_held_before") else "tasks of the first part"
+        source = "tasks in the store (this run's first part and earlier runs')" if earlier else "tasks of the first part"
         out.print(f"Risk model [bold]{model['version']}[/bold] trained on {model.get('n_train')} {source} "
                   f"(held-out ROC-AUC {_fmt(model.get('roc_auc'))}, Brier {_fmt(model.get('brier'))}).")
     if "prechecks" in report:
@@ -194,8 +194,8 @@ def _print_report(report: dict) -> None:
         for name, pair in checks["changed"].items():
             effect.add_row(name, _fmt(pair["with_prechecks"]), _fmt(pair["without_prechecks"]))
         out.print(effect)
-        if report.get("store_held_before"):
-            out.print(f"[yellow]The model and the pre-checks also learned from the {report['store_held_before']} "
+        if earlier:
+            out.print(f"[yellow]The model and the pre-checks also learned from the {earlier} "
                       "events of earlier runs (a rerun of this seed: these very tasks' outcomes), so this is not "
                       "the seed's first-run comparison; a fresh RETRYLENS_DATA_DIR gives that.[/yellow]")
     if "policy_report" in report:
