@@ -214,6 +214,27 @@ def test_a_loop_that_gives_up_is_a_failed_operation_once_the_next_call_begins(
     assert captured.decisions() == [Decision.RETRY_SAME] * 2 + [Decision.GIVE_UP]
 
 
+def test_an_async_loop_that_resends_at_once_is_recorded_as_such_too(
+    captured: CapturedEvents, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The async client reports through the same observer: the same reading of the gap."""
+    monkeypatch.setenv("RETRYLENS_PROVIDER_HOSTS", "127.0.0.1")
+
+    async def ask(url: str, wait_s: float) -> None:
+        async with httpx.AsyncClient(timeout=5) as client:
+            for attempt in range(2):
+                if attempt:
+                    await asyncio.sleep(wait_s)
+                response = await client.post(f"{url}/v1/chat/completions", json=BODY)
+            response.raise_for_status()
+
+    for wait_s in (0.0, 0.08):
+        with FakeProvider([RATE_LIMITED_NO_HINT, Reply(body=openai_completion("hi"))]) as fake:
+            asyncio.run(ask(fake.url, wait_s))
+    assert captured.decisions() == [Decision.RETRY_SAME, Decision.RETRY_BACKOFF]
+    assert captured.of_kind(EventKind.DECISION)[1].backoff_ms >= 80
+
+
 def test_a_loop_that_sleeps_before_resending_is_recorded_as_backing_off(
     captured: CapturedEvents, monkeypatch: pytest.MonkeyPatch
 ) -> None:
