@@ -11,6 +11,7 @@ dependencies the group's inputs failed on from the events.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
@@ -70,9 +71,25 @@ def normalise_message(store: EventStore, message: str) -> str:
     return str(query_scalar(store.client, sql, {"m": message}))
 
 
+#: Which projects a read covers: one project, a set of them (a key's projects), or ``None`` for all.
+Projects = str | Collection[str] | None
+
+
+def _scope(projects: Projects) -> dict[str, Any]:
+    """Query parameters of the ``_IN_SCOPE`` condition for ``projects``."""
+    if projects is None:
+        return {"all_projects": 1, "projects": []}
+    return {"all_projects": 0, "projects": [projects] if isinstance(projects, str) else sorted(projects)}
+
+
+_IN_SCOPE = "({all_projects:UInt8} = 1 OR project IN {projects:Array(String)})"
+#: A group per project: the same message in two projects is two groups (each with its own tasks).
+_Key = tuple[str, int]
+
+
 def failure_groups(
     store: EventStore,
-    project: str,
+    project: Projects,
     *,
     include_noise: bool = False,
     error_type: str | None = None,
@@ -84,13 +101,15 @@ def failure_groups(
 ) -> list[FailureGroup]:
     """Groups of ``project``, most failures first; noise only when ``include_noise``.
 
+    ``project`` may be a set of projects or ``None`` (every project, ``retrylens groups`` without
+    ``--project`` and the dashboard's "All projects"); a group stays within its project.
     ``trend_days`` sizes the two windows compared for the trend, ending at ``now``.
     """
     now = (now or datetime.now(UTC)).astimezone(UTC)
     recent_start = (now - timedelta(days=trend_days)).date()
     previous_start = (now - timedelta(days=2 * trend_days)).date()
     params: dict[str, Any] = {
-        "project": project,
+        **_scope(project),
         "since": since or date(1970, 1, 1),
         "noise": 1 if include_noise else 0,
         "et": error_type or "",
@@ -107,18 +126,18 @@ def failure_groups(
         " uniqExactMergeIf(failures, day >= {recent:Date}) AS recent_n,"
         " uniqExactMergeIf(failures, day >= {previous:Date} AND day < {recent:Date}) AS previous_n"
         " FROM [[db]].failure_groups_daily"
-        " WHERE project = {project:String} AND day >= {since:Date}"
+        f" WHERE {_IN_SCOPE} AND day >= {{since:Date}}"
         " GROUP BY project, group_id"
         " HAVING (noise = 0 OR {noise:UInt8} = 1) AND ({et:String} = '' OR etype = {et:String})"
-        " ORDER BY n_failures DESC, group_id LIMIT {limit:UInt32} OFFSET {offset:UInt32}"
+        " ORDER BY n_failures DESC, project, group_id LIMIT {limit:UInt32} OFFSET {offset:UInt32}"
     )
     rows = query_rows(store.client, sql, params)
-    ids = [int(row["group_id"]) for row in rows]
-    daily = _daily(store, project, ids, params["since"])
-    examples = _example_tasks(store, project, ids, params["since"])
-    spread = _dependencies_per_input(store, project, ids, params["since"])
+    keys = [(row["project"], int(row["group_id"])) for row in rows]
+    daily = _daily(store, keys, params["since"])
+    examples = _example_tasks(store, keys, params["since"])
+    spread = _dependencies_per_input(store, keys, params["since"])
     groups = []
-    for row in rows:
+    for row, key in zip(rows, keys, strict=True):
         groups.append(
             FailureGroup(
                 project=row["project"],
@@ -131,66 +150,75 @@ def failure_groups(
                 tasks=int(row["n_tasks"]),
                 first_seen=row["first"],
                 last_seen=row["last"],
-                example_tasks=examples.get(int(row["group_id"]), []),
+                example_tasks=examples.get(key, []),
                 recent_failures=int(row["recent_n"]),
                 previous_failures=int(row["previous_n"]),
-                daily=daily.get(int(row["group_id"]), []),
-                dependencies_per_input=spread.get(int(row["group_id"]), 0),
+                daily=daily.get(key, []),
+                dependencies_per_input=spread.get(key, 0),
             )
         )
     return groups
 
 
-def _example_tasks(store: EventStore, project: str, group_ids: list[int], since: date) -> dict[int, list[str]]:
+def _keyed(keys: list[_Key], since: date) -> dict[str, Any]:
+    """Parameters naming the groups ``keys`` (their projects and ids) since ``since``."""
+    return {"projects": sorted({p for p, _ in keys}), "keys": list(keys), "since": since}
+
+
+#: The (project, group id) pairs asked for; ``project IN`` first so the primary key prunes parts.
+_IN_KEYS = "project IN {projects:Array(String)} AND (project, group_id) IN {keys:Array(Tuple(String, UInt64))}"
+
+
+def _example_tasks(store: EventStore, keys: list[_Key], since: date) -> dict[_Key, list[str]]:
     """Up to five tasks per group, the most recently failing first (ties by task id).
 
     Read from the events themselves, in a defined order: the rollup's sampled examples
     (``groupUniqArray``) depend on how parts were merged, so two reads could differ.
     """
-    if not group_ids:
+    if not keys:
         return {}
     sql = store.sql(
-        "SELECT group_id, task_id FROM ("
-        f" SELECT cityHash64(toString(error_type), {normalised_message_sql()}) AS group_id,"
+        "SELECT project, group_id, task_id FROM ("
+        f" SELECT project, cityHash64(toString(error_type), {normalised_message_sql()}) AS group_id,"
         "  task_id, max(ts) AS last_failed"
         " FROM [[db]].events"
-        " WHERE project = {project:String} AND kind = 'attempt_failed' AND toDate(ts) >= {since:Date}"
-        " GROUP BY group_id, task_id HAVING group_id IN {ids:Array(UInt64)})"
-        " ORDER BY group_id, last_failed DESC, task_id LIMIT 5 BY group_id"
+        " WHERE project IN {projects:Array(String)} AND kind = 'attempt_failed' AND toDate(ts) >= {since:Date}"
+        f" GROUP BY project, group_id, task_id HAVING {_IN_KEYS})"
+        " ORDER BY project, group_id, last_failed DESC, task_id LIMIT 5 BY project, group_id"
     )
-    out: dict[int, list[str]] = {}
-    for row in query_rows(store.client, sql, {"project": project, "ids": group_ids, "since": since}):
-        out.setdefault(int(row["group_id"]), []).append(row["task_id"])
+    out: dict[_Key, list[str]] = {}
+    for row in query_rows(store.client, sql, _keyed(keys, since)):
+        out.setdefault((row["project"], int(row["group_id"])), []).append(row["task_id"])
     return out
 
 
-def _dependencies_per_input(store: EventStore, project: str, group_ids: list[int], since: date) -> dict[int, int]:
+def _dependencies_per_input(store: EventStore, keys: list[_Key], since: date) -> dict[_Key, int]:
     """Per group: the most distinct dependencies that one input fingerprint failed on."""
-    if not group_ids:
+    if not keys:
         return {}
     sql = store.sql(
-        "SELECT group_id, max(deps) AS spread FROM ("
-        f" SELECT cityHash64(toString(error_type), {normalised_message_sql()}) AS group_id,"
+        "SELECT project, group_id, max(deps) AS spread FROM ("
+        f" SELECT project, cityHash64(toString(error_type), {normalised_message_sql()}) AS group_id,"
         "  input_fingerprint, uniqExactIf(dependency, dependency != '') AS deps"
         " FROM [[db]].events"
-        " WHERE project = {project:String} AND kind = 'attempt_failed' AND toDate(ts) >= {since:Date}"
+        " WHERE project IN {projects:Array(String)} AND kind = 'attempt_failed' AND toDate(ts) >= {since:Date}"
         "  AND input_fingerprint != ''"
-        " GROUP BY group_id, input_fingerprint HAVING group_id IN {ids:Array(UInt64)})"
-        " GROUP BY group_id"
+        f" GROUP BY project, group_id, input_fingerprint HAVING {_IN_KEYS})"
+        " GROUP BY project, group_id"
     )
-    rows = query_rows(store.client, sql, {"project": project, "ids": group_ids, "since": since})
-    return {int(row["group_id"]): int(row["spread"]) for row in rows}
+    rows = query_rows(store.client, sql, _keyed(keys, since))
+    return {(row["project"], int(row["group_id"])): int(row["spread"]) for row in rows}
 
 
-def _daily(store: EventStore, project: str, group_ids: list[int], since: date) -> dict[int, list[tuple[date, int]]]:
-    if not group_ids:
+def _daily(store: EventStore, keys: list[_Key], since: date) -> dict[_Key, list[tuple[date, int]]]:
+    if not keys:
         return {}
     sql = store.sql(
-        "SELECT group_id, day, uniqExactMerge(failures) AS n FROM [[db]].failure_groups_daily"
-        " WHERE project = {project:String} AND group_id IN {ids:Array(UInt64)} AND day >= {since:Date}"
-        " GROUP BY group_id, day ORDER BY group_id, day"
+        "SELECT project, group_id, day, uniqExactMerge(failures) AS n FROM [[db]].failure_groups_daily"
+        f" WHERE {_IN_KEYS} AND day >= {{since:Date}}"
+        " GROUP BY project, group_id, day ORDER BY project, group_id, day"
     )
-    out: dict[int, list[tuple[date, int]]] = {}
-    for row in query_rows(store.client, sql, {"project": project, "ids": group_ids, "since": since}):
-        out.setdefault(int(row["group_id"]), []).append((row["day"], int(row["n"])))
+    out: dict[_Key, list[tuple[date, int]]] = {}
+    for row in query_rows(store.client, sql, _keyed(keys, since)):
+        out.setdefault((row["project"], int(row["group_id"])), []).append((row["day"], int(row["n"])))
     return out

@@ -69,7 +69,8 @@ def metrics(store: EventStore, _settings: Settings, *, by: str | None = None, ra
 
 
 @operation("groups")
-def groups(store: EventStore, _settings: Settings, *, project: str, noise: bool = False, limit: int = 20) -> Any:
+def groups(store: EventStore, _settings: Settings, *, project: str | None = None, noise: bool = False,
+           limit: int = 20) -> Any:
     from .failure_groups import failure_groups
 
     return [{**asdict(g), "trend": g.trend} for g in failure_groups(store, project, include_noise=noise, limit=limit)]

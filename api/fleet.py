@@ -1,7 +1,7 @@
 """Fleet reads: the first screen's figures over every project the caller's key may read.
 
 ``/v1/fleet/…`` mirrors the per-project reads of :mod:`.reads` (metrics, metrics by
-dimension, trend, failure types, hand-offs, tasks, the pre-check monitor) with the project left open: the local
+dimension, trend, failure types, hand-offs, tasks, failure groups, the pre-check monitor) with the project left open: the local
 token reads every project, a project key its own. An operator with several projects sees
 their totals in one answer (the dashboard's "All projects") instead of adding up rates,
 which cannot be added. The slice of the answer names the projects it covered.
@@ -14,6 +14,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path, Query, Request
 
 from retrylens.analytics import prechecks
+from retrylens.analytics.failure_groups import failure_groups
 from retrylens.analytics.filters import Slice
 from retrylens.analytics.metrics import (
     failure_type_distribution,
@@ -25,7 +26,16 @@ from retrylens.analytics.metrics import (
 )
 
 from .auth import Principal, principal
-from .params import FilterText, Limit, Offset, TimeText, describe_slice, parse_time
+from .params import (
+    FilterText,
+    Limit,
+    Offset,
+    Since,
+    TimeText,
+    describe_slice,
+    parse_date,
+    parse_time,
+)
 from .reads import BucketName, Dimension, Source, StoreDep
 from .serialize import plain
 
@@ -91,6 +101,18 @@ def get_handoffs(store: StoreDep, where: FleetDep, limit: Limit = 50, offset: Of
 def get_tasks(store: StoreDep, where: FleetDep, only_retried: bool = False, limit: Limit = 100,
               offset: Offset = 0) -> list[dict[str, Any]]:
     return plain(task_costs(store, where, only_retried=only_retried, limit=limit, offset=offset))
+
+
+@router.get("/failure-groups", summary="Failure groups of every project the key may read, most failures first")
+def get_failure_groups(store: StoreDep, who: Principal = Depends(principal), include_noise: bool = False,
+                       error_type: FilterText = None, since: Since = None,
+                       trend_days: Annotated[int, Query(ge=1, le=365)] = 1, limit: Limit = 50,
+                       offset: Offset = 0) -> list[dict[str, Any]]:
+    """The per-project groups of each project the caller reads (a message seen in two projects is
+    two groups, each naming its project)."""
+    projects = None if who.projects is None else tuple(who.projects)
+    return plain(failure_groups(store, projects, include_noise=include_noise, error_type=error_type,
+                                since=parse_date(since), trend_days=trend_days, limit=limit, offset=offset))
 
 
 @router.get("/prechecks/monitor",

@@ -16,6 +16,7 @@ from retrylens.analytics import alerts as alerting
 from retrylens.analytics.filters import Slice
 
 from .source import DataSource
+from .text import plain
 
 FLASH = "alerts_flash"
 OPS = (">", ">=", "<", "<=")
@@ -33,7 +34,7 @@ def flash() -> None:
 def add_rule_form(source: DataSource, project: str | None) -> None:
     """A form that creates a rule on ``project`` (the picked one; all projects on a direct store)."""
     with st.form("alert_add", clear_on_submit=False):
-        st.markdown(f"**Add a rule** on {f'project `{project}`' if project else 'every project'}")
+        st.markdown(f"**Add a rule** on {f'project {plain(project)}' if project else 'every project'}")
         left, middle, right = st.columns(3)
         name = left.text_input("Name", key="alert_add_name")
         metric = middle.selectbox("Metric", alerting.RULE_METRICS, key="alert_add_metric",
@@ -60,7 +61,8 @@ def add_rule_form(source: DataSource, project: str | None) -> None:
                   per=per, min_calls=int(min_calls), webhook_url=webhook.strip(),
                   where=Slice(project=project, agent=agent.strip() or None))
     if rule is not None and _saved(lambda: source.add_alert_rule(rule)):
-        _done(f"Rule '{rule.name}' added ({rule.metric} {rule.op} {rule.threshold:g} over {rule.window_minutes} min).")
+        _done(f"Rule '{plain(rule.name)}' added ({rule.metric} {plain(rule.op)} {rule.threshold:g}"
+              f" over {rule.window_minutes} min).")
 
 
 def change_rule_form(source: DataSource, rules: list[alerting.AlertRule]) -> None:
@@ -84,12 +86,12 @@ def change_rule_form(source: DataSource, rules: list[alerting.AlertRule]) -> Non
         delete = st.form_submit_button("Delete rule", type="secondary")
     if delete:
         if _saved(lambda: source.delete_alert_rule(rule)):
-            _done(f"Rule '{rule.name}' deleted.")
+            _done(f"Rule '{plain(rule.name)}' deleted.")
     elif save:
         changed = _build(**{**_fields(rule), "op": op, "threshold": threshold, "window_minutes": int(window),
                             "webhook_url": webhook.strip(), "enabled": enabled})
         if changed is not None and _saved(lambda: source.update_alert_rule(changed)):
-            _done(f"Rule '{rule.name}' saved.")
+            _done(f"Rule '{plain(rule.name)}' saved.")
 
 
 def _fields(rule: alerting.AlertRule) -> dict[str, object]:
@@ -106,7 +108,7 @@ def _build(**fields: object) -> alerting.AlertRule | None:
     try:
         return alerting.AlertRule(**fields)  # type: ignore[arg-type]
     except ValueError as exc:
-        st.error(str(exc))
+        st.error(plain(exc))
         return None
 
 
@@ -114,7 +116,7 @@ def _saved(action: object) -> bool:
     try:
         action()  # type: ignore[operator]
     except Exception as exc:  # noqa: BLE001 - the store's or the API's refusal, shown to the operator
-        st.error(f"Could not save: {exc}")
+        st.error(f"Could not save: {plain(exc)}")
         return False
     return True
 

@@ -122,7 +122,7 @@ class ApiSource:
     def task_events(self, project: str, task_id: str) -> list[dict[str, Any]]:
         return [{**e, "ts": _time(e.get("ts"))} for e in self.client.task_events(project, task_id)]
 
-    def failure_groups(self, project: str, *, include_noise: bool, error_type: str | None,
+    def failure_groups(self, project: str | None, *, include_noise: bool, error_type: str | None,
                        limit: int, offset: int) -> list[FailureGroup]:
         rows = self.client.failure_groups(project, include_noise=include_noise, error_type=error_type,
                                           limit=limit, offset=offset)

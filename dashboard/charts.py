@@ -1,4 +1,7 @@
-"""Plotly figures of the pages. Pure: data in, figure out (tests can inspect them)."""
+"""Plotly figures of the pages. Pure: data in, figure out (tests can inspect them).
+
+Every stored name or message in a label goes through :func:`~.text.chart` (Plotly reads
+``<a href>`` and ``<br>`` in labels as markup)."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import plotly.graph_objects as go
 from retrylens.analytics.metrics import ErrorTypeShare, TrendPoint
 
 from .story import TaskStory
+from .text import chart
 
 _LAYOUT = {"margin": {"l": 10, "r": 10, "t": 40, "b": 10}, "height": 320,
            "legend": {"orientation": "h", "y": -0.2}}
@@ -113,7 +117,7 @@ def failure_types(shares: Sequence[ErrorTypeShare]) -> go.Figure:
     figure = _figure("Failure types")
     ordered = list(reversed(shares))
     figure.add_trace(go.Bar(
-        x=[s.failures for s in ordered], y=[s.error_type for s in ordered], orientation="h",
+        x=[s.failures for s in ordered], y=[chart(s.error_type) for s in ordered], orientation="h",
         text=[f"{s.share:.0%}" for s in ordered], textposition="auto", name="failed attempts",
     ))
     figure.update_layout(height=max(240, 40 + 28 * len(shares)))
@@ -124,7 +128,7 @@ def group_trends(series: dict[str, list[tuple[date, int]]]) -> go.Figure:
     """Failures per day of each failure group."""
     figure = _figure("Failures per day, by group")
     for name, days in series.items():
-        figure.add_trace(go.Scatter(x=[d for d, _ in days], y=[n for _, n in days], name=name[:60],
+        figure.add_trace(go.Scatter(x=[d for d, _ in days], y=[n for _, n in days], name=chart(name[:60]),
                                     mode="lines+markers"))
     return figure
 
@@ -136,7 +140,7 @@ def calibration(tables: dict[str, list[dict[str, float]]]) -> go.Figure:
                                 line={"dash": "dot", "color": "grey"}))
     for name, rows in tables.items():
         figure.add_trace(go.Scatter(
-            x=[r["mean_predicted"] for r in rows], y=[r["observed"] for r in rows], name=name,
+            x=[r["mean_predicted"] for r in rows], y=[r["observed"] for r in rows], name=chart(name),
             mode="lines+markers", text=[f"n={int(r['n'])}" for r in rows],
         ))
     figure.update_xaxes(title="predicted risk", range=[0, 1])
@@ -148,7 +152,7 @@ def feature_weights(weights: Sequence[tuple[str, float]]) -> go.Figure:
     """Log-odds weight of each named feature (positive = riskier)."""
     figure = _figure("Feature weights (log-odds per unit)")
     ordered = sorted(weights, key=lambda item: item[1])
-    figure.add_trace(go.Bar(x=[w for _, w in ordered], y=[n for n, _ in ordered], orientation="h",
+    figure.add_trace(go.Bar(x=[w for _, w in ordered], y=[chart(n) for n, _ in ordered], orientation="h",
                             marker={"color": ["#d62728" if w > 0 else "#2ca02c" for _, w in ordered]}))
     figure.update_layout(height=max(260, 40 + 22 * len(weights)))
     return figure
@@ -161,57 +165,111 @@ def _duration(value_ms: float) -> str:
     return f"{value_ms / 1000:.1f} s" if value_ms >= 1000 else f"{value_ms:.0f} ms"
 
 
+#: The narrowest plot area the task view gets (a 1280 px window with the sidebar open), and the
+#: width of one character of a bar label there: what decides whether a label fits.
+PLOT_PX = 760
+CHAR_PX = 7.0
+#: A label never takes more than this share of the axis (a very long error type is cut by plotly).
+_MAX_LABEL_SHARE = 0.6
+#: Room between a bar's end and its label: a side effect's diamond at the end of an attempt hid
+#: the label's first letters.
+LABEL_GAP = "\u00a0" * 3
+
+
+def _px(text: str) -> float:
+    return CHAR_PX * len(text) + 8
+
+
+def label_room(ends: Sequence[tuple[float, str]], left: float, right: float, plot_px: float = PLOT_PX) -> float:
+    """The axis end (ms from the task start) that leaves room for each label written after its bar.
+
+    ``ends``: (where a bar ends, its label). A label of ``w`` px after a bar ending at ``e`` fits
+    when ``(R - e) / (R - left) * plot_px >= w``, i.e. ``R >= (e - a·left) / (1 - a)`` with
+    ``a = w / plot_px``. Why: the last attempt's label was drawn past the axis and cut at the
+    figure's right edge (issue 37)."""
+    needed = right
+    for end, text in ends:
+        share = min(_px(text) / plot_px, _MAX_LABEL_SHARE)
+        needed = max(needed, (end - share * left) / (1 - share))
+    return needed
+
+
 def task_waterfall(story: TaskStory) -> go.Figure:
-    """A task as a waterfall: one bar per attempt from its start to its end (its duration on
-    the bar), the backoff gap before the next attempt as a pale bar, side effects as
-    diamonds on their attempt's row and the hand-off as a star on a row of its own."""
+    """A task as a waterfall: one bar per attempt from its start to its end, its duration and status
+    written after the bar (level, never cut: the axis leaves room for the longest), the backoff gap
+    before the next attempt as a pale bar named inside it when the name fits at :data:`PLOT_PX`
+    (else the name leads the attempt's own label, instead of a label plotly turned on its side or
+    shrank), side effects as diamonds on their attempt's row and the hand-off as a star on a row of
+    its own. Hovering any bar shows its whole text."""
     figure = _figure("Timeline")
     timed = [a for a in story.attempts if a.started or a.ended]
     bars = [(a, a.started or a.ended, a.ended or a.started) for a in timed]
+    gaps = {nxt.label: (a.ended, nxt.started) for (a, _, _), (nxt, _, _) in zip(bars, bars[1:], strict=False)
+            if a.ended and nxt.started and nxt.started > a.ended}
+    handoffs = [h for h in story.handoffs if h.get("ts")]
+    instants = [t for _, s, e in bars for t in (s, e)] + [h["ts"] for h in handoffs] + [
+        e["ts"] for a in timed for e in a.side_effects if e.get("ts")]
+    origin = min(instants) if instants else None
+
+    def at(t: datetime) -> float:
+        return (t - origin).total_seconds() * 1000 if origin is not None else 0.0
+
+    span = max((at(t) for t in instants), default=0.0) or 1.0
+    fits = {label: _px(f"backoff {_duration(at(e) - at(s))}") <= (at(e) - at(s)) / span * PLOT_PX * 0.8
+            for label, (s, e) in gaps.items()}
+    shown = []
+    for a, s, e in bars:
+        text = f"{_duration((e - s).total_seconds() * 1000)} · {a.status}" + (f" ({a.error_type})" if a.error_type else "")
+        if a.label in gaps and not fits[a.label]:
+            gap_s, gap_e = gaps[a.label]
+            text = f"after backoff {_duration((gap_e - gap_s).total_seconds() * 1000)}: {text}"
+        shown.append(LABEL_GAP + text)
     figure.add_trace(go.Bar(
         name="attempts", orientation="h", y=[a.label for a, _, _ in bars], base=[s for _, s, _ in bars],
-        x=[max((e - s).total_seconds() * 1000, 1) for _, s, e in bars],
-        text=[f"{_duration((e - s).total_seconds() * 1000)} · {a.status}"
-              + (f" ({a.error_type})" if a.error_type else "") for a, s, e in bars],
+        x=[max((e - s).total_seconds() * 1000, 1) for _, s, e in bars], text=[chart(t) for t in shown],
         marker={"color": [_STATUS_COLOURS.get(a.status, "#7f7f7f") for a, _, _ in bars]},
-        textposition="auto", hovertemplate="%{y}: %{text}<extra></extra>",
+        textposition="outside", textangle=0, cliponaxis=False, hovertemplate="%{y}: %{text}<extra></extra>",
     ))
-    gaps = [(nxt.label, a.ended, nxt.started) for (a, _, _), (nxt, _, _) in zip(bars, bars[1:], strict=False)
-            if a.ended and nxt.started and nxt.started > a.ended]
     figure.add_trace(go.Bar(
-        name="backoff", orientation="h", y=[label for label, _, _ in gaps], base=[s for _, s, _ in gaps],
-        x=[(e - s).total_seconds() * 1000 for _, s, e in gaps],
-        text=[f"backoff {_duration((e - s).total_seconds() * 1000)}" for _, s, e in gaps],
+        name="backoff", orientation="h", y=list(gaps), base=[s for s, _ in gaps.values()],
+        x=[(e - s).total_seconds() * 1000 for s, e in gaps.values()],
+        text=[f"backoff {_duration((e - s).total_seconds() * 1000)}" if fits[label] else ""
+              for label, (s, e) in gaps.items()],
+        hovertext=[f"backoff {_duration((e - s).total_seconds() * 1000)}" for s, e in gaps.values()],
         marker={"color": "rgba(127,127,127,0.25)", "line": {"color": "#7f7f7f", "width": 1}},
-        textposition="inside", hovertemplate="%{text}<extra></extra>",
+        textposition="inside", insidetextanchor="middle", textangle=0, hovertemplate="%{hovertext}<extra></extra>",
     ))
     effects = [(a.label, e) for a in timed for e in a.side_effects]
     figure.add_trace(go.Scatter(
         name="side effects", mode="markers", y=[label for label, _ in effects], x=[e["ts"] for _, e in effects],
         marker={"symbol": "diamond", "size": 12, "color": "#9467bd", "line": {"color": "white", "width": 1}},
-        text=[f"{e.get('tool')} {e.get('status')} · key {e.get('idempotency_key') or '—'}" for _, e in effects],
+        text=[chart(f"{e.get('tool')} {e.get('status')} · key {e.get('idempotency_key') or '—'}") for _, e in effects],
         hovertemplate="%{text}<extra>side effect</extra>",
     ))
-    handoffs = [h for h in story.handoffs if h.get("ts")]
     figure.add_trace(go.Scatter(
         name="hand-off", mode="markers", y=["hand-off"] * len(handoffs), x=[h["ts"] for h in handoffs],
         marker={"symbol": "star", "size": 16, "color": "#ff7f0e"},
-        text=[h.get("decision_reason") or "handed to a human" for h in handoffs],
+        text=[chart(h.get("decision_reason") or "handed to a human") for h in handoffs],
         hovertemplate="%{text}<extra>hand-off</extra>",
     ))
     rows = [a.label for a in timed] + (["hand-off"] if handoffs else [])
     figure.update_yaxes(categoryorder="array", categoryarray=list(reversed(rows)))
     figure.update_xaxes(type="date")
+    if origin is not None:
+        left = -0.02 * span
+        right = label_room([(at(e), t) for (_, _, e), t in zip(bars, shown, strict=True)], left, span * 1.02)
+        figure.update_xaxes(range=[origin + timedelta(milliseconds=left), origin + timedelta(milliseconds=right)])
+    # A label that still does not fit is hidden (its text is in the hover), never shrunk or turned.
     figure.update_layout(barmode="overlay", height=max(240, 130 + 48 * len(rows)),
-                         legend={"orientation": "h", "y": -0.35})
+                         legend={"orientation": "h", "y": -0.35}, uniformtext={"minsize": 11, "mode": "hide"})
     return figure
 
 
 def policy_intervals(points: Sequence[dict[str, Any]], label: str) -> go.Figure:
     """One metric per policy: the point estimate with its 95 % interval as an error bar."""
-    figure = _figure(f"{label}: estimate and 95 % CI per policy")
+    figure = _figure(f"{chart(label)}: estimate and 95 % CI per policy")
     figure.add_trace(go.Scatter(
-        x=[p["value"] for p in points], y=[p["policy"] for p in points], mode="markers", name=label,
+        x=[p["value"] for p in points], y=[chart(p["policy"]) for p in points], mode="markers", name=chart(label),
         error_x={"type": "data", "symmetric": False, "array": [p["hi"] - p["value"] for p in points],
                  "arrayminus": [p["value"] - p["lo"] for p in points]}))
     return figure

@@ -16,6 +16,7 @@ import streamlit as st
 from retrylens.analytics.filters import Bucket, Slice
 
 from .source import DataSource
+from .text import plain
 
 RANGES: dict[str, tuple[str, timedelta | None]] = {
     "1h": ("Last hour", timedelta(hours=1)),
@@ -87,7 +88,7 @@ def options(source: DataSource, project: str | None = None, range_key: str = "al
     try:
         return _options(source, str(getattr(source, "cache_key", id(source))), project, range_key)
     except Exception as exc:  # noqa: BLE001 - a failing source still gets a usable sidebar
-        st.sidebar.warning(f"Filter choices unavailable: {exc}")
+        st.sidebar.warning(f"Filter choices unavailable: {plain(exc)}")
         return {name: [] for name in _DIMENSIONS}
 
 

@@ -10,6 +10,8 @@ names (deep links and tests).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import streamlit as st
 
 from . import page_alerts, page_groups, page_model, page_overview, page_reports, page_task
@@ -26,6 +28,10 @@ from .routes import (
     register,
 )
 
+#: The tab's icon, served by the dashboard itself: Streamlit fetches a ``:material/…:`` or emoji
+#: page icon from a public CDN (fonts.gstatic.com), which fails offline and leaks the visit.
+FAVICON = Path(__file__).resolve().parent / "static" / "favicon.png"
+
 register(PAGE_OVERVIEW, page_overview.render)
 register(PAGE_TASK, page_task.render)
 register(PAGE_GROUPS, page_groups.render)
@@ -35,7 +41,7 @@ register(PAGE_ALERTS, page_alerts.render)
 
 
 def main() -> None:
-    st.set_page_config(page_title="RetryLens", page_icon=":material/replay:", layout="wide")
+    st.set_page_config(page_title="RetryLens", page_icon=str(FAVICON), layout="wide")
     wanted = st.query_params.get("view", PAGE_OVERVIEW)
     wanted = wanted if wanted in TITLES else PAGE_OVERVIEW
     navigation = st.navigation([home(wanted), *(page(name) for name in TITLES)])

@@ -15,6 +15,7 @@ from retrylens.analytics.filters import Slice
 from .alert_forms import add_rule_form, change_rule_form, flash
 from .filters import project_picker
 from .source import DataSource
+from .text import plain
 from .widgets import table, task_link
 
 _STATE_COLUMNS = ("rule", "slice_value", "status", "value", "threshold", "started_at", "updated_at")
@@ -35,7 +36,7 @@ def render(source: DataSource) -> None:
         states = source.alert_states(project)
         history = source.alert_history(project, limit=200)
     except Exception as exc:  # noqa: BLE001
-        st.error(f"Could not read alerts: {exc}")
+        st.error(f"Could not read alerts: {plain(exc)}")
         return
     by_id = {r.rule_id: r for r in rules}
     names = {r.rule_id: r.name for r in rules}
@@ -90,12 +91,12 @@ def behind_slice(rule: alerting.AlertRule, state: dict[str, Any], project: str |
 def _tasks_behind(source: DataSource, rule: alerting.AlertRule, state: dict[str, Any], project: str | None) -> None:
     value = state.get("slice_value")
     label = f"{rule.name} [{value}]" if value else rule.name
-    with st.expander(f"Tasks behind '{label}'", expanded=True):
+    with st.expander(f"Tasks behind '{plain(label)}'", expanded=True):
         where = behind_slice(rule, state, project)
         try:
             tasks = source.task_costs(where, limit=BEHIND, offset=0)
         except Exception as exc:  # noqa: BLE001
-            st.error(f"Could not read the tasks: {exc}")
+            st.error(f"Could not read the tasks: {plain(exc)}")
             return
         if not tasks:
             st.caption("No retried task in the alert's window.")

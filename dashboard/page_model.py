@@ -15,6 +15,7 @@ from retrylens.analytics.explain import describe
 from . import charts
 from .filters import project_picker
 from .source import DataSource
+from .text import plain
 from .widgets import pct, table, task_link, usd
 
 _METRICS = ("roc_auc", "pr_auc", "brier")
@@ -25,7 +26,7 @@ def render(source: DataSource) -> None:
     try:
         info = source.model_info()
     except Exception as exc:  # noqa: BLE001
-        st.error(f"Could not read the risk model: {exc}")
+        st.error(f"Could not read the risk model: {plain(exc)}")
         info = None
     if info is None:
         st.info("No risk model trained yet. Run `retrylens train` (from the store) or "
@@ -41,12 +42,13 @@ def _model(version: str, versions: list[str], meta: dict[str, Any], weights: lis
     cols[0].metric("Version", version)
     # The day fits a quarter of 1280 px; with the time ("2026-12-01 18:40 UTC") it was cut.
     trained = str(meta.get("trained_at") or "")
-    cols[1].metric("Trained", trained[:10] or "—", help=f"{trained[:10]} {trained[11:16]} UTC" if trained else None)
+    cols[1].metric("Trained", trained[:10] or "—", help=plain(f"{trained[:10]} {trained[11:16]} UTC") if trained else None)
     cols[2].metric("Train / test tasks", f"{meta.get('n_train', '—')} / {meta.get('n_test', '—')}")
     cols[3].metric("Versions", len(versions))
     stamp = f"trained {trained[:10]} {trained[11:16]} UTC · " if trained else ""
-    st.caption(f"{stamp}source {meta.get('source', '—')} · estimator {meta.get('estimator', '—')} · window "
-               f"{window.get('start') or '—'} → {window.get('end') or '—'} · feature set {meta.get('feature_set', '—')}")
+    st.caption(plain(f"{stamp}source {meta.get('source', '—')} · estimator {meta.get('estimator', '—')} · window "
+                     f"{window.get('start') or '—'} → {window.get('end') or '—'} · feature set "
+                     f"{meta.get('feature_set', '—')}"))
     evaluations = {"model": meta.get("metrics") or {}, **(meta.get("baselines") or {})}
     rows = [{"model": name, **{m: _num(ev.get(m)) for m in _METRICS}, "n": ev.get("n")}
             for name, ev in evaluations.items() if ev]
@@ -67,7 +69,7 @@ def _model(version: str, versions: list[str], meta: dict[str, Any], weights: lis
         right.info("Feature weights appear once inputs with features are stored.")
     features = meta.get("features") or []
     if features:
-        st.caption("Feature families: " + ", ".join(f"`{f}`" for f in features))
+        st.caption("Feature families: " + plain(", ".join(str(f) for f in features)))
 
 
 def _odds(log_odds: float) -> str:
@@ -92,7 +94,7 @@ def _prechecks(source: DataSource) -> None:
         rows = source.recent_prechecks(project, limit=50)
         monitor = source.precheck_monitor(project)
     except Exception as exc:  # noqa: BLE001
-        st.error(f"Could not read pre-checks: {exc}")
+        st.error(f"Could not read pre-checks: {plain(exc)}")
         return
     if rows is None:
         st.info("Pick a project to see its pre-checks.")
@@ -146,7 +148,7 @@ def _explained(rows: list[dict[str, Any]]) -> None:
         st.info("This answer has no feature reasons (no model was in force).")
     history = explanation.get("input_history") or {}
     if history.get("words"):
-        st.caption(f"This input's own history: {history['words']}")
+        st.caption(f"This input's own history: {plain(history['words'])}")
     similar = [n for n in explanation.get("similar_failures") or [] if isinstance(n, dict)]
     st.markdown("**Nearest past failures of similar inputs**")
     if similar:

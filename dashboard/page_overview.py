@@ -1,6 +1,7 @@
 """First screen: are retries helping or hurting, right now?
 
-Headline rates, the retry trend, failure types, the cost of retries and the list of
+The alerts firing now (so an on-call engineer sees them without opening the alerts page),
+headline rates, the retry trend, failure types, the cost of retries and the list of
 human hand-offs, for the slice chosen in the sidebar. The body is a fragment that reruns
 every few seconds while events arrive; everything it shows is read from the rollups
 except the paginated hand-off list (a bounded raw read) and, on demand, the per-task costs.
@@ -17,8 +18,9 @@ from retrylens.analytics.filters import Slice
 from retrylens.sdk.budget import stopping_budget
 
 from . import charts, filters
-from .routes import PAGE_TASK, page
+from .routes import PAGE_ALERTS, PAGE_TASK, page
 from .source import DataSource
+from .text import plain
 from .widgets import count, ms, paginated, pct, table, task_link, usd
 
 _LINK = st.column_config.LinkColumn("open", display_text="task view ↗")
@@ -46,15 +48,16 @@ def _body(source: DataSource, chosen: filters.Filters) -> None:
         st.info("Choose a project in the sidebar: the API reads one project at a time.")
         return
     refresh = f"refreshes every {chosen.refresh_s} s" if chosen.refresh_s else "auto-refresh off"
-    st.caption(f"{chosen.describe()} · updated {now:%H:%M:%S} UTC · {refresh} · source: {source.label}")
+    st.caption(f"{plain(chosen.describe())} · updated {now:%H:%M:%S} UTC · {refresh} · source: {source.label}")
     try:
         summary = source.summary(where)
         bucket = chosen.trend_bucket()
         trend = source.trend(where, bucket)
         shares = source.failure_types(where)
     except Exception as exc:  # noqa: BLE001 - the page says what failed instead of a traceback
-        st.error(f"Could not read metrics from the {source.label}: {exc}")
+        st.error(f"Could not read metrics from the {source.label}: {plain(exc)}")
         return
+    firing_alerts(source, where.project)
     if summary.calls == 0:
         st.info("No retry events in this slice yet. Events appear here as agents emit them "
                 "(try `retrylens demo` to load a simulated fleet).")
@@ -69,6 +72,34 @@ def _body(source: DataSource, chosen: filters.Filters) -> None:
     # Per-task costs are an exact raw aggregation: read on demand, not on every refresh.
     if st.toggle("Show the retried tasks that cost most", key="show_costs"):
         _costly_tasks(source, where)
+
+
+def firing_alerts(source: DataSource, project: str | None) -> None:
+    """One line per firing alert of ``project`` (all projects: ``None``) above the tiles, with a link
+    to the alerts page; nothing when none fires (the tiles keep the first screen)."""
+    try:
+        names = {r.rule_id: r.name for r in source.alert_rules(project)}
+        firing = [s for s in source.alert_states(project) if s.get("status") == "firing"]
+    except Exception as exc:  # noqa: BLE001 - the figures below still show
+        st.warning(f"Could not read alerts: {plain(exc)}")
+        return
+    if not firing:
+        return
+    lines = [firing_line(names.get(s.get("rule_id", ""), s.get("rule_id")), s) for s in firing]
+    st.warning(f"**{len(firing)} alert{'s' if len(firing) > 1 else ''} firing** · "
+               + " · ".join(plain(line) for line in lines), icon=":material/notifications_active:")
+    st.page_link(page(PAGE_ALERTS), label="Open the alerts: the tasks behind each firing",
+                 icon=":material/arrow_forward:")
+
+
+def firing_line(rule: Any, state: dict[str, Any]) -> str:
+    """``retry rate above 10% [agent-a]: 0.31 (threshold 0.1) since 2026-12-07 02:40 UTC``."""
+    where = f" [{state['slice_value']}]" if state.get("slice_value") else ""
+    value, threshold = state.get("value"), state.get("threshold")
+    figures = f": {value:.4g}" if isinstance(value, int | float) else ""
+    figures += f" (threshold {threshold:g})" if isinstance(threshold, int | float) else ""
+    since = str(state.get("started_at") or "")[:16].replace("T", " ")
+    return f"{rule}{where}{figures}" + (f" since {since} UTC" if since else "")
 
 
 def _headline(m: Any) -> None:

@@ -11,6 +11,7 @@ from . import charts
 from . import report_view as view
 from .filters import project_picker
 from .source import DataSource, Report
+from .text import plain
 from .widgets import table
 
 
@@ -20,7 +21,7 @@ def render(source: DataSource) -> None:
     try:
         reports = source.reports(project)
     except Exception as exc:  # noqa: BLE001
-        st.error(f"Could not read reports: {exc}")
+        st.error(f"Could not read reports: {plain(exc)}")
         return
     if not reports:
         st.info("No reports yet. Run `retrylens report policies --candidates FILE… --out DIR` with DIR under "
@@ -53,16 +54,16 @@ def _report(report: Report) -> None:
 def _policy_report(data: dict[str, Any]) -> None:
     decision = data["recommendation"].get("decision")
     shown = st.success if decision == "adopt_candidate" else st.warning
-    shown(f"Recommendation: {view.headline(data)}")
+    shown(f"Recommendation: {plain(view.headline(data))}")
     margins = view.margins_text(data)
     if margins:
-        st.caption(margins)
+        st.caption(plain(margins))
     candidates = view.candidate_rows(data)
     if candidates:
         st.subheader("Candidates and what they change")
         table(candidates)
     if data.get("evidence") == "insufficient":
-        st.info(f"Insufficient evidence: {data.get('evidence_reason', '')}. No estimates are shown.")
+        st.info(f"Insufficient evidence: {plain(data.get('evidence_reason', ''))}. No estimates are shown.")
     estimates = view.estimate_rows(data)
     if estimates:
         st.subheader("Counterfactual replay: estimates with 95 % CIs")
@@ -84,12 +85,12 @@ def _policy_report(data: dict[str, Any]) -> None:
     limitations = data.get("limitations") or []
     if limitations:
         with st.expander("What replay can and cannot know"):
-            st.markdown("\n".join(f"- {item}" for item in limitations))
+            st.markdown("\n".join(f"- {plain(item)}" for item in limitations))
 
 
 def _shadow(shadow: dict[str, Any] | None) -> None:
     st.subheader("Shadow comparison")
     sentence, matrix = view.shadow_rows(shadow)
-    st.markdown(sentence)
+    st.markdown(plain(sentence))
     if matrix:
         table(matrix)

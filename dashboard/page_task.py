@@ -13,6 +13,7 @@ from . import charts
 from .filters import options
 from .source import DataSource
 from .story import Attempt, HandoffPackage, TaskStory, attempt_rows, build_story
+from .text import plain
 from .widgets import ms, table, usd
 
 ANY_PROJECT = "(any project)"
@@ -27,10 +28,10 @@ def render(source: DataSource) -> None:
     try:
         rows = source.task_events(project, task_id)
     except Exception as exc:  # noqa: BLE001
-        st.error(f"Could not read task {task_id}: {exc}")
+        st.error(f"Could not read task {plain(task_id)}: {plain(exc)}")
         return
     if not rows:
-        st.warning(f"No events for task {task_id} in project {project}.")
+        st.warning(f"No events for task {plain(task_id)} in project {plain(project)}.")
         return
     _story(build_story(project, task_id, rows))
 
@@ -62,10 +63,10 @@ def _target(source: DataSource) -> tuple[str, str] | None:
     try:
         matches = source.find_tasks(text, project=None if project == ANY_PROJECT else project)
     except Exception as exc:  # noqa: BLE001
-        st.error(f"Search failed: {exc}")
+        st.error(f"Search failed: {plain(exc)}")
         return None
     if not matches:
-        st.warning(f"No task, attempt or trace matches {text!r}.")
+        st.warning(f"No task, attempt or trace matches {plain(repr(text))}.")
         return None
     if len(matches) > 1:
         labels = [f"{m['project']} / {m['task_id']} ({m['attempts']} attempts, last {m['last_ts']:%Y-%m-%d %H:%M})"
@@ -84,21 +85,21 @@ _OUTCOME_COLOURS = {"succeeded": "green", "failed": "red", "handed_off": "orange
 
 
 def _story(story: TaskStory) -> None:
-    st.subheader(f"{story.project} / {story.task_id}")
+    st.subheader(f"{plain(story.project)} / {plain(story.task_id)}")
     # Names and outcomes are words, not figures: as metric tiles they were cut ("hande…").
     outcome = OUTCOME_LABELS.get(story.outcome_kind, story.outcome or "running")
-    st.markdown(f"**Agent** `{story.agent or '—'}` · **Outcome** :{_OUTCOME_COLOURS.get(story.outcome, 'gray')}"
-                f"-badge[{outcome}]" + (f" ({story.outcome_kind})" if story.outcome_kind else ""))
+    st.markdown(f"**Agent** {plain(story.agent) or '—'} · **Outcome** :{_OUTCOME_COLOURS.get(story.outcome, 'gray')}"
+                f"-badge[{plain(outcome)}]" + (f" ({plain(story.outcome_kind)})" if story.outcome_kind else ""))
     cols = st.columns(4)
     cols[0].metric("Attempts", len(story.attempts))
     cols[1].metric("Cost", usd(story.cost_usd))
     cols[2].metric("Tokens", f"{story.tokens:,}")
     cols[3].metric("Hand-offs", len(story.handoffs))
-    st.caption(f"trace {story.trace_id or '—'} · {story.events} events · {story.summary}")
+    st.caption(f"trace {plain(story.trace_id) or '—'} · {story.events} events · {plain(story.summary)}")
     st.plotly_chart(charts.task_waterfall(story), key="chart_task_timeline")  # the story first, details below
     warnings = [(a, w) for a in story.attempts for w in a.warnings]
     for attempt, warning in warnings:
-        st.warning(f"{attempt.label}: {warning}", icon=":material/warning:")
+        st.warning(f"{attempt.label}: {plain(warning)}", icon=":material/warning:")
     for number, package in enumerate(story.handoff_packages, start=1):
         _handoff(number, package)
     table(attempt_rows(story), key="attempt_table")
@@ -107,7 +108,7 @@ def _story(story: TaskStory) -> None:
 
 
 def _handoff(number: int, package: HandoffPackage) -> None:
-    st.info(f"Handed to a human: {package.reason or 'no reason recorded'}", icon=":material/support_agent:")
+    st.info(f"Handed to a human: {plain(package.reason) or 'no reason recorded'}", icon=":material/support_agent:")
     with st.expander(f"Hand-off package {number}: what the person picking it up sees", expanded=True):
         st.markdown("**Input**")
         st.code(package.input or "—", language=None)
@@ -123,13 +124,13 @@ def _handoff(number: int, package: HandoffPackage) -> None:
             st.markdown("**Last context messages**")
             table(package.context, key=f"handoff_context_{number}")
         for part, text in package.raw.items():
-            st.markdown(f"**{part}** (cut to the stored size)")
+            st.markdown(f"**{plain(part)}** (cut to the stored size)")
             st.code(text, language=None)
 
 
 def _attempt(a: Attempt) -> None:
     marks = " ⚠" if a.warnings else ""
-    title = f"{a.label} · {a.phase} · {a.status}{' · ' + a.error_type if a.error_type else ''}{marks}"
+    title = plain(f"{a.label} · {a.phase} · {a.status}{' · ' + a.error_type if a.error_type else ''}") + marks
     with st.expander(title, expanded=bool(a.warnings)):
         cols = st.columns(5)
         cols[0].metric("Latency", ms(a.latency_ms) if a.ended else "—")
@@ -142,11 +143,12 @@ def _attempt(a: Attempt) -> None:
         loops[1].metric("Error share, last msgs", f"{a.recent_error_share:.0%}")
         loops[2].metric("Repeated tool calls", a.repeated_tool_calls)
         if a.error_message:
-            st.markdown(f"**Error** `{a.error_type}` {a.error_code}: {a.error_message}")
+            st.markdown(f"**Error** {plain(a.error_type)} {plain(a.error_code)}: {plain(a.error_message)}")
         if a.decision:
-            shadow = f" (shadow policy would: `{a.shadow_decision}`)" if a.shadow_decision else ""
-            st.markdown(f"**Decision** `{a.decision}` — {a.decision_reason or 'no reason recorded'}{shadow}")
-        st.caption(f"correlation id {a.correlation_id} · dependency {a.dependency or '—'} · policy {a.policy or '—'}")
+            shadow = f" (shadow policy would: {plain(a.shadow_decision)})" if a.shadow_decision else ""
+            st.markdown(f"**Decision** {plain(a.decision)} — {plain(a.decision_reason) or 'no reason recorded'}{shadow}")
+        st.caption(f"correlation id {plain(a.correlation_id)} · dependency {plain(a.dependency) or '—'}"
+                   f" · policy {plain(a.policy) or '—'}")
         if a.side_effects:
             st.markdown("**Side effects**")
             table([{k: e.get(k) for k in ("ts", "tool", "idempotency_key", "status", "rollback")}

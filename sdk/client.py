@@ -202,13 +202,13 @@ class RetryLensClient:
         return data["events"]
 
     # -- failure intelligence ------------------------------------------------------------
-    def failure_groups(self, project: str, *, include_noise: bool = False, error_type: str | None = None,
+    def failure_groups(self, project: str | None, *, include_noise: bool = False, error_type: str | None = None,
                        since: date | None = None, trend_days: int = 1, limit: int = 50,
                        offset: int = 0) -> list[dict[str, Any]]:
         """Groups, most failures first: ``[{"project", "group_id", "error_type", "pattern", "example_message",
         "is_noise", "failures", "tasks", "first_seen", "last_seen", "example_tasks": [task ids],
         "recent_failures", "previous_failures", "daily": [[iso date, count]], "trend": "new"|"rising"|
-        "falling"|"steady"|"quiet"}]``."""
+        "falling"|"steady"|"quiet"}]``; ``project=None``: every project the key may read."""
         return self._get(f"{self._p(project)}/failure-groups", project, include_noise=include_noise,
                          error_type=error_type, since=since, trend_days=trend_days, limit=limit, offset=offset)
 

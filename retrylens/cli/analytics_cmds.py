@@ -76,7 +76,7 @@ def metrics(
 
 @handle_errors
 def groups(
-    project: str = typer.Option(..., "--project", help="Project whose failures to group."),
+    project: str | None = typer.Option(None, "--project", help="Only this project (default: every project)."),
     config: Path | None = ConfigOption,
     noise: bool = typer.Option(False, "--noise", help="Include rate-limit and quota failures."),
     limit: int = typer.Option(20, min=1, max=1000), as_json: bool = JsonOption,
@@ -87,7 +87,9 @@ def groups(
         _echo_json(found)
         return
     for g in found:
-        typer.echo(f"{g['failures']:6} failures {g['tasks']:5} tasks  {g['trend']:8} {g['error_type']:16} {g['pattern']}")
+        where = "" if project else f"{g['project']:12} "
+        typer.echo(f"{where}{g['failures']:6} failures {g['tasks']:5} tasks  {g['trend']:8} {g['error_type']:16} "
+                   f"{g['pattern']}")
 
 
 @handle_errors

@@ -7,6 +7,7 @@ was loaded last (tests/foundation/test_test_helpers.py).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
@@ -21,3 +22,9 @@ def run_page(view: str, **query: str) -> AppTest:
     app = AppTest.from_file(str(APP), default_timeout=60)
     app.query_params.update({"view": view, **query})
     return app.run()
+
+
+def shown(markdown: str) -> str:
+    """The text a Markdown string of a page shows: the backslash escapes and invisible word joiners
+    that keep stored words from being read as Markdown (:func:`retrylens.dashboard.text.plain`) undone."""
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", markdown).replace("\u2060", "")

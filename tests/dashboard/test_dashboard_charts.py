@@ -73,7 +73,7 @@ def test_task_waterfall_draws_each_attempt_as_a_bar_with_its_duration():
     assert [str(b) for b in bars.base] == [str(T0), str(T0 + timedelta(milliseconds=3200))]
     assert list(bars.x) == [1200, 800]
     assert list(bars.y) == ["attempt 1", "attempt 2"]
-    assert list(bars.text) == ["1.2 s · failed (timeout)", "800 ms · failed (timeout)"]
+    assert [t.strip() for t in bars.text] == ["1.2 s · failed (timeout)", "800 ms · failed (timeout)"]
 
 
 def test_task_waterfall_shows_the_backoff_gap_side_effects_and_the_handoff():

@@ -12,7 +12,7 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from dashboard_runs import run_page
+from dashboard_runs import run_page, shown
 
 from retrylens.analytics import prechecks
 from retrylens.analytics.filters import Slice
@@ -161,7 +161,7 @@ def test_task_view_finds_a_task_by_trace_or_correlation_id(seeded, seeded_source
         app = run_page("task")
         app.text_input(key="task_q").input(text).run()
         _no_errors(app)
-        assert any(handoff["task_id"] in h.value for h in app.subheader)
+        assert any(handoff["task_id"] in shown(h.value) for h in app.subheader)
 
 
 def test_task_view_shows_side_effects_with_idempotency_keys(seeded, seeded_source):
@@ -238,7 +238,7 @@ def test_model_page_shows_version_metrics_baselines_and_calibration(seeded, seed
     assert _metrics(app)["Version"] == version
     trained_at = ModelStore(models_dir(settings)).meta(version)["trained_at"]
     assert _metrics(app)["Trained"] == trained_at[:10]  # the day fits the tile; the time is in the caption
-    assert any(f"trained {trained_at[:10]} {trained_at[11:16]} UTC" in c.value for c in app.caption)
+    assert any(f"trained {trained_at[:10]} {trained_at[11:16]} UTC" in shown(c.value) for c in app.caption)
     table = _frame(app, "roc_auc")
     assert list(table["model"]) == ["model", "base_rate", "input_length"]
     charts = _charts(app)
