@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from dashboard_seed import SEED, seed_fleet
 from dashboard_seed import TASKS as SEED_TASKS
+from hostile_seed import seed_hostile
 
 from retrylens.analytics import alerts as alerting
 from retrylens.analytics.model_store import ModelStore, models_dir
@@ -91,4 +92,29 @@ def empty_source(store: EventStore, settings: Settings) -> Iterator[sources.Stor
     source = sources.StoreSource(store, settings=settings)
     sources.use(source)
     yield source
+    sources.use(None)
+
+
+#: Where the hostile store's images and links point (nothing listens: AppTest runs fetch nothing).
+HOSTILE_BASE = "http://127.0.0.1:9"
+
+
+@pytest.fixture(scope="module")
+def hostile_store(chdb_path: Path, tmp_path_factory: pytest.TempPathFactory
+                  ) -> Iterator[tuple[EventStore, Settings, dict[str, str]]]:
+    """Two projects (one hostile in every word, ``hostile_seed``), a firing rule, a policy report."""
+    data_dir = tmp_path_factory.mktemp("hostile-data")
+    settings = load_settings(data_dir=data_dir, clickhouse_dsn=f"chdb://{chdb_path}",
+                             clickhouse_database=f"hostile_{uuid.uuid4().hex[:10]}", kafka_bootstrap_servers="")
+    store = open_store(settings)
+    values = seed_hostile(store, HOSTILE_BASE, data_dir / "reports")
+    yield store, settings, values
+    store.client.command(f"DROP DATABASE IF EXISTS `{settings.clickhouse_database}`")
+
+
+@pytest.fixture
+def hostile(hostile_store) -> Iterator[dict[str, str]]:
+    store, settings, values = hostile_store
+    sources.use(sources.StoreSource(store, settings=settings, reports_dir=settings.data_dir / "reports"))
+    yield values
     sources.use(None)

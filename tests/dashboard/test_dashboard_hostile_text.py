@@ -14,47 +14,21 @@ from __future__ import annotations
 import html
 import json
 import re
-import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from dashboard_runs import run_page
-from hostile_seed import WITNESS, seed_hostile
+from hostile_seed import WITNESS
 from markdown_it import MarkdownIt
 
-from retrylens.config import Settings, load_settings
-from retrylens.dashboard import source as sources
 from retrylens.dashboard.text import WORD_JOINER
-from retrylens.store import EventStore, open_store
 
 pytestmark = pytest.mark.clickhouse
 
-BASE = "http://127.0.0.1:9"
 MARKER = re.compile(r"zq\d+")
 #: Elements Markdown may produce from the pages' own wording; a stored value must make none.
 ALLOWED_TAGS = {"p", "strong", "em", "code", "ul", "ol", "li", "br"}
 _RENDER = MarkdownIt("commonmark", {"html": True}).enable(["strikethrough", "table"])
-
-
-@pytest.fixture(scope="module")
-def hostile_store(chdb_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[EventStore, Settings,
-                                                                                              dict[str, str]]]:
-    data_dir = tmp_path_factory.mktemp("hostile-data")
-    settings = load_settings(data_dir=data_dir, clickhouse_dsn=f"chdb://{chdb_path}",
-                             clickhouse_database=f"hostile_{uuid.uuid4().hex[:10]}", kafka_bootstrap_servers="")
-    store = open_store(settings)
-    values = seed_hostile(store, BASE, data_dir / "reports")
-    yield store, settings, values
-    store.client.command(f"DROP DATABASE IF EXISTS `{settings.clickhouse_database}`")
-
-
-@pytest.fixture
-def hostile(hostile_store) -> Iterator[dict[str, str]]:
-    store, settings, values = hostile_store
-    sources.use(sources.StoreSource(store, settings=settings, reports_dir=settings.data_dir / "reports"))
-    yield values
-    sources.use(None)
 
 
 def markdown_strings(node) -> Iterator[tuple[str, str]]:
