@@ -130,6 +130,10 @@ def group_trends(series: dict[str, list[tuple[date, int]]]) -> go.Figure:
     for name, days in series.items():
         figure.add_trace(go.Scatter(x=[d for d, _ in days], y=[n for _, n in days], name=chart(name[:60]),
                                     mode="lines+markers"))
+    seen = {d for days in series.values() for d, _ in days}
+    if len(seen) == 1:  # one day of failures: span the days around it, not one instant in milliseconds
+        (day,) = seen
+        figure.update_xaxes(range=[day - timedelta(days=1), day + timedelta(days=1)])
     return figure
 
 

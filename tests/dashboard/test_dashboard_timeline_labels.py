@@ -1,6 +1,7 @@
 """The task timeline's labels fit and stay level (issue 37: the last attempt's label was cut at the
-figure's right edge and plotly turned short backoff labels on their side). Chromium's rendering at
-1280 and 1600 px is checked in ``test_dashboard_hostile_browser.py``; these pin the layout rules."""
+figure's right edge and plotly turned short backoff labels on their side); the failure-groups chart
+of one day spans days. Chromium's rendering at 1280 and 1600 px is checked in
+``test_dashboard_hostile_browser.py``; these pin the layout rules."""
 
 from __future__ import annotations
 
@@ -59,3 +60,11 @@ def test_label_room_grows_the_axis_only_as_far_as_the_longest_label_needs():
     needed = charts.label_room([(1000.0, "x" * 40)], 0.0, 1000.0, plot_px=600)
     share = (charts.CHAR_PX * 40 + 8) / 600
     assert abs((needed - 1000.0) / needed - share) < 1e-9
+
+
+def test_failure_groups_of_one_day_span_the_days_around_it_not_milliseconds():
+    """The groups chart of a fresh project labelled its axis "23:59:59.999" (seen in Chromium)."""
+    from datetime import date
+
+    figure = charts.group_trends({"disk full": [(date(2026, 12, 7), 3)], "timeout": [(date(2026, 12, 7), 1)]})
+    assert [str(v) for v in figure.layout.xaxis.range] == ["2026-12-06", "2026-12-08"]
