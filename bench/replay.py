@@ -47,7 +47,9 @@ def tile(h: History, attempts: int) -> History:
         error=np.tile(h.error, times), retryable=np.tile(h.retryable, times), phase=np.tile(h.phase, times),
         tokens=np.tile(h.tokens, times), cost=np.tile(h.cost, times), latency=np.tile(h.latency, times),
         backoff=np.tile(h.backoff, times), decision=np.tile(h.decision, times), greedy=np.tile(h.greedy, times),
-        shadow=np.tile(h.shadow, times), propensity=np.tile(h.propensity, times), _cache=None,
+        shadow=np.tile(h.shadow, times), propensity=np.tile(h.propensity, times),
+        steps=np.tile(h.steps, times) if h.steps is not None else None,
+        task_policies=per_task(h.task_policies) if h.task_policies is not None else None, _cache=None,
     )
 
 

@@ -17,7 +17,8 @@ DECISIONS = {"adopt_candidate": "adopt", "no_clear_winner": "no clear winner: ke
              "insufficient_evidence": "insufficient evidence", "keep_live": "keep the live policy"}
 VERDICTS = {"better": "better beyond the margin", "cheaper": "cheaper beyond the margin",
             "below_margin": "a gain too small to act on (below the margin)", "within_uncertainty": "no difference beyond the uncertainty",
-            "worse": "worse", "leans_on_imputation": "leans on imputation"}
+            "worse": "worse", "leans_on_imputation": "leans on imputation",
+            "not_supported": "not supported by the log"}
 
 
 def fmt(value: Any, metric: str = "") -> str:

@@ -123,7 +123,8 @@ def _shadow_section(shadow: dict[str, Any] | None) -> str:
 
 VERDICTS = {"better": "better beyond the margin", "cheaper": "cheaper beyond the margin",
             "below_margin": "a gain too small to act on (below the margin)", "within_uncertainty": "no difference beyond the uncertainty",
-            "worse": "worse", "leans_on_imputation": "leans on imputation"}
+            "worse": "worse", "leans_on_imputation": "leans on imputation",
+            "not_supported": "not supported by the log"}
 
 
 def _changes_cell(changes: list[dict[str, Any]]) -> str:
