@@ -56,6 +56,9 @@ from retrylens.store.event_lines import event_line, line_prefix  # noqa: E402
 from retrylens.store.event_table import event_row  # noqa: E402
 from retrylens.store.native_block import encode_native  # noqa: E402
 
+#: what this bench's ``--smoke`` run needs beside the code (tests/bench/test_bench_smoke.py)
+SMOKE_NEEDS = ("kafka",)
+
 
 def payloads(n: int, kind: str = "fleet") -> list[tuple[bytes, bytes]]:
     """``n`` (key, value) pairs: the simulated fleet's event mix, or only failures."""
@@ -302,7 +305,10 @@ def main() -> None:
     )
     parser.add_argument("--workers", type=int, default=1, help="ingest workers of the e2e_workers consumer")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--smoke", action="store_true", help="tiny size (needs the broker of KAFKA_BOOTSTRAP_SERVERS)")
     args = parser.parse_args()
+    if args.smoke:
+        args.events, args.naive_events, args.payload = 300, 50, "fleet"
     if args.events < 1 or args.naive_events < 1 or args.workers < 1:
         parser.error("--events, --naive-events and --workers must be positive")
     data_dir = Path(tempfile.mkdtemp(prefix="retrylens-bench-"))
