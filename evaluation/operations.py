@@ -64,4 +64,4 @@ def report_policies(
     return {"json": str(json_path), "html": str(html_path), "evidence": report["evidence"],
             "recommendation": rec["decision"], "policy": rec["policy"], "reason": rec["reason"],
             "changes": rec.get("changes", []), "lines": recommendation_lines(report),
-            "baseline": baseline.as_dict()}
+            "baseline": baseline.as_dict(), "candidates": rec.get("candidates", [])}
