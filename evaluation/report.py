@@ -119,17 +119,17 @@ def pct(value: float) -> str:
     return f"{value:+.{digits}%}"
 
 
-def _verdict(p: dict[str, Any], live_cost: float, margins: Margins) -> tuple[str, str, float]:
+def _supported_verdict(p: dict[str, Any], live_cost: float, margins: Margins) -> tuple[str, str, float]:
     """``(verdict, why, score)`` of one candidate against the live policy.
 
     Judged first where the unsupported retries all fail, then where the first of them
     succeeds: when the two verdicts differ, the log cannot tell which is right, and the
     verdict is ``not_supported`` with what would produce the evidence.
     """
-    verdict = _judge(p["diff_vs_live"], p["imputed_share"], live_cost, margins)
+    verdict = _verdict(p["diff_vs_live"], p["imputed_share"], live_cost, margins)
     share = float(p.get("unsupported_share") or 0.0)
     if share > 0 and p.get("diff_if_unsupported_succeed"):
-        hopeful = _judge(p["diff_if_unsupported_succeed"], p["imputed_share"], live_cost, margins)
+        hopeful = _verdict(p["diff_if_unsupported_succeed"], p["imputed_share"], live_cost, margins)
         if hopeful[0] != verdict[0]:
             return "not_supported", _unsupported_why(p, share), 0.0
         if verdict[0] in ("better", "cheaper", "worse"):
@@ -173,8 +173,8 @@ def exploration_advice(p: dict[str, Any], tasks: int | None = None) -> str:
             f"{reach} of {n} tasks reached that point), or as a canary on about {canary:,} tasks; then report again.")
 
 
-def _judge(d: dict[str, dict[str, float]], imputed_share: float, live_cost: float,
-           margins: Margins) -> tuple[str, str, float]:
+def _verdict(d: dict[str, dict[str, float]], imputed_share: float, live_cost: float,
+             margins: Margins) -> tuple[str, str, float]:
     success, cost = d["success"], d["cost_usd"]
     ci = f"95 % CI {pct(success['lo'])} … {pct(success['hi'])}"
     cost_ci = f"95 % CI {cost['lo']:+.5f} … {cost['hi']:+.5f}"
@@ -209,7 +209,7 @@ def recommend(policies: list[dict[str, Any]], margins: Margins | None = None) ->
     verdicts = []
     best: tuple[float, dict[str, Any], str] | None = None
     for p in policies[1:]:
-        verdict, why, score = _verdict(p, live_cost, margins)
+        verdict, why, score = _supported_verdict(p, live_cost, margins)
         verdicts.append({"name": p["name"], "verdict": verdict, "why": why, "changes": p.get("changes", [])})
         if verdict in ("better", "cheaper") and (best is None or score > best[0]):
             best = (score, p, why)
