@@ -139,39 +139,39 @@ class ImputationModel:
     cost: np.ndarray
     latency: np.ndarray        # retry latency + the wait before it
     min_trials: int = MIN_SUPPORT_TRIALS
+    agent_names: tuple[str, ...] = ()       # per agent code
 
     def group_of(self, task: np.ndarray, err: np.ndarray) -> np.ndarray:
         return self.task_agent[task] * len(ERRORS) + err
 
-    def _counts(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Per key (rows of ``group, depth, pos``): per-task evidence trials and successes (tasks × keys)."""
-        trials = np.zeros((self.n_tasks, len(keys)))
-        succ = np.zeros((self.n_tasks, len(keys)))
-        for k, (group, depth, pos) in enumerate(keys):
-            mask = (self.ev_group == group) & (self.ev_depth >= depth) & (self.ev_pos >= pos)
-            trials[:, k] = np.bincount(self.ev_task[mask], minlength=self.n_tasks)
-            succ[:, k] = np.bincount(self.ev_task[mask], weights=self.ev_ok[mask].astype(np.float64),
-                                     minlength=self.n_tasks)
-        return trials, succ
+    def _masks(self, keys: np.ndarray) -> list[np.ndarray]:
+        """Per key (a row of ``group, depth, pos``): the evidence rows behind it."""
+        return [(self.ev_group == group) & (self.ev_depth >= depth) & (self.ev_pos >= pos)
+                for group, depth, pos in keys]
 
     def trials(self, keys: np.ndarray) -> np.ndarray:
         """Logged retries behind each key (its support)."""
-        return self._counts(keys)[0].sum(0)
+        return np.array([float(m.sum()) for m in self._masks(keys)])
 
     def rates(self, keys: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
         """Success of a retry per key, the share of its logged retries that succeeded; per
-        replicate (B × keys) under bootstrap ``weights``, the same share over the replicate.
+        replicate (B × keys) under bootstrap ``weights`` (B × tasks), the same share over
+        the replicate's counts of those tasks.
 
         No prior is mixed in: a rate is only used where the log holds enough retries, and a
         class whose retries never succeed must read 0, not half a success. A replicate that
         happens to draw none of a key's tasks keeps the point's rate.
         """
-        trials, succ = self._counts(keys)
-        t, s = trials.sum(0), succ.sum(0)
+        masks = self._masks(keys)
+        t = np.array([float(m.sum()) for m in masks])
+        s = np.array([float(self.ev_ok[m].sum()) for m in masks])
         point = np.divide(s, t, out=np.zeros(len(keys)), where=t > 0)
         if weights is None:
             return point
-        t_b, s_b = weights @ trials, weights @ succ
+        t_b = np.stack([weights[:, self.ev_task[m]].sum(1) for m in masks], axis=1) if masks else \
+            np.zeros((len(weights), 0))
+        s_b = np.stack([weights[:, self.ev_task[m & self.ev_ok]].sum(1) for m in masks], axis=1) if masks else \
+            np.zeros((len(weights), 0))
         return np.divide(s_b, t_b, out=np.broadcast_to(point, t_b.shape).copy(), where=t_b > 0)
 
 
@@ -204,6 +204,7 @@ def fit_imputation(h: History, *, min_trials: int = MIN_SUPPORT_TRIALS) -> Imput
         ev_ok=next_ok[rows], n_tasks=h.n_tasks, task_agent=task_agent,
         tokens=per_group(tokens[following], tokens), cost=per_group(h.cost[following], h.cost),
         latency=per_group(h.latency[following] + h.backoff[rows], h.latency), min_trials=min_trials,
+        agent_names=tuple(str(a) for a in agents),
     )
 
 
@@ -358,21 +359,16 @@ def _gaps(h: History, model: ImputationModel, ext: dict[str, np.ndarray]) -> lis
     if not un.any():
         return []
     n_err = len(ERRORS)
-    agent_names = {int(c): str(a) for c, a in zip(model.task_agent, h.agents, strict=True)}
-    gaps: dict[tuple[int, int], dict[str, object]] = {}
-    trials = model.trials(ext["keys"])
-    for key, task in zip(ext["key"][un], ext["task"][un], strict=True):
-        group, depth, pos = (int(v) for v in ext["keys"][key])
-        entry = gaps.setdefault((group, depth), {
-            "agent": agent_names.get(group // n_err, ""), "error_type": ERRORS[group % n_err].value,
-            "failures_of_class": depth, "tasks": set(), "logged_retries": int(trials[key])})
-        entry["tasks"].add(int(task))  # type: ignore[union-attr]
-        entry["logged_retries"] = min(int(entry["logged_retries"]), int(trials[key]))  # type: ignore[call-overload]
-    out = []
-    for entry in gaps.values():
-        entry["tasks"] = len(entry["tasks"])  # type: ignore[arg-type]
-        out.append(entry)
-    return sorted(out, key=lambda e: -int(e["tasks"]))  # type: ignore[call-overload]
+    keys = ext["keys"][ext["key"][un]]
+    pairs, inverse = np.unique(keys[:, :2], axis=0, return_inverse=True)
+    inverse = np.asarray(inverse).reshape(-1)
+    tasks = np.unique(np.stack([inverse, ext["task"][un]], axis=1), axis=0)[:, 0]
+    n_tasks = np.bincount(tasks, minlength=len(pairs))
+    retries = model.trials(np.column_stack([pairs, np.zeros(len(pairs), np.int64)]))
+    gaps = [{"agent": model.agent_names[int(group) // n_err], "error_type": ERRORS[int(group) % n_err].value,
+             "failures_of_class": int(depth), "tasks": int(n), "logged_retries": int(r)}
+            for (group, depth), n, r in zip(pairs, n_tasks, retries, strict=True)]
+    return sorted(gaps, key=lambda g: -int(g["tasks"]))  # type: ignore[call-overload]
 
 
 def _divergence(h: History, lim: Limits, ref: Limits) -> float:
