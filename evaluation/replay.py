@@ -298,8 +298,7 @@ def _extend(h: History, lim: Limits, model: ImputationModel, rows: np.ndarray,
     task, err = h.task[idx], h.error[idx]
     group = model.group_of(task, err)
     keys = np.stack([group, d["class_count"][idx], h.pos[idx]], axis=1)
-    uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
-    inverse = np.asarray(inverse).reshape(-1)
+    uniq, inverse = _unique_rows(keys)
     supported_key = model.trials(uniq) >= model.min_trials
     rates = np.where(supported_key, model.rates(uniq), np.nan)
     phase_cap = lim.phase_caps[h.phase[idx]] if len(lim.phase_caps) else np.full(len(idx), np.inf)
@@ -352,6 +351,19 @@ def _optimistic(per_task: dict[str, np.ndarray], ext: dict[str, np.ndarray], mod
     return out
 
 
+def _unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(rows, axis=0, return_inverse=True)`` for small non-negative int columns, on
+    one combined key (a 1-D unique is many times faster than the row-wise one)."""
+    if len(rows) == 0:
+        return rows.reshape(0, rows.shape[1]), np.zeros(0, np.int64)
+    widths = rows.max(0).astype(np.int64) + 1
+    key = np.zeros(len(rows), np.int64)
+    for col, width in zip(rows.T, widths, strict=True):
+        key = key * width + col
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    return rows[first], np.asarray(inverse).reshape(-1)
+
+
 def _gaps(h: History, model: ImputationModel, ext: dict[str, np.ndarray]) -> list[dict[str, object]]:
     """Each situation the candidate needs retries in and the log has too few of: agent, class,
     how many failures of that class the task had, tasks that reached it, logged retries there."""
@@ -360,9 +372,8 @@ def _gaps(h: History, model: ImputationModel, ext: dict[str, np.ndarray]) -> lis
         return []
     n_err = len(ERRORS)
     keys = ext["keys"][ext["key"][un]]
-    pairs, inverse = np.unique(keys[:, :2], axis=0, return_inverse=True)
-    inverse = np.asarray(inverse).reshape(-1)
-    tasks = np.unique(np.stack([inverse, ext["task"][un]], axis=1), axis=0)[:, 0]
+    pairs, inverse = _unique_rows(keys[:, :2])
+    tasks = _unique_rows(np.stack([inverse, ext["task"][un]], axis=1))[0][:, 0]
     n_tasks = np.bincount(tasks, minlength=len(pairs))
     retries = model.trials(np.column_stack([pairs, np.zeros(len(pairs), np.int64)]))
     gaps = [{"agent": model.agent_names[int(group) // n_err], "error_type": ERRORS[int(group) % n_err].value,
