@@ -171,5 +171,6 @@ def truth_table(run: PlantedRun) -> list[dict[str, Any]]:
                      "verdict": run.verdict(r.name), "estimate": round(d.value, 4),
                      "ci": [round(d.lo, 4), round(d.hi, 4)], "bounds": [round(b.lo, 4), round(b.hi, 4)],
                      "unsupported_share": round(float(r.unsupported.mean()), 4),
-                     "truth": round(run.true_diff(r.name), 4), "covered": covered(run, r.name)})
+                     "truth": round(run.true_diff(r.name), 4), "covered": covered(run, r.name),
+                     "ci_covered": bool(d.lo - 1e-12 <= run.true_diff(r.name) <= d.hi + 1e-12)})
     return rows
