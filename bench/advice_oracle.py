@@ -96,7 +96,10 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--tasks", type=int, default=1000)
     parser.add_argument("--seeds", default="7,8,9")
+    parser.add_argument("--smoke", action="store_true", help="tiny size: the test suite's smoke run")
     args = parser.parse_args()
+    if args.smoke:
+        args.tasks, args.seeds = 60, "7"
     began = time.perf_counter()
     seeds = [int(s) for s in args.seeds.split(",") if s]
     runs = {seed: oracle(seed, args.tasks) for seed in seeds}

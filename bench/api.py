@@ -188,7 +188,10 @@ def main() -> None:
                         "the figures reported are the medians over the rounds.")
     parser.add_argument("--json", action="store_true", help="Print one JSON object.")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
+    parser.add_argument("--smoke", action="store_true", help="tiny size: the test suite's smoke run")
     args = parser.parse_args()
+    if args.smoke:
+        args.tasks, args.rate, args.seconds, args.rounds = 100, 20.0, 1.0, 1
     if args.child:
         role, *rest = args.child
         out = setup(Path(rest[0]), int(rest[1])) if role == "setup" else load(rest[0], float(rest[1]), float(rest[2]))

@@ -323,7 +323,10 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--smoke", action="store_true", help="tiny size: the test suite's smoke run")
     args = parser.parse_args()
+    if args.smoke:
+        args.seeds, args.limit = 1, 5
     result = evaluate(args.seeds, args.limit)
     print(json.dumps(result, indent=None if args.json else 2))
 

@@ -109,7 +109,10 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--sweep", action="store_true", help="compare candidate allowances")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--smoke", action="store_true", help="tiny size: the test suite's smoke run")
     args = parser.parse_args()
+    if args.smoke:
+        args.tasks = 5
     logging.getLogger("retrylens").setLevel(logging.ERROR)
     if args.sweep:
         out: dict[str, Any] = {

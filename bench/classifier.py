@@ -107,7 +107,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--fold-seed", type=_seeds, default=[0],
                         help="shuffling seed(s) of the grouped trace folds, comma-separated")
+    parser.add_argument("--smoke", action="store_true", help="tiny size: the test suite's smoke run")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.traces, args.fleet_tasks, args.folds = SAMPLE, 0, 3
     started = time.perf_counter()
     by_seed = {seed: traces_cv(args.traces, args.folds, seed) for seed in args.fold_seed}
     result: dict[str, Any] = {"traces": by_seed[args.fold_seed[0]]}

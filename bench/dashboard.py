@@ -102,9 +102,9 @@ def median_ms(fn: Callable[[], object], repeat: int) -> float:
     return statistics.median(times)
 
 
-def run(repeat: int, data_dir: Path) -> dict[str, object]:
+def run(repeat: int, data_dir: Path, sizes: dict[str, int] = SIZES) -> dict[str, object]:
     result: dict[str, object] = {"repeat": repeat}
-    for label, n in SIZES.items():
+    for label, n in sizes.items():
         settings = load_settings(data_dir=data_dir, clickhouse_dsn="", kafka_bootstrap_servers="",
                                  clickhouse_database=f"bench_dash_{label}_{uuid.uuid4().hex[:6]}")
         store = open_store(settings)
@@ -129,9 +129,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--repeat", type=int, default=7, help="timed runs per figure (median)")
+    parser.add_argument("--smoke", action="store_true", help="tiny size: 1k and 2k events, one run each")
     args = parser.parse_args()
+    if args.smoke:
+        args.repeat = 1
+    sizes = {"10k": 1_000, "1m": 2_000} if args.smoke else SIZES
     with tempfile.TemporaryDirectory(prefix="retrylens-bench-dashboard-") as tmp:
-        result = run(args.repeat, Path(tmp))
+        result = run(args.repeat, Path(tmp), sizes)
     if args.json:
         print(json.dumps(result))
         return

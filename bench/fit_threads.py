@@ -41,7 +41,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=3, help="trainings per variant, alternately")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--smoke", action="store_true", help="tiny size: one training per variant")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.repeat = 1
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
     variants = {"one_thread": training.train_from_traces, "default": training.train_from_traces.__wrapped__}

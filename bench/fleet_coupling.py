@@ -151,7 +151,10 @@ def main() -> None:
         action="store_true",
         help="control: the fleet's policy without circuit breaker and retry throttle",
     )
+    parser.add_argument("--smoke", action="store_true", help="tiny size: the test suite's smoke run")
     args = parser.parse_args()
+    if args.smoke:
+        args.tasks, args.seeds, args.draws, args.remove = 60, "7", 2, 2
     if args.draws < 2 or args.remove < 1:
         parser.error("--draws must be at least 2 and --remove at least 1")
     seeds = [int(s) for s in args.seeds.split(",") if s]

@@ -56,6 +56,12 @@ from retrylens.store.event_lines import event_line, line_prefix  # noqa: E402
 from retrylens.store.event_table import event_row  # noqa: E402
 from retrylens.store.native_block import encode_native  # noqa: E402
 
+#: what this bench's ``--smoke`` run needs beside the code (tests/bench/test_bench_smoke.py)
+SMOKE_NEEDS = ("kafka",)
+#: the fleet whose events make the payloads, and the events each stage is timed on (``--smoke`` shrinks both)
+FLEET_TASKS = 2_000
+STAGE_EVENTS = 5_000
+
 
 def payloads(n: int, kind: str = "fleet") -> list[tuple[bytes, bytes]]:
     """``n`` (key, value) pairs: the simulated fleet's event mix, or only failures."""
@@ -69,7 +75,7 @@ def fleet_payloads(n: int) -> list[tuple[bytes, bytes]]:
     from retrylens.simulation.scenario import load_scenario
 
     events: list[RetryEvent] = []
-    run_fleet(load_scenario(), tasks=2_000, seed=7, emit=events.append)
+    run_fleet(load_scenario(), tasks=FLEET_TASKS, seed=7, emit=events.append)
     bodies = [orjson.loads(event.to_json_bytes()) for event in events]
     out = []
     for i in range(n):
@@ -169,7 +175,7 @@ def consume_only(settings: Settings, n: int) -> tuple[float, float]:
     return n / elapsed, cpu / n * 1e6
 
 
-def stage_cpu_us(settings: Settings, kind: str, n: int = 5_000) -> dict[str, float]:
+def stage_cpu_us(settings: Settings, kind: str, n: int | None = None) -> dict[str, float]:
     """CPU µs per event of each stage, measured alone on the same payloads (best of 3).
 
     Today's consumer: ``validate_us`` + ``line_us`` (the event line) on the consumer's
@@ -177,6 +183,7 @@ def stage_cpu_us(settings: Settings, kind: str, n: int = 5_000) -> dict[str, flo
     and storing them, in C++ without the GIL) on the insert thread. ``native_row_us`` +
     ``native_encode_us`` are what the Native road spends instead of ``line_us``.
     """
+    n = n or STAGE_EVENTS
     values = [value for _, value in payloads(n, kind)]
     sources = [SourceRef("stage", 0, offset) for offset in range(n)]
 
@@ -302,7 +309,12 @@ def main() -> None:
     )
     parser.add_argument("--workers", type=int, default=1, help="ingest workers of the e2e_workers consumer")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--smoke", action="store_true", help="tiny size (needs the broker of KAFKA_BOOTSTRAP_SERVERS)")
     args = parser.parse_args()
+    if args.smoke:
+        global FLEET_TASKS, STAGE_EVENTS
+        args.events, args.naive_events, args.payload = 100, 5, "fleet"
+        FLEET_TASKS, STAGE_EVENTS = 20, 100
     if args.events < 1 or args.naive_events < 1 or args.workers < 1:
         parser.error("--events, --naive-events and --workers must be positive")
     data_dir = Path(tempfile.mkdtemp(prefix="retrylens-bench-"))

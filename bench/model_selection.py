@@ -229,7 +229,10 @@ def main(argv: list[str] | None = None) -> int:
                         default=list(CANDIDATES), help="candidates to run, comma-separated (default: all)")
     parser.add_argument("--embedding", default=f"{emb.DIMENSIONS}:{emb.SCALE}",
                         help="words_v4_emb's embedding dimensions and weight, DIMS:SCALE")
+    parser.add_argument("--smoke", action="store_true", help="tiny size: the test suite's smoke run")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.traces, args.fleet_tasks, args.folds, args.only = SAMPLE, 0, 3, ["words_v4"]
     dims, _, scale = args.embedding.partition(":")
     EMBEDDING.update(dimensions=int(dims), scale=float(scale or emb.SCALE))
     unknown = sorted(set(args.only) - set(CANDIDATES))

@@ -248,7 +248,11 @@ def main() -> None:
         action="store_true",
         help="a probe: no circuit breaker or retry throttle shared by the fleet (bench/fleet_coupling.py)",
     )
+    parser.add_argument("--smoke", action="store_true", help="tiny size: the test suite's smoke run")
     args = parser.parse_args()
+    if args.smoke:
+        args.tasks, args.seeds = 60, "7"
+        args.scenario = args.scenario or scenarios()[:1]
     seeds = [int(s) for s in args.seeds.split(",") if s]
     began = time.perf_counter()
     jobs = [(path, seed) for path in args.scenario or scenarios() for seed in seeds]

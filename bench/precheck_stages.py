@@ -237,7 +237,10 @@ def main() -> None:
                         help="In process: the thread's CPU time (robust to other jobs' load) or wall time.")
     parser.add_argument("--json", action="store_true", help="Print one JSON object.")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
+    parser.add_argument("--smoke", action="store_true", help="tiny size: the test suite's smoke run")
     args = parser.parse_args()
+    if args.smoke:
+        args.tasks, args.requests, args.http_requests = 100, 20, 0  # bench/api.py's smoke run serves HTTP
     if args.child:
         print(json.dumps(in_process(Path(args.child[0]), int(args.child[1]), args.child[2])))
         return

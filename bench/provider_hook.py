@@ -174,7 +174,10 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--smoke", action="store_true", help="tiny size: the test suite's smoke run")
     args = parser.parse_args()
+    if args.smoke:
+        args.runs, args.calls, args.repeats = 1, 10, 1
     figures = {**import_figures(args.runs), **request_figures(args.calls, args.repeats)}
     if args.json:
         print(json.dumps(figures))

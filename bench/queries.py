@@ -101,7 +101,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--events", type=int, default=10_000_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--smoke", action="store_true", help="tiny size: the test suite's smoke run")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.events, args.repeat = 5_000, 1
     with tempfile.TemporaryDirectory(prefix="retrylens-bench-") as tmp:
         settings = load_settings(
             data_dir=Path(tmp), clickhouse_database="bench", kafka_bootstrap_servers=""

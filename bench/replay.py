@@ -47,7 +47,9 @@ def tile(h: History, attempts: int) -> History:
         error=np.tile(h.error, times), retryable=np.tile(h.retryable, times), phase=np.tile(h.phase, times),
         tokens=np.tile(h.tokens, times), cost=np.tile(h.cost, times), latency=np.tile(h.latency, times),
         backoff=np.tile(h.backoff, times), decision=np.tile(h.decision, times), greedy=np.tile(h.greedy, times),
-        shadow=np.tile(h.shadow, times), propensity=np.tile(h.propensity, times), _cache=None,
+        shadow=np.tile(h.shadow, times), propensity=np.tile(h.propensity, times),
+        steps=np.tile(h.steps, times) if h.steps is not None else None,
+        task_policies=per_task(h.task_policies) if h.task_policies is not None else None, _cache=None,
     )
 
 
@@ -103,8 +105,9 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--attempts", type=int, default=1_000_000)
     parser.add_argument("--naive-attempts", type=int, default=20_000)
+    parser.add_argument("--smoke", action="store_true", help="tiny size: the test suite's smoke run")
     args = parser.parse_args()
-    result = measure(args.attempts, args.naive_attempts)
+    result = (measure(10_000, 1_000, tasks=100) if args.smoke else measure(args.attempts, args.naive_attempts))
     if args.json:
         print(json.dumps(result))
         return

@@ -89,7 +89,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=15, help="fresh interpreters per figure")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--smoke", action="store_true", help="tiny size: one interpreter per figure")
     args = parser.parse_args()
+    if args.smoke:
+        args.runs = 1
     if args.runs < 1:
         parser.error("--runs must be at least 1")
     result = measure(args.runs)

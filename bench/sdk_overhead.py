@@ -160,7 +160,10 @@ def main() -> None:
     parser.add_argument(
         "--repeats", type=int, default=11, help="timed repeats per side (best is kept)"
     )
+    parser.add_argument("--smoke", action="store_true", help="tiny size: the test suite's smoke run")
     args = parser.parse_args()
+    if args.smoke:
+        args.calls, args.repeats = 20, 1
     results = measure(args.calls, args.repeats)
     if args.json:
         print(json.dumps(results))

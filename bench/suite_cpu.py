@@ -23,9 +23,11 @@ whatever else runs. Two parts:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -144,12 +146,38 @@ def report(runs: list[Run], names: list[str], top: int) -> dict[str, object]:
     return {"totals": totals, "files": rows[:top] if top else rows}
 
 
+def smoke_run(directory: Path) -> Path:
+    """A real run of the plugin on two trivial tests (in this process): rows for ``--smoke``."""
+    import pytest
+
+    tests, rows = directory / "tests", directory / "rows"
+    tests.mkdir(parents=True, exist_ok=True)
+    (tests / "test_tiny.py").write_text("def test_a():\n    assert sum(range(1000))\n\n"
+                                        "def test_b():\n    assert sorted('ba') == ['a', 'b']\n")
+    (tests / "pytest.ini").write_text("[pytest]\n")
+    os.environ[ENV_DIR] = str(rows)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):  # stdout carries the figures alone
+            code = pytest.main(["-q", "-p", "suite_cpu", "-p", "no:cacheprovider", "-c",
+                                str(tests / "pytest.ini"), str(tests)], plugins=[])
+    finally:
+        del os.environ[ENV_DIR]
+    if code != 0:
+        raise SystemExit(f"the smoke run's tests failed ({code})")
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("runs", nargs="+", type=Path, help="one directory per run (before first)")
+    parser.add_argument("runs", nargs="*", type=Path, help="one directory per run (before first)")
     parser.add_argument("--top", type=int, default=40, help="files shown, heaviest CPU first (0: all)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--smoke", action="store_true", help="a real two-test run of the plugin, then its report")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.runs = [smoke_run(Path(tempfile.mkdtemp(prefix="suite-cpu-smoke-")))]
+    if not args.runs:
+        parser.error("give at least one run directory (or --smoke)")
     runs = [load(d) for d in args.runs]
     names = ["before", "after"] if len(runs) == 2 else [d.name for d in args.runs]
     result = report(runs, names, args.top)

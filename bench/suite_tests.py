@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import tempfile
 from pathlib import Path
 
 
@@ -50,11 +51,18 @@ def top(runs: list[dict[str, dict[str, float]]], key: str, n: int) -> list[dict[
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("runs", nargs="+", type=Path, help="one suite_cpu directory per run (before first)")
+    parser.add_argument("runs", nargs="*", type=Path, help="one suite_cpu directory per run (before first)")
     parser.add_argument("--top", type=int, default=40, help="tests listed per ranking")
     parser.add_argument("--only", type=Path, help="node ids of a subset (one a line) to total as well")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--smoke", action="store_true", help="the rows of a real two-test run (suite_cpu --smoke)")
     args = parser.parse_args(argv)
+    if args.smoke:
+        from suite_cpu import smoke_run
+
+        args.runs = [smoke_run(Path(tempfile.mkdtemp(prefix="suite-tests-smoke-")))]
+    if not args.runs:
+        parser.error("give at least one run directory (or --smoke)")
     runs = [load_rows(d) for d in args.runs]
     only = None
     if args.only:

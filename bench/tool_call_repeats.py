@@ -7,8 +7,9 @@ measures how common they are in the shared real traces, with the SDK's own diges
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
+import tempfile
 from pathlib import Path
 
 from retrylens.sdk.context import repeated_calls, tool_call_digest
@@ -33,5 +34,29 @@ def measure(path: Path) -> dict[str, float]:
             "dataset_label_repeats": labelled}
 
 
+#: ``--smoke``: two traces in the shared traces' shape, one of them repeating a call
+SMOKE_TRACES = [
+    {"steps": [{"kind": "tool_call", "tool_calls": [{"name": "orders.lookup", "arguments": {"id": 7}}]},
+               {"kind": "tool_call", "tool_calls": [{"name": "orders.lookup", "arguments": {"id": 7}}]}],
+     "retry_stats": {"n_consecutive_identical_calls": 1}},
+    {"steps": [{"kind": "message"}, {"kind": "tool_call", "tool_calls": [{"name": "search", "arguments": {}}]}]},
+]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("traces", nargs="?", type=Path, default=DEFAULT)
+    parser.add_argument("--json", action="store_true", help="accepted: the figures are always one JSON object")
+    parser.add_argument("--smoke", action="store_true", help="two built-in traces instead of a file")
+    args = parser.parse_args()
+    if args.smoke:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "traces.jsonl"
+            path.write_text("".join(json.dumps(t) + "\n" for t in SMOKE_TRACES))
+            print(json.dumps(measure(path)))
+        return
+    print(json.dumps(measure(args.traces)))
+
+
 if __name__ == "__main__":
-    print(json.dumps(measure(Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT)))
+    main()

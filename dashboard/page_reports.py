@@ -55,6 +55,8 @@ def _policy_report(data: dict[str, Any]) -> None:
     decision = data["recommendation"].get("decision")
     shown = st.success if decision == "adopt_candidate" else st.warning
     shown(f"Recommendation: {plain(view.headline(data))}")
+    for warning in view.baseline_warnings(data):
+        st.text(f"Warning: {warning}")
     margins = view.margins_text(data)
     if margins:
         st.caption(plain(margins))
@@ -73,6 +75,10 @@ def _policy_report(data: dict[str, Any]) -> None:
             metric = st.selectbox("Chart", metrics, key="report_metric", format_func=lambda m: view.LABELS.get(m, m))
             st.plotly_chart(charts.policy_intervals(view.interval_points(data, metric), view.LABELS.get(metric, metric)),
                             key="report_chart")
+    support = view.support_rows(data)
+    if support:
+        st.subheader("Not supported by the log")
+        table(support)
     off = view.off_policy_rows(data)
     if off:
         st.subheader("Off-policy estimates (logged propensities)")

@@ -17,7 +17,8 @@ DECISIONS = {"adopt_candidate": "adopt", "no_clear_winner": "no clear winner: ke
              "insufficient_evidence": "insufficient evidence", "keep_live": "keep the live policy"}
 VERDICTS = {"better": "better beyond the margin", "cheaper": "cheaper beyond the margin",
             "below_margin": "a gain too small to act on (below the margin)", "within_uncertainty": "no difference beyond the uncertainty",
-            "worse": "worse", "leans_on_imputation": "leans on imputation"}
+            "worse": "worse", "leans_on_imputation": "leans on imputation",
+            "not_supported": "not supported by the log"}
 
 
 def fmt(value: Any, metric: str = "") -> str:
@@ -110,8 +111,35 @@ def estimate_rows(data: Mapping[str, Any]) -> list[dict[str, str]]:
                 row[f"Δ {LABELS.get(m, m)}"] = "—"
         row["stopped earlier"] = fmt(p.get("truncated_share"), "share")
         row["imputed"] = fmt(p.get("imputed_share"), "share")
+        row["not supported by the log"] = fmt(p.get("unsupported_share"), "share")
         rows.append(row)
     return rows
+
+
+def support_rows(data: Mapping[str, Any]) -> list[dict[str, str]]:
+    """Candidates with tasks the log cannot support: their share, the success bounds, and where the gaps are."""
+    rows = []
+    for p in data.get("policies") or []:
+        if not p.get("unsupported_share"):
+            continue
+        b = (p.get("bounds") or {}).get("success") or {}
+        gaps = "; ".join(f"{word(g.get('error_type'))} of {word(g.get('agent'))} after "
+                         f"{word(g.get('failures_of_class'))} such failure(s): {word(g.get('tasks'))} tasks, "
+                         f"{word(g.get('logged_retries'))} logged retries" for g in p.get("support_gaps") or [])
+        rows.append({"candidate": str(p.get("name")), "tasks not supported": fmt(p.get("unsupported_share"), "share"),
+                     "success difference (all fail … first succeeds)":
+                         f"{_signed(b.get('point_lo'), 'success')} … {_signed(b.get('point_hi'), 'success')}",
+                     "95 % bounds": f"{_signed(b.get('lo'), 'success')} … {_signed(b.get('hi'), 'success')}",
+                     "retries the log never shows": gaps})
+    return rows
+
+
+def baseline_warnings(data: Mapping[str, Any]) -> list[str]:
+    """What the reader must know about the live policy the report compared against."""
+    baseline = data.get("baseline")
+    if not isinstance(baseline, Mapping):
+        return []
+    return [str(w) for w in baseline.get("warnings") or []]
 
 
 def _signed(value: Any, metric: str) -> str:

@@ -105,6 +105,8 @@ class History:
     #: budget stop's reason: "... after N steps"); 0 elsewhere — events do not carry the
     #: step count, so replay credits per-step retries only where the log names them
     steps: np.ndarray | None = None
+    #: per task: the ``policy_id@policy_version`` its first attempt ran under
+    task_policies: np.ndarray | None = None
     _cache: dict[str, np.ndarray] | None = None
 
     @property
@@ -206,7 +208,8 @@ def build_history(frame: pd.DataFrame) -> History:
     backoff = np.where(retried, pd.to_numeric(att["backoff_ms"]).fillna(0).to_numpy(dtype=np.float64), 0.0)
     retryable = att["retryable"].astype("boolean").fillna(True).to_numpy(dtype=bool)
     outcome = fin["outcome"].astype(str).to_numpy()
-    policies = tuple(sorted(set(att["policy_id"].astype(str) + "@" + att["policy_version"].astype(str))))
+    named = (att["policy_id"].astype(str) + "@" + att["policy_version"].astype(str)).to_numpy()
+    policies = tuple(sorted(set(named)))
     return History(
         task_ids=fin["task_id"].astype(str).to_numpy(), agents=fin["agent_name"].astype(str).to_numpy(),
         succeeded=outcome == "succeeded", handed_off=outcome == "handed_off",
@@ -218,6 +221,7 @@ def build_history(frame: pd.DataFrame) -> History:
         backoff=backoff, decision=decision.astype(np.int64), greedy=np.where(failed, greedy, -1).astype(np.int64),
         shadow=np.where(failed, shadow, -1).astype(np.int64), propensity=np.where(failed, propensity, 1.0),
         policies=policies, steps=np.where(failed, steps.to_numpy(dtype=np.float64), 0.0),
+        task_policies=named[starts],
     )
 
 

@@ -20,32 +20,48 @@ from retrylens.store import EventStore
 
 @operation("report.policies")
 def report_policies(
-    store: EventStore, settings: Settings, *, live: dict[str, Any], candidates: list[dict[str, Any]],
+    store: EventStore, settings: Settings, *, live: dict[str, Any] | None, candidates: list[dict[str, Any]],
     project: str | None = None, agent: str | None = None, hours: float | None = None, replicates: int = 400,
     seed: int = 0, out: str | None = None, progress: Callable[[str], None] | None = None,
-    min_success_gain: float = 0.01, min_cost_saving: float = 0.05,
+    min_success_gain: float = 0.01, min_cost_saving: float = 0.05, fallback_live: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Compare ``live`` with ``candidates`` (``[{"name", "policy", "source"}]``) on the stored history;
-    writes the JSON and HTML report to ``out`` (default ``<data_dir>/reports/<UTC time>``)."""
-    from .candidates import Candidate
+    """Compare the live policy with ``candidates`` on the stored history; writes the JSON and HTML
+    report to ``out`` (default ``<data_dir>/reports/<UTC time>``).
+
+    ``live``: the policy given (``--live``); ``None`` compares against the policy the events
+    name, read from the policy store, else ``fallback_live`` (with a warning in the report).
+    A candidate is ``{"name", "policy", "source"}``, plus ``"changes"`` (the file's mapping)
+    when its changes are to be merged into that resolved live policy.
+    """
+    from .baseline import resolve_baseline, stored_policies
+    from .candidates import Candidate, overlay
     from .history import build_history, read_frame
     from .report import Margins, build_report, recommendation_lines, write_report
     from .shadow import compare_shadow
 
     step = progress or (lambda _message: None)
-    live_policy = parse_policy(live, source="live policy")
-    chosen = [Candidate(c["name"], parse_policy(c["policy"], source=c["source"]), c["source"]) for c in candidates]
     since = datetime.now(UTC) - timedelta(hours=hours) if hours else None
     folder = Path(out) if out else settings.data_dir / "reports" / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     step("reading the attempt history")
     history = build_history(read_frame(store, project=project, agent=agent, since=since))
+    given = parse_policy(live, source="live policy") if live is not None else None
+    fallback = parse_policy(fallback_live or {}, source="live policy")
+    baseline = resolve_baseline(history, given=given, fallback=fallback,
+                                stored=[] if given is not None else stored_policies(store, project))
+    live_policy = baseline.policy
+    chosen = [Candidate(c["name"], (overlay(live_policy, c["changes"], source=c["source"])
+                                    .model_copy(update={"id": c["name"]}) if c.get("changes") is not None
+                                    else parse_policy(c["policy"], source=c["source"])), c["source"])
+              for c in candidates]
     step("shadow comparison")
     shadow = compare_shadow(store, project=project, since=since)
     report = build_report(history, live_policy, chosen, shadow=shadow, replicates=replicates, seed=seed,
-                          progress=step, margins=Margins(success=min_success_gain, cost_share=min_cost_saving))
+                          progress=step, margins=Margins(success=min_success_gain, cost_share=min_cost_saving),
+                          baseline=baseline)
     step("writing the report")
     json_path, html_path = write_report(report, folder)
     rec = report["recommendation"]
     return {"json": str(json_path), "html": str(html_path), "evidence": report["evidence"],
             "recommendation": rec["decision"], "policy": rec["policy"], "reason": rec["reason"],
-            "changes": rec.get("changes", []), "lines": recommendation_lines(report)}
+            "changes": rec.get("changes", []), "lines": recommendation_lines(report),
+            "baseline": baseline.as_dict(), "candidates": rec.get("candidates", [])}

@@ -22,7 +22,7 @@ from retrylens.sdk.sanitizer import Failure
 from retrylens.sdk.state import TaskState
 from retrylens.sdk.verdicts import Verdict, apply_verdict, record_failure
 
-from .history import DECISIONS, TRANSIENT_MASK, History
+from .history import DECISIONS, STOP_CODES, TRANSIENT_MASK, History
 from .limits import MEDIAN_DRAW, STOP_DIMENSIONS, Limits
 from .replay import MAX_EXTRA, ImputationModel
 from .vectorised import ERRORS, RATE_LIMIT
@@ -163,7 +163,10 @@ def replay_loop(h: History, lim: Limits, ref: Limits, model: ImputationModel,
             env.clock_s = elapsed_l / 1000.0
             sl = _binding(ref, state)
             last = pos == count
-            if not last and any(c and not s for c, s in zip(sc, sl, strict=True)):
+            explored_stop = h.greedy[i] in _STOPS and h.decision[i] not in _STOPS
+            extends = any(sl) and not any(sc)
+            if not last and (any(c and not s for c, s in zip(sc, sl, strict=True))
+                             or (explored_stop and not extends)):
                 truncated = True
                 break
             if last and any(sl) and not any(sc):
@@ -182,20 +185,25 @@ def replay_loop(h: History, lim: Limits, ref: Limits, model: ImputationModel,
         if extended is not None:
             e, ph, c, pc, tk, cs, pos, steps = extended
             phase_cap = lim.phase_caps[ph] if len(lim.phase_caps) else math.inf
+            group = int(model.task_agent[t]) * len(ERRORS) + e
             m = min(lim.caps[e] - c + 1, _attempt_limit(lim, steps) - pos, phase_cap - pc,
-                    math.ceil((lim.max_tokens - tk) / max(model.tokens[e], 1.0)) if lim.max_tokens < math.inf
+                    math.ceil((lim.max_tokens - tk) / max(model.tokens[group], 1.0)) if lim.max_tokens < math.inf
                     else math.inf,
-                    math.ceil((lim.max_cost - cs) / max(model.cost[e], 1e-12)) if lim.max_cost < math.inf
+                    math.ceil((lim.max_cost - cs) / max(model.cost[group], 1e-12)) if lim.max_cost < math.inf
                     else math.inf, MAX_EXTRA)
             m = min(max(m, 1), MAX_EXTRA)
-            p = float(model.p[e])
-            fail_all = (1 - p) ** m
+            key = np.array([[group, c, pos]])
+            if model.trials(key)[0] >= model.min_trials:
+                p = float(model.rates(key)[0])
+                fail_all = (1 - p) ** m
+                extra = (1 - fail_all) / p if p > 0 else m
+            else:  # no evidence for these retries: all m of them count as failing
+                fail_all, extra = 1.0 - success, m
             success = 1 - fail_all
-            extra = (1 - fail_all) / p if p > 0 else m
             handoff = fail_all * float(lim.handoff)
-            tok += extra * model.tokens[e]
-            cost += extra * model.cost[e]
-            lat += extra * model.latency[e]
+            tok += extra * model.tokens[group]
+            cost += extra * model.cost[group]
+            lat += extra * model.latency[group]
         for name, value in (("success", success), ("attempts", attempts + extra), ("tokens", tok),
                             ("cost_usd", cost), ("latency_ms", lat), ("handoff", handoff)):
             out[name].append(float(value))
@@ -210,6 +218,7 @@ def _attempt_limit(lim: Limits, steps: int) -> float:
     return min(lim.max_attempts, budget.allowance(steps) + 1.0)
 
 
+_STOPS = frozenset(int(c) for c in STOP_CODES)
 _RETRYING = frozenset(d for d in Decision if Verdict(d, "").retrying)
 
 

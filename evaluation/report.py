@@ -19,6 +19,7 @@ from typing import Any
 
 from retrylens.sdk.policy import RetryPolicy
 
+from .baseline import Baseline
 from .candidates import Candidate, describe_changes, policy_changes
 from .history import History, describe
 from .off_policy import evaluate
@@ -32,10 +33,14 @@ SUCCESS_TOLERANCE = 0.01  # a candidate may lose at most this much success (CI l
 
 LIMITATIONS = [
     "Replay cannot know the outcome of an attempt that was never tried. Where the live policy "
-    "stopped and a candidate would have gone on, the extra attempts are imputed from how logged "
-    "retries after the same failure class fared (deep retries when there are enough), bounded by the "
-    "candidate's own caps and budgets, and counted as expected values; the imputation model is "
-    "re-fitted in every bootstrap replicate. 'imputed_share' says how many tasks depend on it.",
+    "stopped and a candidate would have gone on, the extra attempts are imputed only from logged "
+    "retries of the same situation: the same agent and failure class, at least as many failures of "
+    "that class already in the task, and at least as late an attempt (tasks that got that far are the "
+    "hard ones); the chance of a retry is assumed not to change over the further attempts. With fewer "
+    "than 10 such logged retries the situation is not supported: no rate is borrowed from another class "
+    "or from the whole log; those tasks count as failing every extra attempt, the report gives the bounds "
+    "(all fail … the first succeeds), and where the bounds could change the verdict it is 'not supported "
+    "by the log', with the exploration that would produce the evidence.",
     "Stopping earlier is observed, not imputed: a task that reached attempt k also shows what "
     "stopping at any j < k gives (implicit feedback), so lower caps and budgets need no exploration.",
     "A different decision kind (e.g. an earlier degrade threshold) keeps the logged continuation; "
@@ -59,13 +64,17 @@ def _evidence(h: History) -> tuple[str, str]:
     return "sufficient", f"{h.n_tasks} finished tasks, {failures} failed attempts"
 
 
-def _policy_entry(r: PolicyReplay, policy: RetryPolicy, source: str) -> dict[str, Any]:
+def policy_entry(r: PolicyReplay, policy: RetryPolicy, source: str) -> dict[str, Any]:
+    """One policy's estimates, differences to live and how much of them the log supports."""
     return {
         "name": r.name, "policy_id": policy.id, "policy_version": policy.version, "source": source,
         "estimates": {m: e.as_dict() for m, e in r.estimates.items()},
         "diff_vs_live": {m: e.as_dict() for m, e in r.diff_vs_live.items()},
+        "diff_if_unsupported_succeed": {m: e.as_dict() for m, e in r.diff_optimistic.items()},
+        "bounds": {m: b.as_dict() for m, b in r.bounds.items()},
         "truncated_share": float(r.truncated.mean()), "imputed_share": float(r.extended.mean()),
-        "decision_divergence": r.decision_divergence,
+        "unsupported_share": float(r.unsupported.mean()) if len(r.unsupported) else 0.0,
+        "support_gaps": r.gaps, "decision_divergence": r.decision_divergence, "tasks": int(len(r.truncated)),
     }
 
 
@@ -97,7 +106,8 @@ class Margins:
 VERDICT_WORDS = {"better": "better beyond the margin", "cheaper": "cheaper beyond the margin",
                  "below_margin": "a gain too small to act on (below the margin)",
                  "within_uncertainty": "no difference beyond the uncertainty", "worse": "worse",
-                 "leans_on_imputation": "leans on imputation"}
+                 "leans_on_imputation": "leans on imputation",
+                 "not_supported": "not supported by the log"}
 
 
 def pct(value: float) -> str:
@@ -109,14 +119,67 @@ def pct(value: float) -> str:
     return f"{value:+.{digits}%}"
 
 
-def _verdict(p: dict[str, Any], live_cost: float, margins: Margins) -> tuple[str, str, float]:
-    """``(verdict, why, score)`` of one candidate against the live policy."""
-    d = p["diff_vs_live"]
+def _supported_verdict(p: dict[str, Any], live_cost: float, margins: Margins) -> tuple[str, str, float]:
+    """``(verdict, why, score)`` of one candidate against the live policy.
+
+    Judged first where the unsupported retries all fail, then where the first of them
+    succeeds: when the two verdicts differ, the log cannot tell which is right, and the
+    verdict is ``not_supported`` with what would produce the evidence.
+    """
+    verdict = _verdict(p["diff_vs_live"], p["imputed_share"], live_cost, margins)
+    share = float(p.get("unsupported_share") or 0.0)
+    if share > 0 and p.get("diff_if_unsupported_succeed"):
+        hopeful = _verdict(p["diff_if_unsupported_succeed"], p["imputed_share"], live_cost, margins)
+        if hopeful[0] != verdict[0]:
+            return "not_supported", _unsupported_why(p, share), 0.0
+        if verdict[0] in ("better", "cheaper", "worse"):
+            return verdict[0], verdict[1] + (f"; holds whatever the {share:.0%} of tasks that need retries the log "
+                                             "never shows would do"), verdict[2]
+    return verdict
+
+
+def _unsupported_why(p: dict[str, Any], share: float) -> str:
+    b = p["bounds"]["success"]
+    gaps = p.get("support_gaps") or []
+    where = "; ".join(f"{g['error_type']} of {g['agent']} after {g['failures_of_class']} such failure(s): "
+                      f"{g['tasks']} task(s), {g['logged_retries']} logged retries" for g in gaps[:3])
+    return (f"not supported by the log: {share:.0%} of its tasks need retries the live policy never made "
+            f"({where}); its success difference lies between {pct(b['point_lo'])} (they all fail) and "
+            f"{pct(b['point_hi'])} (the first succeeds), 95 % bounds {pct(b['lo'])} … {pct(b['hi'])}. "
+            + exploration_advice(p))
+
+
+#: The stop-exploration rate the report suggests (``shadow.explore_stops``).
+SUGGESTED_EXPLORATION = 0.2
+
+
+def exploration_advice(p: dict[str, Any], tasks: int | None = None) -> str:
+    """What would produce the evidence: stop exploration of the change at a stated rate for a
+    stated number of tasks, or a canary."""
+    from .replay import MIN_SUPPORT_TRIALS
+
+    gaps = p.get("support_gaps") or []
+    reach = max((int(g["tasks"]) for g in gaps), default=0)
+    need = max((MIN_SUPPORT_TRIALS - int(g["logged_retries"]) for g in gaps), default=MIN_SUPPORT_TRIALS)
+    n = tasks or int(p.get("tasks") or 0)
+    if reach <= 0 or n <= 0:
+        return ("To get the evidence, run it as the shadow candidate with shadow.explore_stops "
+                f"{SUGGESTED_EXPLORATION:g}, or as a canary.")
+    share = reach / n
+    explore = math.ceil(need / (SUGGESTED_EXPLORATION * share))
+    canary = math.ceil(need / share)
+    return (f"To get the evidence: run it as the shadow candidate with shadow.explore_stops "
+            f"{SUGGESTED_EXPLORATION:g} for about {explore:,} tasks of traffic like this history (its "
+            f"{reach} of {n} tasks reached that point), or as a canary on about {canary:,} tasks; then report again.")
+
+
+def _verdict(d: dict[str, dict[str, float]], imputed_share: float, live_cost: float,
+             margins: Margins) -> tuple[str, str, float]:
     success, cost = d["success"], d["cost_usd"]
     ci = f"95 % CI {pct(success['lo'])} … {pct(success['hi'])}"
     cost_ci = f"95 % CI {cost['lo']:+.5f} … {cost['hi']:+.5f}"
-    if p["imputed_share"] > MAX_IMPUTED_SHARE:
-        return ("leans_on_imputation", f"{p['imputed_share']:.0%} of its tasks are imputed "
+    if imputed_share > MAX_IMPUTED_SHARE:
+        return ("leans_on_imputation", f"{imputed_share:.0%} of its tasks are imputed "
                 f"(more than {MAX_IMPUTED_SHARE:.0%})", 0.0)
     if success["lo"] >= margins.success:
         return ("better", f"success rate {pct(success['value'])} ({ci}) clears the {margins.success:.1%} margin, "
@@ -146,17 +209,20 @@ def recommend(policies: list[dict[str, Any]], margins: Margins | None = None) ->
     verdicts = []
     best: tuple[float, dict[str, Any], str] | None = None
     for p in policies[1:]:
-        verdict, why, score = _verdict(p, live_cost, margins)
+        verdict, why, score = _supported_verdict(p, live_cost, margins)
         verdicts.append({"name": p["name"], "verdict": verdict, "why": why, "changes": p.get("changes", [])})
         if verdict in ("better", "cheaper") and (best is None or score > best[0]):
             best = (score, p, why)
     margin_words = {"success": margins.success, "cost_share": margins.cost_share,
                     "success_tolerance": margins.success_tolerance}
     if best is None:
+        unsupported = [v["name"] for v in verdicts if v["verdict"] == "not_supported"]
+        tail = (f"; not supported by the log: {', '.join(unsupported)} (see its verdict for the exploration "
+                "that would tell)" if unsupported else "")
         return {"decision": "no_clear_winner", "policy": None, "margins": margin_words, "candidates": verdicts,
                 "reason": "no clear winner: no candidate beats the live policy by more than the practical margin "
                           f"(success +{margins.success:.1%} or cost -{margins.cost_share:.0%}, judged on the 95 % "
-                          "CI's bound); keep the live policy"}
+                          "CI's bound); keep the live policy" + tail}
     _, p, why = best
     return {"decision": "adopt_candidate", "policy": p["name"], "reason": why, "changes": p.get("changes", []),
             "margins": margin_words, "candidates": verdicts,
@@ -166,7 +232,9 @@ def recommend(policies: list[dict[str, Any]], margins: Margins | None = None) ->
 
 def build_report(h: History, live: RetryPolicy, candidates: list[Candidate], *,
                  shadow: ShadowComparison | None = None, replicates: int = 400, seed: int = 0,
-                 progress: Callable[[str], None] | None = None, margins: Margins | None = None) -> dict[str, Any]:
+                 progress: Callable[[str], None] | None = None, margins: Margins | None = None,
+                 baseline: Baseline | None = None) -> dict[str, Any]:
+    """The report dict; ``baseline`` says where ``live`` came from (and what to beware of)."""
     step = progress or (lambda _msg: None)
     evidence, why = _evidence(h)
     report: dict[str, Any] = {
@@ -174,6 +242,9 @@ def build_report(h: History, live: RetryPolicy, candidates: list[Candidate], *,
         "history": dict(describe(h)), "evidence": evidence, "evidence_reason": why,
         "metrics": list(METRICS), "limitations": LIMITATIONS,
         "live": {"policy_id": live.id, "policy_version": live.version},
+        "baseline": (baseline.as_dict() if baseline is not None
+                     else {"policy": f"{live.id}@{live.version}", "source": "given",
+                           "history_policies": list(h.policies), "warnings": []}),
         "candidates": [{"name": c.name, "source": c.source, "policy_version": c.policy.version,
                         "changes": policy_changes(live, c.policy)} for c in candidates],
         "shadow": shadow.as_dict() if shadow is not None else None,
@@ -188,7 +259,7 @@ def build_report(h: History, live: RetryPolicy, candidates: list[Candidate], *,
     step("replay with bootstrap")
     results = replay(h, live, {c.name: c.policy for c in candidates}, replicates=replicates, seed=seed)
     sources = [("live", live)] + [(c.source, c.policy) for c in candidates]
-    report["policies"] = [{**_policy_entry(r, pol, src), "changes": policy_changes(live, pol)}
+    report["policies"] = [{**policy_entry(r, pol, src), "changes": policy_changes(live, pol)}
                           for r, (src, pol) in zip(results, sources, strict=True)]
     off = []
     for name, policy in [("live-greedy", live)] + [(c.name, c.policy) for c in candidates]:
@@ -243,6 +314,7 @@ def recommendation_lines(report: dict[str, Any]) -> list[str]:
     reason = str(rec.get("reason") or "")
     # a reason that opens with the decision's own words says it once ("no clear winner: …")
     lines = [reason if reason.startswith(head.replace("_", " ") + ":") else f"{head}: {reason}"]
+    lines += [f"warning: {w}" for w in (report.get("baseline") or {}).get("warnings", [])]
     verdicts = {v["name"]: v for v in rec.get("candidates", [])}
     for c in report.get("candidates", []):
         v = verdicts.get(c["name"], {})

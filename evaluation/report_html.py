@@ -77,10 +77,15 @@ def _policies_section(report: dict[str, Any]) -> str:
                 f'<br><span class="muted">Δ {_fmt(d["value"], m)} [{_fmt(d["lo"], m)}, {_fmt(d["hi"], m)}]</span>')
             cells.append(f'{_fmt(e["value"], m)} <span class="muted">[{_fmt(e["lo"], m)}, {_fmt(e["hi"], m)}]'
                          f'</span>{delta}')
-        cells += [f'{p["truncated_share"]:.1%}', f'{p["imputed_share"]:.1%}', f'{p["decision_divergence"]:.1%}']
+        b = (p.get("bounds") or {}).get("success")
+        unsupported = p.get("unsupported_share") or 0.0
+        support = (f'{unsupported:.1%}<br><span class="muted">success Δ between {_fmt(b["point_lo"], "success")} and '
+                   f'{_fmt(b["point_hi"], "success")}</span>' if unsupported and b else f"{unsupported:.1%}")
+        cells += [f'{p["truncated_share"]:.1%}', f'{p["imputed_share"]:.1%}', support,
+                  f'{p["decision_divergence"]:.1%}']
         rows.append(cells)
-    table = _table(["policy", *[LABELS[m] for m in metrics], "stopped earlier", "imputed", "decision divergence"],
-                   rows)
+    table = _table(["policy", *[LABELS[m] for m in metrics], "stopped earlier", "imputed",
+                    "not supported by the log", "decision divergence"], rows)
     return (f'<h2>Counterfactual replay</h2><div class="plots">{plots}</div>{table}'
             '<p class="muted">Point estimate, [95 % bootstrap CI]; Δ: difference to the live policy with its '
             'paired CI.</p>')
@@ -123,7 +128,8 @@ def _shadow_section(shadow: dict[str, Any] | None) -> str:
 
 VERDICTS = {"better": "better beyond the margin", "cheaper": "cheaper beyond the margin",
             "below_margin": "a gain too small to act on (below the margin)", "within_uncertainty": "no difference beyond the uncertainty",
-            "worse": "worse", "leans_on_imputation": "leans on imputation"}
+            "worse": "worse", "leans_on_imputation": "leans on imputation",
+            "not_supported": "not supported by the log"}
 
 
 def _changes_cell(changes: list[dict[str, Any]]) -> str:
@@ -152,8 +158,10 @@ def _recommendation(report: dict[str, Any]) -> str:
                    f"−{margins['success_tolerance']:.1%}.</span>" if margins else "")
     changes = (f"<br>What it changes against the live policy:<br>{_changes_cell(rec['changes'])}"
                if rec.get("changes") else "")
+    warnings = "".join(f"<br><b>Warning:</b> {escape(str(w))}"
+                       for w in (report.get("baseline") or {}).get("warnings", []))
     return (f"<div class='rec{' warn' if warn else ''}'><b>Recommendation: {escape(title)}</b><br>"
-            f"{escape(rec['reason'])}{changes}{margin_text}</div>")
+            f"{escape(rec['reason'])}{changes}{margin_text}{warnings}</div>")
 
 
 def _candidates_section(report: dict[str, Any]) -> str:

@@ -191,6 +191,10 @@ class ShadowPolicy(_Part):
 
     candidate: dict[str, Any] | None = None
     exploration: float = Field(default=0.0, ge=0.0, le=0.5)
+    explore_stops: float = Field(
+        default=0.0, ge=0.0, le=0.5,
+        description="where the live rules stop and the candidate would retry, take its retry with this "
+        "probability: the evidence a policy report needs for a higher cap or budget")
 
 
 class RoleOverride(_Part):

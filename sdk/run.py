@@ -29,7 +29,7 @@ from .effects import pay_debts
 from .loop import Hook, Loop
 from .recording import RunRecords
 from .run_events import COMPACT_SEQUENCE, RunEvents
-from .shadow import explore, shadow_verdict
+from .shadow import explore, explore_stop, shadow_verdict
 from .state import Attempt, TaskState
 from .steps import RunSteps
 from .stopping import stop
@@ -267,10 +267,15 @@ class TaskRun(RunRecords, RunEvents, RunSteps):
         s = self.state
         self.refresh_policy()
         verdict = self.g.rules(s) or Verdict(Decision.GIVE_UP, _NO_RULE)
-        shadow = self._shadow()
+        candidate = self._shadow_verdict()
+        shadow = candidate.decision if candidate is not None else None
         propensity = None
         epsilon = s.policy.shadow.exploration
-        if epsilon > 0:
+        stops = s.policy.shadow.explore_stops
+        if stops > 0 and candidate is not None and candidate.retrying and not verdict.retrying:
+            explored = explore_stop(verdict, candidate, stops, self.g.rng)
+            verdict, propensity = explored.verdict, explored.propensity
+        elif epsilon > 0:
             explored = explore(verdict, s, epsilon, self.g.rng)
             verdict, propensity = explored.verdict, explored.propensity
         if as_applied is not None:
@@ -377,9 +382,9 @@ class TaskRun(RunRecords, RunEvents, RunSteps):
             self.finish(TaskOutcome.CANCELLED if is_async_cancellation(exc) else TaskOutcome.FAILED)
 
     # -- internals -------------------------------------------------------------------------
-    def _shadow(self) -> Decision | None:
+    def _shadow_verdict(self) -> Verdict | None:
         candidate = self.state.policy.candidate() if self.state.policy.shadow.candidate else None
         if candidate is None:
             return None
         verdict = shadow_verdict(candidate, self.state, self.g.rules)
-        return verdict.decision if verdict else Decision.GIVE_UP
+        return verdict if verdict else Verdict(Decision.GIVE_UP, _NO_RULE)

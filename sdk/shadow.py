@@ -7,8 +7,12 @@ Exploration takes, with a small configured probability, another *allowed* decisi
 instead of the live one, and logs the probability of the decision actually taken
 (``propensity``), so off-line estimators (IPS, doubly robust) can evaluate other policies without bias.
 
-Exploration never turns a stop into a retry: it only varies *how* to retry, among the
-retrying decisions that make sense for the failure class.
+Exploration (``shadow.exploration``) never turns a stop into a retry: it only varies *how*
+to retry, among the retrying decisions that make sense for the failure class. Stop
+exploration (``shadow.explore_stops``) is the one exception, asked for by name: where the
+live rules stop and the shadow candidate would retry, it takes the candidate's retry with
+that probability. A higher cap or budget has no evidence in a log that always stopped
+(the policy report calls it "not supported by the log"); this is how it gets some.
 """
 
 from __future__ import annotations
@@ -77,6 +81,26 @@ def alternatives(verdict: Verdict, state: TaskState) -> list[Decision]:
 class Explored:
     verdict: Verdict
     propensity: float
+
+
+def explore_stop(verdict: Verdict, candidate: Verdict, epsilon: float, rng: random.Random) -> Explored:
+    """With probability ``epsilon`` the candidate's retry instead of the live stop ``verdict``.
+
+    Only where the live verdict stops and the candidate's retries; the propensity is that
+    of the decision taken (``epsilon`` for the retry, ``1 - epsilon`` for the stop).
+    """
+    if epsilon <= 0 or verdict.retrying or not candidate.retrying:
+        return Explored(verdict, 1.0)
+    if rng.random() >= epsilon:
+        return Explored(verdict, round(1 - epsilon, 6))
+    taken = Verdict(
+        candidate.decision,
+        f"exploration (ε={epsilon:g}) instead of {verdict.decision.value}: {candidate.reason}",
+        backoff_ms=candidate.backoff_ms,
+        fallback=candidate.fallback,
+        rule="explore",
+    )
+    return Explored(taken, round(epsilon, 6))
 
 
 def explore(verdict: Verdict, state: TaskState, epsilon: float, rng: random.Random) -> Explored:

@@ -108,6 +108,7 @@ class Pollution(_M):
 class Shadow(_M):
     candidate: dict[str, Any] | None = None
     exploration: float = Field(default=0.0, ge=0, le=0.5)
+    explore_stops: float = Field(default=0.0, ge=0, le=0.5)
 
 
 class Naive(_M):

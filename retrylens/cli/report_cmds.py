@@ -54,8 +54,9 @@ def policies(
         None, "--out", help="Directory for the HTML and JSON report (default: <data_dir>/reports/<UTC time>, "
         "where the dashboard's reports page finds it)."
     ),
-    live: Path | None = typer.Option(None, "--live", help="Live policy file (default: RETRYLENS_POLICY_FILE, "
-                                     "RETRYLENS_POLICY or the SDK defaults)."),
+    live: Path | None = typer.Option(None, "--live", help="Live policy file (default: the policy the history's "
+                                     "events name, from the policy store; else RETRYLENS_POLICY_FILE, "
+                                     "RETRYLENS_POLICY or the SDK defaults, with a warning)."),
     project: str | None = typer.Option(None, "--project", help="Only this project."),
     agent: str | None = typer.Option(None, "--agent", help="Only this agent."),
     hours: float | None = typer.Option(None, "--hours", min=0.01, help="Only the last N hours."),
@@ -72,7 +73,7 @@ def policies(
 ) -> None:
     """Compare the live retry policy with candidates on the stored history (HTML + JSON)."""
     files = [*candidates, *(more or [])]
-    live_policy = _live_policy(live)
+    live_policy = _live_policy(live)  # without --live: validates the files; the report finds the logged policy
     try:
         chosen = load_candidates(files, live_policy)
     except CandidateError as exc:
@@ -88,9 +89,10 @@ def policies(
         settings = settings_from(config)
         road = open_road(settings)
         report = road.run(
-            "report.policies", progress=step, live=live_policy.model_dump(mode="json"),
-            candidates=[{"name": c.name, "policy": c.policy.model_dump(mode="json"), "source": c.source}
-                        for c in chosen],
+            "report.policies", progress=step, live=live_policy.model_dump(mode="json") if live else None,
+            fallback_live=live_policy.model_dump(mode="json"),
+            candidates=[{"name": c.name, "policy": c.policy.model_dump(mode="json"), "source": c.source,
+                         "changes": None if live else read_mapping(Path(c.source))} for c in chosen],
             project=project, agent=agent, hours=hours, replicates=replicates, seed=seed,
             min_success_gain=min_success_gain, min_cost_saving=min_cost_saving,
             out=str(out.resolve()) if out else None)

@@ -40,13 +40,17 @@ def test_lower_caps_only_cut_histories_short(logged) -> None:
     assert (result.per_task["handoff"][result.truncated] == 1).all()
 
 
-def test_higher_caps_impute_the_attempts_never_tried(logged) -> None:
+def test_higher_caps_past_anything_logged_are_unsupported_not_imputed(logged) -> None:
     live, h, candidates = logged
     result = replay_policy(h, candidates["aggressive"], live)
     ext = result.extended
     assert ext.any() and not result.truncated.any()
-    assert ((result.per_task["success"][ext] > 0) & (result.per_task["success"][ext] < 1)).all()
+    # the live policy never retried past its caps: no evidence, so no borrowed success rate
+    assert (result.unsupported == ext).all()
+    assert (result.per_task["success"][ext] == observed_metrics(h)["success"][ext]).all()
     assert (result.per_task["attempts"][ext] > observed_metrics(h)["attempts"][ext]).all()
+    assert result.optimistic is not None and (result.optimistic["success"][ext] == 1).all()
+    assert result.gaps and all(g["logged_retries"] < 10 for g in result.gaps)
 
 
 def test_vectorised_replay_equals_the_per_attempt_loop(logged) -> None:

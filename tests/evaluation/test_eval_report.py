@@ -98,7 +98,8 @@ def test_cli_writes_a_self_contained_html_and_a_json_report(env, store, tmp_path
     assert live["lo"] <= live["value"] <= live["hi"]
     assert data["shadow"]["decisions"] > 0 and data["recommendation"]["reason"]
     lines = result.output.splitlines()
-    assert any(line.startswith(data["recommendation"]["decision"]) for line in lines)
+    decision = data["recommendation"]["decision"]
+    assert any(line.startswith((decision, decision.replace("_", " "))) for line in lines)
     assert any(line.startswith("  candidate conservative: ") and "caps.timeout 3 → 1" in line for line in lines)
     assert any(line.startswith("  candidate aggressive: ") and "budget.max_attempts 5 → 8" in line for line in lines)
     assert _self_contained((out / "policy_report.html").read_text())
