@@ -2,8 +2,10 @@
 
 A generator per guarded call (see :mod:`~retrylens.sdk.loop` for the operations): read the
 key, skip a committed effect, ask ``verify`` whether an earlier try happened, record the
-intent, run the tool, record the result. After an *ambiguous* failure (a timeout: the
-effect may have happened) the tool's contract decides:
+intent, run the tool, record the result. After an *ambiguous* failure — one that may have
+happened after the request reached the other side (a read timeout, a reset, a broken pipe,
+a server that hung up, a cancellation in flight: :mod:`.ambiguity` reads where, not what
+type) — the tool's contract decides:
 
 * it takes an ``idempotency_key`` parameter: repeated with the same key (the provider
   dedupes);
@@ -14,7 +16,14 @@ effect may have happened) the tool's contract decides:
   person (or gives up without a hand-off channel), with a reason naming the fixes.
 
 A verify that raises or does not answer leaves the outcome unknown: the task stops the
-same way, and the reason says what the verify did. Rollbacks are owed "failure debt",
+same way, and the reason says what the verify did.
+
+A cancellation (``CancelledError``: a deadline's ``wait_for``/``timeout``, or anyone's
+``task.cancel()``) is never swallowed: the effect is recorded failed and, without a
+contract, ambiguous, and the cancellation goes on at once (no verify runs in a cancelled
+task). A deadline turns it into ``TimeoutError`` on its way out, which the loop decides:
+the ambiguity stops the task. Any other cancellation ends the call as cancelled. A tool
+with ``verify`` is asked on the next try, before it runs again. Rollbacks are owed "failure debt",
 paid (``HOOK``) before the next attempt.
 """
 
@@ -25,10 +34,10 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from retrylens.schemas.taxonomy import ErrorType, SideEffectStatus
+from retrylens.schemas.taxonomy import SideEffectStatus
 
+from .ambiguity import may_have_reached
 from .loop import GET, HOOK, PUT, TOOL, Hook, Loop, TaskRun
-from .sanitizer import classify
 from .side_effects import KeyRecord, idempotency_key
 
 log = logging.getLogger(__name__)
@@ -94,11 +103,12 @@ def effect(
     try:
         result = yield TOOL, lambda: fn(*args, **call_kwargs)
     except BaseException as exc:
-        ambiguous = isinstance(exc, Exception) and classify(exc).error_type is ErrorType.TIMEOUT
+        ambiguous = may_have_reached(exc)
         if ambiguous and verify is not None:
-            happened = yield from _verify(run, tool, verify, args, kwargs, exc)
-            if happened:
-                return (yield from _committed(run, tool, key, happened))
+            if isinstance(exc, Exception):  # a cancelled task verifies on its next try
+                happened = yield from _verify(run, tool, verify, args, kwargs, exc)
+                if happened:
+                    return (yield from _committed(run, tool, key, happened))
         elif ambiguous and (
             unsafe or not (repeat_on_timeout or rollback or "idempotency_key" in call_kwargs)
         ):
