@@ -52,11 +52,7 @@ def is_healthy(api_url: str, *, timeout_s: float = 1.0) -> bool:
 
 
 def wait_until_healthy(
-    api_url: str,
-    process: subprocess.Popen[Any] | None = None,
-    *,
-    timeout_s: float = 60.0,
-    poll_s: float = 0.2,
+    api_url: str, process: subprocess.Popen[Any] | None = None, *, timeout_s: float = 60.0, poll_s: float = 0.2
 ) -> bool:
     """Poll ``/healthz`` until it answers (True), ``process`` exits or ``timeout_s`` passes (False)."""
     deadline = time.monotonic() + timeout_s
@@ -85,21 +81,13 @@ class RetryLensClient:
     the underlying ``httpx.Client`` (tests pass FastAPI's ``TestClient``).
     """
 
-    def __init__(
-        self,
-        base_url: str,
-        api_key: str | Mapping[str, str] | None = None,
-        timeout: float = 10.0,
-        *,
-        http: httpx.Client | None = None,
-    ) -> None:
+    def __init__(self, base_url: str, api_key: str | Mapping[str, str] | None = None, timeout: float = 10.0,
+                 *, http: httpx.Client | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         if api_key is None:
             api_key = os.environ.get(AGENT_API_KEY_ENV) or None
         self._keys: dict[str, str] = dict(api_key) if isinstance(api_key, Mapping) else {}
-        self._key: str | None = (
-            api_key if isinstance(api_key, str) else next(iter(self._keys.values()), None)
-        )
+        self._key: str | None = api_key if isinstance(api_key, str) else next(iter(self._keys.values()), None)
         self._http = http or httpx.Client(timeout=timeout)
         self._owns_http = http is None
 
@@ -118,25 +106,12 @@ class RetryLensClient:
         key = self._keys.get(project, self._key) if project is not None else self._key
         return {"X-API-Key": key} if key else {}
 
-    def _request(
-        self,
-        method: str,
-        path: str,
-        *,
-        project: str | None = None,
-        params: Mapping[str, Any] | None = None,
-        json: Any = None,
-        headers: Mapping[str, str] | None = None,
-    ) -> httpx.Response:
+    def _request(self, method: str, path: str, *, project: str | None = None, params: Mapping[str, Any] | None = None,
+                 json: Any = None, headers: Mapping[str, str] | None = None) -> httpx.Response:
         url = f"{self.base_url}{path}"
         query = {k: _param(v) for k, v in (params or {}).items() if v is not None}
-        response = self._http.request(
-            method,
-            url,
-            params=query,
-            json=json,
-            headers={**self._headers(project), **(headers or {})},
-        )
+        response = self._http.request(method, url, params=query, json=json,
+                                      headers={**self._headers(project), **(headers or {})})
         if response.status_code >= 400:
             try:
                 detail = response.json().get("detail", response.text)
@@ -172,87 +147,39 @@ class RetryLensClient:
         return self._get("/v1/projects")["projects"]
 
     # -- metrics (``project=None``: over every project the key may read, ``/v1/fleet``) ---
-    def metrics(
-        self, project: str | None, *, source: str = "rollup", **filters: Any
-    ) -> dict[str, Any]:
+    def metrics(self, project: str | None, *, source: str = "rollup", **filters: Any) -> dict[str, Any]:
         """The metrics dict of the slice (``source="raw"`` computes from raw events, exact)."""
-        return self._get(
-            f"{self._p(project)}/metrics", project, source=source, **self._filters(filters)
-        )["metrics"]
+        return self._get(f"{self._p(project)}/metrics", project, source=source, **self._filters(filters))["metrics"]
 
-    def metrics_by(
-        self,
-        project: str | None,
-        dimension: str,
-        *,
-        source: str = "rollup",
-        limit: int = 100,
-        **filters: Any,
-    ) -> list[dict[str, Any]]:
+    def metrics_by(self, project: str | None, dimension: str, *, source: str = "rollup", limit: int = 100,
+                   **filters: Any) -> list[dict[str, Any]]:
         """``[{"value": str, "metrics": metrics dict}]`` per value of ``dimension`` (agent, phase,
         error_type, policy_version, project), busiest first."""
-        return self._get(
-            f"{self._p(project)}/metrics/by/{dimension}",
-            project,
-            source=source,
-            limit=limit,
-            **self._filters(filters),
-        )
+        return self._get(f"{self._p(project)}/metrics/by/{dimension}", project, source=source, limit=limit,
+                         **self._filters(filters))
 
-    def trend(
-        self, project: str | None, *, bucket: str = "1h", source: str = "rollup", **filters: Any
-    ) -> list[dict[str, Any]]:
+    def trend(self, project: str | None, *, bucket: str = "1h", source: str = "rollup", **filters: Any) -> list[dict[str, Any]]:
         """``[{"bucket": iso time, "metrics": metrics dict}]`` oldest first; ``bucket`` is 5m, 1h, 1d or 1w.
         Buckets without events are absent."""
-        return self._get(
-            f"{self._p(project)}/metrics/trend",
-            project,
-            bucket=bucket,
-            source=source,
-            **self._filters(filters),
-        )
+        return self._get(f"{self._p(project)}/metrics/trend", project, bucket=bucket, source=source,
+                         **self._filters(filters))
 
-    def failure_types(
-        self, project: str | None, *, source: str = "rollup", **filters: Any
-    ) -> list[dict[str, Any]]:
+    def failure_types(self, project: str | None, *, source: str = "rollup", **filters: Any) -> list[dict[str, Any]]:
         """``[{"error_type": str, "failures": int, "share": float}]`` most frequent first (shares sum to 1)."""
-        return self._get(
-            f"{self._p(project)}/failure-types", project, source=source, **self._filters(filters)
-        )
+        return self._get(f"{self._p(project)}/failure-types", project, source=source, **self._filters(filters))
 
-    def handoffs(
-        self, project: str | None, *, limit: int = 50, offset: int = 0, **filters: Any
-    ) -> list[dict[str, Any]]:
+    def handoffs(self, project: str | None, *, limit: int = 50, offset: int = 0, **filters: Any) -> list[dict[str, Any]]:
         """Hand-offs newest first: ``[{"project", "task_id", "correlation_id", "ts", "agent", "phase",
         "error_type", "reason", "policy_version", "trace_id"}]``."""
-        return self._get(
-            f"{self._p(project)}/handoffs",
-            project,
-            limit=limit,
-            offset=offset,
-            **self._filters(filters),
-        )
+        return self._get(f"{self._p(project)}/handoffs", project, limit=limit, offset=offset, **self._filters(filters))
 
     # -- tasks ---------------------------------------------------------------------------
-    def tasks(
-        self,
-        project: str | None,
-        *,
-        only_retried: bool = False,
-        limit: int = 100,
-        offset: int = 0,
-        **filters: Any,
-    ) -> list[dict[str, Any]]:
+    def tasks(self, project: str | None, *, only_retried: bool = False, limit: int = 100, offset: int = 0,
+              **filters: Any) -> list[dict[str, Any]]:
         """Tasks, most expensive retries first: ``[{"project", "task_id", "attempts", "failures", "cost_usd",
         "tokens", "failed_cost_usd", "retry_cost_usd", "failed_tokens", "retry_tokens", "outcome"}]``."""
-        return self._get(
-            f"{self._p(project)}/tasks",
-            project,
-            only_retried=only_retried,
-            limit=limit,
-            offset=offset,
-            **self._filters(filters),
-        )
+        return self._get(f"{self._p(project)}/tasks", project, only_retried=only_retried, limit=limit,
+                         offset=offset, **self._filters(filters))
 
     def search_tasks(self, project: str, q: str, *, limit: int = 20) -> list[dict[str, Any]]:
         """Tasks whose task id, a correlation id or a trace id equals ``q``: ``[{"project", "task_id",
@@ -275,97 +202,43 @@ class RetryLensClient:
         return data["events"]
 
     # -- failure intelligence ------------------------------------------------------------
-    def failure_groups(
-        self,
-        project: str,
-        *,
-        include_noise: bool = False,
-        error_type: str | None = None,
-        since: date | None = None,
-        trend_days: int = 1,
-        limit: int = 50,
-        offset: int = 0,
-    ) -> list[dict[str, Any]]:
+    def failure_groups(self, project: str, *, include_noise: bool = False, error_type: str | None = None,
+                       since: date | None = None, trend_days: int = 1, limit: int = 50,
+                       offset: int = 0) -> list[dict[str, Any]]:
         """Groups, most failures first: ``[{"project", "group_id", "error_type", "pattern", "example_message",
         "is_noise", "failures", "tasks", "first_seen", "last_seen", "example_tasks": [task ids],
         "recent_failures", "previous_failures", "daily": [[iso date, count]], "trend": "new"|"rising"|
         "falling"|"steady"|"quiet"}]``."""
-        return self._get(
-            f"{self._p(project)}/failure-groups",
-            project,
-            include_noise=include_noise,
-            error_type=error_type,
-            since=since,
-            trend_days=trend_days,
-            limit=limit,
-            offset=offset,
-        )
+        return self._get(f"{self._p(project)}/failure-groups", project, include_noise=include_noise,
+                         error_type=error_type, since=since, trend_days=trend_days, limit=limit, offset=offset)
 
-    def fingerprints(
-        self, project: str, *, since: date | None = None, min_failures: int = 1, limit: int = 50
-    ) -> list[dict[str, Any]]:
+    def fingerprints(self, project: str, *, since: date | None = None, min_failures: int = 1,
+                     limit: int = 50) -> list[dict[str, Any]]:
         """Most-failing input fingerprints: ``[{"project", "fingerprint", "attempts", "failures", "tasks",
         "tasks_failed", "first_seen", "last_seen", "recent_error_types": [str], "failure_rate",
         "task_failure_rate"}]``."""
-        return self._get(
-            f"{self._p(project)}/fingerprints",
-            project,
-            since=since,
-            min_failures=min_failures,
-            limit=limit,
-        )
+        return self._get(f"{self._p(project)}/fingerprints", project, since=since, min_failures=min_failures,
+                         limit=limit)
 
-    def fingerprint(
-        self, project: str, fingerprint: str, *, since: date | None = None
-    ) -> dict[str, Any]:
+    def fingerprint(self, project: str, fingerprint: str, *, since: date | None = None) -> dict[str, Any]:
         """One fingerprint's history (zeros when never seen): the fields of :meth:`fingerprints` plus
         ``known_bad`` (failed ≥ 3 times)."""
-        return self._get(
-            f"{self._p(project)}/fingerprints/{_quote(fingerprint)}", project, since=since
-        )
+        return self._get(f"{self._p(project)}/fingerprints/{_quote(fingerprint)}", project, since=since)
 
-    def patterns(
-        self,
-        project: str,
-        *,
-        target_phase: str | None = None,
-        min_support: int = 10,
-        min_lift: float = 1.2,
-        limit: int = 20,
-        **filters: Any,
-    ) -> list[dict[str, Any]]:
+    def patterns(self, project: str, *, target_phase: str | None = None, min_support: int = 10,
+                 min_lift: float = 1.2, limit: int = 20, **filters: Any) -> list[dict[str, Any]]:
         """Input patterns most associated with failure, highest lift first: ``[{"item", "support",
         "failures", "failure_rate", "lift", "description"}]`` (``description`` is the plain-words sentence)."""
-        return self._get(
-            f"{self._p(project)}/patterns",
-            project,
-            target_phase=target_phase,
-            min_support=min_support,
-            min_lift=min_lift,
-            limit=limit,
-            **self._filters(filters),
-        )
+        return self._get(f"{self._p(project)}/patterns", project, target_phase=target_phase,
+                         min_support=min_support, min_lift=min_lift, limit=limit, **self._filters(filters))
 
-    def pollution_tasks(
-        self,
-        project: str,
-        *,
-        min_score: float = 0.0,
-        limit: int = 100,
-        offset: int = 0,
-        **filters: Any,
-    ) -> list[dict[str, Any]]:
+    def pollution_tasks(self, project: str, *, min_score: float = 0.0, limit: int = 100, offset: int = 0,
+                        **filters: Any) -> list[dict[str, Any]]:
         """Per-task signals, most polluted first: ``[{"project", "task_id", "duplicate_messages",
         "carried_errors", "repeated_tool_calls", "context_growth", "loop_failures", "sdk_score", "score",
         "retried", "recovered", "looping"}]``."""
-        return self._get(
-            f"{self._p(project)}/pollution/tasks",
-            project,
-            min_score=min_score,
-            limit=limit,
-            offset=offset,
-            **self._filters(filters),
-        )
+        return self._get(f"{self._p(project)}/pollution/tasks", project, min_score=min_score, limit=limit,
+                         offset=offset, **self._filters(filters))
 
     def pollution_report(self, project: str, **filters: Any) -> dict[str, Any]:
         """``{"tasks", "polluted_tasks", "looping_tasks", "effects": [{"signal", "tasks_with", "recovery_with",
@@ -384,26 +257,16 @@ class RetryLensClient:
         """Create a rule watching ``project``: ``rule`` has ``name``, ``metric``, ``threshold`` and optionally
         ``op``, ``window_minutes``, ``per``, ``min_calls``, ``webhook_url``, ``enabled``, ``agent``, ``phase``,
         ``error_type``, ``policy_version``. Returns the stored rule with its ``rule_id``."""
-        return self._request(
-            "POST", f"{self._p(project)}/alerts/rules", project=project, json=dict(rule)
-        ).json()
+        return self._request("POST", f"{self._p(project)}/alerts/rules", project=project, json=dict(rule)).json()
 
-    def update_alert_rule(
-        self, project: str, rule_id: str, rule: Mapping[str, Any]
-    ) -> dict[str, Any]:
+    def update_alert_rule(self, project: str, rule_id: str, rule: Mapping[str, Any]) -> dict[str, Any]:
         """Replace a rule's settings (the same fields as :meth:`add_alert_rule`)."""
-        return self._request(
-            "PUT",
-            f"{self._p(project)}/alerts/rules/{_quote(rule_id)}",
-            project=project,
-            json=dict(rule),
-        ).json()
+        return self._request("PUT", f"{self._p(project)}/alerts/rules/{_quote(rule_id)}", project=project,
+                             json=dict(rule)).json()
 
     def delete_alert_rule(self, project: str, rule_id: str) -> dict[str, Any]:
         """Delete a rule: ``{"deleted": rule_id}``."""
-        return self._request(
-            "DELETE", f"{self._p(project)}/alerts/rules/{_quote(rule_id)}", project=project
-        ).json()
+        return self._request("DELETE", f"{self._p(project)}/alerts/rules/{_quote(rule_id)}", project=project).json()
 
     def prechecks(self, project: str, *, limit: int = 100) -> list[dict[str, Any]]:
         """Recent stored pre-checks with their tasks' outcomes (newest first): ``[{"precheck_id", "ts",
@@ -412,18 +275,14 @@ class RetryLensClient:
         "cost_usd"}]`` (``failed``/``applied`` are null until the task reports)."""
         return self._get(f"{self._p(project)}/prechecks", project, limit=limit)
 
-    def precheck_monitor(
-        self, project: str | None, *, days: int = 30, bucket_hours: int = 0
-    ) -> dict[str, Any]:
+    def precheck_monitor(self, project: str | None, *, days: int = 30, bucket_hours: int = 0) -> dict[str, Any]:
         """The risk model on real outcomes, for one project or (``None``) every project the key reads;
         ``bucket_hours`` 0 sizes the buckets to the data, as the server does.
 
         ``{"over_time": [{"bucket", "prechecks", "judged", "mean_risk", "observed", "calibration_gap",
         "precheck_auc", "precheck_brier"}], "advice": [{"advice", "followed", "tasks", "failure_rate",
         "handoff_rate", "mean_risk", "cost_per_task"}]}``: the risk model on real outcomes."""
-        return self._get(
-            f"{self._p(project)}/prechecks/monitor", project, days=days, bucket_hours=bucket_hours
-        )
+        return self._get(f"{self._p(project)}/prechecks/monitor", project, days=days, bucket_hours=bucket_hours)
 
     def shadow_reports(self, project: str, **filters: Any) -> dict[str, Any]:
         """``{"available": bool, "report": whatever the evaluation area's provider returns, or None}``."""
@@ -436,24 +295,12 @@ class RetryLensClient:
         return self._get("/v1/model")
 
     # -- writes --------------------------------------------------------------------------
-    def precheck(
-        self,
-        project: str,
-        agent: str,
-        task_input: str,
-        features: Mapping[str, Any] | None = None,
-        *,
-        task_id: str = "",
-    ) -> dict[str, Any]:
+    def precheck(self, project: str, agent: str, task_input: str,
+                 features: Mapping[str, Any] | None = None, *, task_id: str = "") -> dict[str, Any]:
         """``{"risk", "model_version", "precheck_id", "top_features": [str], "known_bad_fingerprint",
         "recommended": {"max_attempts", "degrade_first", "human_review"}}`` (the SDK's
         ``PrecheckResponse``); ``task_id`` lets the server join the stored pre-check to the task's outcome."""
-        body = {
-            "project": project,
-            "agent": agent,
-            "task_input": task_input,
-            "features": dict(features or {}),
-        }
+        body = {"project": project, "agent": agent, "task_input": task_input, "features": dict(features or {})}
         if task_id:
             body["task_id"] = task_id
         return self._request("POST", "/v1/precheck", project=project, json=body).json()
@@ -464,9 +311,7 @@ class RetryLensClient:
         items = [e.model_dump(mode="json") if hasattr(e, "model_dump") else e for e in events]
         return self._request("POST", "/v1/events", project=project, json={"events": items}).json()
 
-    def agent_policy(
-        self, project: str, agent: str, *, etag: str | None = None
-    ) -> tuple[int, str | None, Any]:
+    def agent_policy(self, project: str, agent: str, *, etag: str | None = None) -> tuple[int, str | None, Any]:
         """The policy an agent should run: ``(status, etag, data)``; ``data`` is ``None`` on a
         304 (unchanged since ``etag``) or 404 (no policy stored). Other errors raise."""
         url = f"{self.base_url}/v1/policies/{_quote(project)}/{_quote(agent)}"
@@ -492,9 +337,7 @@ class RetryLensClient:
                 return None
             raise
 
-    def put_policy(
-        self, project: str, policy: Mapping[str, Any], agent: str | None = None
-    ) -> dict[str, Any]:
+    def put_policy(self, project: str, policy: Mapping[str, Any], agent: str | None = None) -> dict[str, Any]:
         """Store a new revision (agent ``None`` = project default): ``{"project", "agent", "revision",
         "policy_id", "policy_version", "created_at", "policy"}``. A 422 :class:`ApiError` names the bad field."""
         path = f"/v1/policies/{_quote(project)}" + (f"/{_quote(agent)}" if agent else "")
@@ -502,22 +345,17 @@ class RetryLensClient:
 
     def policy_history(self, project: str, agent: str, *, limit: int = 50) -> list[dict[str, Any]]:
         """Revisions of an agent's policy, newest first (records as in :meth:`put_policy`)."""
-        return self._get(
-            f"/v1/policies/{_quote(project)}/{_quote(agent)}/history", project, limit=limit
-        )
+        return self._get(f"/v1/policies/{_quote(project)}/{_quote(agent)}/history", project, limit=limit)
 
     def kill_switch(self, project: str) -> dict[str, Any]:
         """``{"project": bool, "agents": [str], "reasons": {...}}``."""
         return self._get(f"/v1/kill-switch/{_quote(project)}", project)
 
-    def set_kill_switch(
-        self, project: str, enabled: bool, *, agent: str | None = None, reason: str = ""
-    ) -> dict[str, Any]:
+    def set_kill_switch(self, project: str, enabled: bool, *, agent: str | None = None,
+                        reason: str = "") -> dict[str, Any]:
         """Flip the switch for the project (``agent=None``) or one agent; returns :meth:`kill_switch`."""
         path = f"/v1/kill-switch/{_quote(project)}" + (f"/{_quote(agent)}" if agent else "")
-        return self._request(
-            "PUT", path, project=project, json={"enabled": enabled, "reason": reason}
-        ).json()
+        return self._request("PUT", path, project=project, json={"enabled": enabled, "reason": reason}).json()
 
 
 def _quote(segment: str) -> str:

@@ -122,9 +122,7 @@ _MEMO_CHARS = 8_192  # larger contexts are not memoised: the key keeps their tex
 _DIGESTS: dict[tuple[tuple[Any, ...], ...], tuple[list[str], float]] = {}
 
 
-def _pollution(
-    messages: Sequence[Message], digests: Sequence[str], errors: Sequence[bool]
-) -> float:
+def _pollution(messages: Sequence[Message], digests: Sequence[str], errors: Sequence[bool]) -> float:
     """:func:`pollution_score` from the messages' digests and error flags (computed once)."""
     if not messages:
         return 0.0
@@ -177,9 +175,7 @@ def tool_call_digest(name: str, args: Any = None) -> str:
             args = json.loads(args)
         except ValueError:
             pass
-    canonical = json.dumps(
-        args, sort_keys=True, separators=(",", ":"), default=str, ensure_ascii=False
-    )
+    canonical = json.dumps(args, sort_keys=True, separators=(",", ":"), default=str, ensure_ascii=False)
     return hashlib.sha256(f"{name}\x00{canonical}".encode()).hexdigest()[:16]
 
 

@@ -230,9 +230,7 @@ class EventFactory:
         values["event_id"] = self.ids.uuid4()
         ts = self.wall()
         values["ts"] = (
-            ts
-            if not ts.microsecond % 1000
-            else ts.replace(microsecond=ts.microsecond // 1000 * 1000)
+            ts if not ts.microsecond % 1000 else ts.replace(microsecond=ts.microsecond // 1000 * 1000)
         )
         values["correlation_id"] = correlation_id
         values["span_id"] = span_id

@@ -42,14 +42,8 @@ if TYPE_CHECKING:
     from retrylens.schemas import RetryEvent
 
 log = logging.getLogger("retrylens.sdk.otel")
-_ATTEMPT_KINDS = frozenset(
-    {
-        EventKind.ATTEMPT_STARTED,
-        EventKind.ATTEMPT_FAILED,
-        EventKind.ATTEMPT_SUCCEEDED,
-        EventKind.DECISION,
-    }
-)
+_ATTEMPT_KINDS = frozenset({EventKind.ATTEMPT_STARTED, EventKind.ATTEMPT_FAILED, EventKind.ATTEMPT_SUCCEEDED,
+                            EventKind.DECISION})
 
 
 @dataclass
@@ -70,13 +64,9 @@ class _Task:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def traced(
-    emit: Callable[[RetryEvent], object],
-    *,
-    tracer_provider: Any = None,
-    operation: str = "invoke_agent",
-    model_of: Callable[[str], str | None] | None = None,
-) -> Callable[[RetryEvent], None]:
+def traced(emit: Callable[[RetryEvent], object], *, tracer_provider: Any = None,
+           operation: str = "invoke_agent", model_of: Callable[[str], str | None] | None = None,
+           ) -> Callable[[RetryEvent], None]:
     """``emit`` preceded by spans for every task; ``model_of(dependency)`` names the model (default: itself)."""
     return OtelSpans(emit, tracer_provider=tracer_provider, operation=operation, model_of=model_of)
 
@@ -84,14 +74,8 @@ def traced(
 class OtelSpans:
     """The event listener behind :func:`traced`; thread-safe, one per governor."""
 
-    def __init__(
-        self,
-        emit: Callable[[RetryEvent], object],
-        *,
-        tracer_provider: Any = None,
-        operation: str = "invoke_agent",
-        model_of: Callable[[str], str | None] | None = None,
-    ) -> None:
+    def __init__(self, emit: Callable[[RetryEvent], object], *, tracer_provider: Any = None,
+                 operation: str = "invoke_agent", model_of: Callable[[str], str | None] | None = None) -> None:
         from opentelemetry import context, trace
 
         from retrylens import __version__
@@ -99,9 +83,7 @@ class OtelSpans:
         self._emit = emit
         self._trace = trace
         self._context = context
-        self.tracer = trace.get_tracer(
-            "retrylens.sdk", __version__, tracer_provider=tracer_provider
-        )
+        self.tracer = trace.get_tracer("retrylens.sdk", __version__, tracer_provider=tracer_provider)
         self.operation = operation
         self.model_of = model_of or (lambda dependency: dependency or None)
         self._tasks: dict[str, _Task] = {}
@@ -122,9 +104,7 @@ class OtelSpans:
                 task = self._open(e)
             if task is None:
                 return e
-            if e.kind == EventKind.ATTEMPT_STARTED or (
-                e.kind in _ATTEMPT_KINDS and task.attempt is None
-            ):
+            if e.kind == EventKind.ATTEMPT_STARTED or (e.kind in _ATTEMPT_KINDS and task.attempt is None):
                 self._begin_attempt(task, e)
             rewritten = self._rewrite(task, e)
             if e.kind in (EventKind.ATTEMPT_FAILED, EventKind.ATTEMPT_SUCCEEDED):
@@ -134,9 +114,8 @@ class OtelSpans:
             elif e.kind == EventKind.SIDE_EFFECT:
                 self._side_effect(task, e)
             elif e.kind == EventKind.HANDOFF:
-                task.span.add_event(
-                    "retrylens.handoff", {"retrylens.reason": e.decision_reason}, timestamp=_ns(e)
-                )
+                task.span.add_event("retrylens.handoff", {"retrylens.reason": e.decision_reason},
+                                    timestamp=_ns(e))
             if e.kind == EventKind.TASK_FINISHED or e.outcome is not None:
                 self._close(task, e)
                 del self._tasks[e.task_id]
@@ -152,35 +131,20 @@ class OtelSpans:
         caller = trace.get_current_span(parent_ctx).get_span_context()
         start = _ns(e) - (e.latency_ms * 1_000_000 if e.outcome is not None else 0)
         span = self.tracer.start_span(
-            f"{self.operation} {e.agent.name}",
-            context=parent_ctx,
-            kind=trace.SpanKind.INTERNAL,
-            start_time=start,
-            attributes=_clean(
-                {
-                    "gen_ai.operation.name": self.operation,
-                    "gen_ai.agent.name": e.agent.name,
-                    "retrylens.task_id": e.task_id,
-                    "retrylens.project": e.project,
-                    "retrylens.phase": e.phase,
-                    "retrylens.parent_task_id": e.parent_task_id,
-                    "retrylens.agent.role": e.agent.role,
-                    "retrylens.policy.id": e.policy_id,
-                    "retrylens.policy.version": e.policy_version,
-                }
-            ),
-        )
+            f"{self.operation} {e.agent.name}", context=parent_ctx, kind=trace.SpanKind.INTERNAL, start_time=start,
+            attributes=_clean({
+                "gen_ai.operation.name": self.operation, "gen_ai.agent.name": e.agent.name,
+                "retrylens.task_id": e.task_id, "retrylens.project": e.project, "retrylens.phase": e.phase,
+                "retrylens.parent_task_id": e.parent_task_id, "retrylens.agent.role": e.agent.role,
+                "retrylens.policy.id": e.policy_id, "retrylens.policy.version": e.policy_version,
+            }))
         own = span.get_span_context()
         if own.is_valid:
             trace_id, span_id = f"{own.trace_id:032x}", f"{own.span_id:016x}"
         else:
             trace_id, span_id = (f"{caller.trace_id:032x}" if caller.is_valid else None), None
-        task = _Task(
-            span=span,
-            trace_id=trace_id,
-            span_id=span_id,
-            parent_span_id=f"{caller.span_id:016x}" if caller.is_valid else None,
-        )
+        task = _Task(span=span, trace_id=trace_id, span_id=span_id,
+                     parent_span_id=f"{caller.span_id:016x}" if caller.is_valid else None)
         self._tasks[e.task_id] = task
         return task
 
@@ -190,24 +154,14 @@ class OtelSpans:
         task.attempts += 1
         model = self.model_of(e.dependency) if e.dependency else None
         task.attempt = self.tracer.start_span(
-            f"attempt {e.attempt} {e.agent.name}",
-            context=self._trace.set_span_in_context(task.span),
-            start_time=start,
-            attributes=_clean(
-                {
-                    "gen_ai.operation.name": self.operation,
-                    "gen_ai.agent.name": e.agent.name,
-                    "gen_ai.request.model": model,
-                    "retrylens.attempt": e.attempt,
-                    "retrylens.phase": e.phase,
-                    "retrylens.dependency": e.dependency,
-                    "retrylens.degraded": e.degraded,
-                    "retrylens.policy.version": e.policy_version,
-                    "retrylens.task_id": e.task_id,
-                    "retrylens.previous_attempts": e.attempt - 1 if e.attempt else None,
-                }
-            ),
-        )
+            f"attempt {e.attempt} {e.agent.name}", context=self._trace.set_span_in_context(task.span),
+            start_time=start, attributes=_clean({
+                "gen_ai.operation.name": self.operation, "gen_ai.agent.name": e.agent.name,
+                "gen_ai.request.model": model, "retrylens.attempt": e.attempt, "retrylens.phase": e.phase,
+                "retrylens.dependency": e.dependency, "retrylens.degraded": e.degraded,
+                "retrylens.policy.version": e.policy_version, "retrylens.task_id": e.task_id,
+                "retrylens.previous_attempts": e.attempt - 1 if e.attempt else None,
+            }))
         own = task.attempt.get_span_context()
         task.attempt_id = f"{own.span_id:016x}" if own.is_valid else None
         if e.kind == EventKind.ATTEMPT_STARTED and own.is_valid:
@@ -221,29 +175,17 @@ class OtelSpans:
         task.tokens_in += e.tokens_in
         task.tokens_out += e.tokens_out
         task.cost_usd += e.cost_usd
-        span.set_attributes(
-            _clean(
-                {
-                    "gen_ai.usage.input_tokens": e.tokens_in,
-                    "gen_ai.usage.output_tokens": e.tokens_out,
-                    "retrylens.cost_usd": e.cost_usd,
-                    "retrylens.latency_ms": e.latency_ms,
-                    "retrylens.degraded": e.degraded,
-                }
-            )
-        )
+        span.set_attributes(_clean({
+            "gen_ai.usage.input_tokens": e.tokens_in, "gen_ai.usage.output_tokens": e.tokens_out,
+            "retrylens.cost_usd": e.cost_usd, "retrylens.latency_ms": e.latency_ms, "retrylens.degraded": e.degraded,
+        }))
         if e.kind == EventKind.ATTEMPT_FAILED:
             detail = e.error_detail
-            span.set_attributes(
-                _clean(
-                    {
-                        "error.type": e.error_type.value if e.error_type else "unknown",
-                        "retrylens.retryable": e.retryable,
-                        "http.response.status_code": detail.status if detail else None,
-                        "retrylens.error.code": detail.code if detail else None,
-                    }
-                )
-            )
+            span.set_attributes(_clean({
+                "error.type": e.error_type.value if e.error_type else "unknown", "retrylens.retryable": e.retryable,
+                "http.response.status_code": detail.status if detail else None,
+                "retrylens.error.code": detail.code if detail else None,
+            }))
             span.set_status(status(self._trace.StatusCode.ERROR, detail.message if detail else ""))
         else:
             span.set_status(status(self._trace.StatusCode.OK))
@@ -251,61 +193,36 @@ class OtelSpans:
 
     def _decision(self, task: _Task, e: RetryEvent) -> None:
         span = task.attempt
-        span.set_attributes(
-            _clean(
-                {
-                    "retrylens.decision": e.decision.value,
-                    "retrylens.decision.reason": e.decision_reason,
-                    "retrylens.backoff_ms": e.backoff_ms,
-                    "retrylens.degraded": e.degraded,
-                    "retrylens.shadow_decision": e.shadow_decision.value
-                    if e.shadow_decision
-                    else None,
-                    "retrylens.propensity": e.propensity,
-                }
-            )
-        )
+        span.set_attributes(_clean({
+            "retrylens.decision": e.decision.value, "retrylens.decision.reason": e.decision_reason,
+            "retrylens.backoff_ms": e.backoff_ms, "retrylens.degraded": e.degraded,
+            "retrylens.shadow_decision": e.shadow_decision.value if e.shadow_decision else None,
+            "retrylens.propensity": e.propensity,
+        }))
         self._end_attempt(task)
 
     def _side_effect(self, task: _Task, e: RetryEvent) -> None:
         target = task.attempt or task.span
         for effect in e.side_effects:
-            target.add_event(
-                "retrylens.side_effect",
-                _clean(
-                    {
-                        "retrylens.tool": effect.tool,
-                        "retrylens.side_effect.status": effect.status.value,
-                        "retrylens.idempotency_key_hash": key_hash(effect.idempotency_key),
-                        "retrylens.rollback": effect.rollback,
-                    }
-                ),
-                timestamp=_ns(e),
-            )
+            target.add_event("retrylens.side_effect", _clean({
+                "retrylens.tool": effect.tool, "retrylens.side_effect.status": effect.status.value,
+                "retrylens.idempotency_key_hash": key_hash(effect.idempotency_key),
+                "retrylens.rollback": effect.rollback,
+            }), timestamp=_ns(e))
 
     def _close(self, task: _Task, e: RetryEvent) -> None:
         self._end_attempt(task)
         outcome = e.outcome.value if e.outcome else ""
-        task.span.set_attributes(
-            _clean(
-                {
-                    "retrylens.outcome": outcome,
-                    "retrylens.attempts": task.attempts,
-                    "retrylens.previous_attempts": max(task.attempts - 1, 0),
-                    "gen_ai.usage.input_tokens": task.tokens_in,
-                    "gen_ai.usage.output_tokens": task.tokens_out,
-                    "retrylens.cost_usd": round(task.cost_usd, 9),
-                    "retrylens.degraded": e.degraded,
-                }
-            )
-        )
+        task.span.set_attributes(_clean({
+            "retrylens.outcome": outcome, "retrylens.attempts": task.attempts,
+            "retrylens.previous_attempts": max(task.attempts - 1, 0),
+            "gen_ai.usage.input_tokens": task.tokens_in, "gen_ai.usage.output_tokens": task.tokens_out,
+            "retrylens.cost_usd": round(task.cost_usd, 9), "retrylens.degraded": e.degraded,
+        }))
         status = self._trace.Status
         failed = e.outcome not in (TaskOutcome.SUCCEEDED, None)
-        task.span.set_status(
-            status(self._trace.StatusCode.ERROR, outcome)
-            if failed
-            else status(self._trace.StatusCode.OK)
-        )
+        task.span.set_status(status(self._trace.StatusCode.ERROR, outcome) if failed
+                             else status(self._trace.StatusCode.OK))
         task.span.end(end_time=_ns(e))
 
     def _end_attempt(self, task: _Task) -> None:
@@ -324,9 +241,7 @@ class OtelSpans:
         update: dict[str, Any] = {}
         if task.trace_id:
             update["trace_id"] = task.trace_id
-        in_attempt = e.kind in _ATTEMPT_KINDS or (
-            e.kind == EventKind.SIDE_EFFECT and task.attempt_id
-        )
+        in_attempt = e.kind in _ATTEMPT_KINDS or (e.kind == EventKind.SIDE_EFFECT and task.attempt_id)
         if task.span_id:
             if in_attempt and task.attempt_id:
                 update["span_id"], update["parent_span_id"] = task.attempt_id, task.span_id

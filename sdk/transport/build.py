@@ -32,9 +32,7 @@ def open_spool(settings: EmitterSettings | Any, name: str = "default") -> Spool:
         return Spool(root / f"{name}-{os.getpid()}")
 
 
-def build_emitter(
-    settings: EmitterSettings | Any | None = None, *, name: str = "default"
-) -> Emitter:
+def build_emitter(settings: EmitterSettings | Any | None = None, *, name: str = "default") -> Emitter:
     """An emitter for ``settings`` (agent settings, the server's settings, or the environment)."""
     settings = as_emitter_settings(settings)
     # A Kafka-mode spool is only a fallback that this process replays to Kafka itself; its

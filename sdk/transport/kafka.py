@@ -47,9 +47,7 @@ def security_options(security: Mapping[str, str]) -> dict[str, str]:
     return {SECURITY_OPTIONS[name]: value for name, value in security.items() if value}
 
 
-def make_producer(
-    bootstrap_servers: str, security: Mapping[str, str], **overrides: Any
-) -> KafkaProducer:
+def make_producer(bootstrap_servers: str, security: Mapping[str, str], **overrides: Any) -> KafkaProducer:
     """An idempotent producer for ``bootstrap_servers`` (comma-separated)."""
     from kafka import KafkaProducer
 
@@ -68,11 +66,7 @@ class KafkaSink:
     """
 
     def __init__(
-        self,
-        settings: EmitterSettings | Any,
-        *,
-        flush_timeout_s: float = 10.0,
-        max_block_ms: int = 2_000,
+        self, settings: EmitterSettings | Any, *, flush_timeout_s: float = 10.0, max_block_ms: int = 2_000
     ) -> None:
         from .settings import as_emitter_settings
 

@@ -56,31 +56,21 @@ def check_kafka_security(security: Mapping[str, str]) -> None:
         )
     sasl = protocol.startswith("SASL_")
     if sasl:
-        missing = [
-            name
-            for name in ("kafka_sasl_mechanism", "kafka_sasl_username", "kafka_sasl_password")
-            if not security.get(name)
-        ]
+        missing = [name for name in ("kafka_sasl_mechanism", "kafka_sasl_username", "kafka_sasl_password")
+                   if not security.get(name)]
         if missing:
             raise ConfigError(
                 f"invalid RetryLens settings: kafka_security_protocol {protocol} needs {', '.join(missing)}"
             )
     else:
-        stray = [
-            name
-            for name in ("kafka_sasl_mechanism", "kafka_sasl_username", "kafka_sasl_password")
-            if security.get(name)
-        ]
+        stray = [name for name in ("kafka_sasl_mechanism", "kafka_sasl_username", "kafka_sasl_password")
+                 if security.get(name)]
         if stray:
             raise ConfigError(
                 f"invalid RetryLens settings: {', '.join(stray)} set but kafka_security_protocol is "
                 f"{protocol}: use SASL_PLAINTEXT or SASL_SSL, or unset them"
             )
-    tls_files = [
-        name
-        for name in ("kafka_ssl_cafile", "kafka_ssl_certfile", "kafka_ssl_keyfile")
-        if security.get(name)
-    ]
+    tls_files = [name for name in ("kafka_ssl_cafile", "kafka_ssl_certfile", "kafka_ssl_keyfile") if security.get(name)]
     if tls_files and protocol not in ("SSL", "SASL_SSL"):
         raise ConfigError(
             f"invalid RetryLens settings: {', '.join(tls_files)} set but kafka_security_protocol is "
@@ -138,13 +128,7 @@ class EmitterSettings:
         """Read the environment (and the ``RETRYLENS_CONFIG`` file) like the server does."""
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {}
-        for name in (
-            "data_dir",
-            "spool_dir",
-            "kafka_topic",
-            "emit_queue_size",
-            *KAFKA_SECURITY_FIELDS,
-        ):
+        for name in ("data_dir", "spool_dir", "kafka_topic", "emit_queue_size", *KAFKA_SECURITY_FIELDS):
             if env.get(f"RETRYLENS_{name.upper()}"):
                 values[name] = env[f"RETRYLENS_{name.upper()}"]
         for var in BOOTSTRAP_ENVS:
@@ -164,9 +148,7 @@ class EmitterSettings:
                 f"{values['emit_queue_size']!r}"
             ) from None
         if queue_size < 1:
-            raise ConfigError(
-                f"invalid RetryLens settings: emit_queue_size: must be ≥ 1, got {queue_size}"
-            )
+            raise ConfigError(f"invalid RetryLens settings: emit_queue_size: must be ≥ 1, got {queue_size}")
         security = {k: str(values[k]) for k in KAFKA_SECURITY_FIELDS if values.get(k)}
         if values.get("kafka_bootstrap_servers"):
             check_kafka_security(security)

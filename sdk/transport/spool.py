@@ -50,9 +50,7 @@ class SpoolRecord:
 class Spool:
     """Append records; read them from the cursor; commit the cursor once handed on."""
 
-    def __init__(
-        self, directory: Path, *, segment_bytes: int = DEFAULT_SEGMENT_BYTES, writer: bool = True
-    ) -> None:
+    def __init__(self, directory: Path, *, segment_bytes: int = DEFAULT_SEGMENT_BYTES, writer: bool = True) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self._segment_bytes = segment_bytes
@@ -71,14 +69,10 @@ class Spool:
             fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as exc:
             self._lock_file.close()
-            raise SpoolLockedError(
-                f"spool {self.directory} is being written by another process"
-            ) from exc
+            raise SpoolLockedError(f"spool {self.directory} is being written by another process") from exc
 
     def _segments(self) -> list[int]:
-        return sorted(
-            int(p.stem) for p in self.directory.glob(f"*{_SEGMENT_SUFFIX}") if p.stem.isdigit()
-        )
+        return sorted(int(p.stem) for p in self.directory.glob(f"*{_SEGMENT_SUFFIX}") if p.stem.isdigit())
 
     def _segment_path(self, segment: int) -> Path:
         return self.directory / f"{segment:012d}{_SEGMENT_SUFFIX}"
@@ -97,8 +91,7 @@ class Spool:
         if self._file is None:
             raise IngestError("this spool was opened read-only")
         frames = [
-            _HEADER.pack(len(value), zlib.crc32(key + value), len(key)) + key + value
-            for key, value in records
+            _HEADER.pack(len(value), zlib.crc32(key + value), len(key)) + key + value for key, value in records
         ]
         if not frames:
             return 0
@@ -146,9 +139,7 @@ class Spool:
             segments = self._segments()
             return SpoolPosition(segments[0] if segments else 0, 0)
 
-    def read(
-        self, start: SpoolPosition | None = None, *, max_records: int = 5000
-    ) -> list[SpoolRecord]:
+    def read(self, start: SpoolPosition | None = None, *, max_records: int = 5000) -> list[SpoolRecord]:
         """Complete records from ``start`` (default: the committed cursor), in order."""
         position = start or self.committed()
         records: list[SpoolRecord] = []
