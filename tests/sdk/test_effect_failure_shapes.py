@@ -22,12 +22,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from fake_provider import FakeProvider, Reply, anthropic_message, openai_completion
 
 from retrylens.errors import HandedOff
 from retrylens.schemas import EventKind
 from retrylens.sdk import CallbackChannel, Governor
 from retrylens.testing import CapturedEvents, capture_events
-from fake_provider import FakeProvider, Reply, anthropic_message, openai_completion
 
 START = datetime(2026, 12, 1, tzinfo=UTC)
 CLIENT_TIMEOUT_S = 0.3  # the client's read timeout; a stalled server answers much later
