@@ -110,8 +110,13 @@ def _before_by_message(name: str, link: BaseException) -> bool:
 
 
 def _unplaced(error: BaseException) -> bool:
+    """A failure that does not say where: ambiguous if it is a timeout (a class named so, or
+    a :class:`~retrylens.sdk.sanitizer.Failure` a user typed ``timeout``), a cancellation or
+    a connection error."""
     asyncio: Any = sys.modules.get("asyncio")
     if asyncio is not None and isinstance(error, asyncio.CancelledError):
         return True
     kind = type(error)
-    return issubclass(kind, TimeoutError | ConnectionError) or "Timeout" in kind.__name__
+    if issubclass(kind, TimeoutError | ConnectionError) or "Timeout" in kind.__name__:
+        return True
+    return getattr(error, "error_type", None) == "timeout"
