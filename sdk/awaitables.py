@@ -16,8 +16,19 @@ from retrylens.errors import AsyncToolInPlainCall
 
 
 def is_awaitable(value: Any) -> bool:
-    """Whether ``value`` can be awaited (cheaper than ``inspect.isawaitable`` on a hot path)."""
-    return getattr(type(value), "__await__", None) is not None
+    """Whether ``value`` can be awaited: decided once per type (every governed call's result
+    passes here, and a missing attribute's lookup costs an exception each time)."""
+    kind = type(value)
+    known = _BY_TYPE.get(kind)
+    if known is None:
+        if len(_BY_TYPE) >= _MAX_TYPES:
+            _BY_TYPE.clear()
+        known = _BY_TYPE[kind] = hasattr(kind, "__await__")
+    return known
+
+
+_BY_TYPE: dict[type, bool] = {}
+_MAX_TYPES = 1_024
 
 
 def refuse(value: Any, where: str) -> NoReturn:
