@@ -202,4 +202,4 @@ def test_the_long_tasks_example_policy_sets_the_allowance() -> None:
     path = Path(__file__).resolve().parents[2] / "examples" / "policies" / "long_tasks.yaml"
     budget = load_policy(path).budget
     assert budget.max_attempts is None and budget.deadline_s == 600
-    assert [budget.allowance(n) for n in (0, 12, 100)] == [4, 10, 20]
+    assert [budget.allowance(n) for n in (0, 12, 100)] == [4, 16, 20]
