@@ -1,4 +1,4 @@
-"""Mutation targets: the SDK decision loop and what it decides with: backoff, budgets, side effects (issues 20, 24, 25)."""
+"""Mutation targets: the SDK decision loop and what it decides with: backoff, budgets, side effects and their ambiguity (issues 20, 24, 25, 35)."""
 
 from __future__ import annotations
 
@@ -42,7 +42,13 @@ TARGETS: dict[str, Target] = {
             "tests/sdk/test_sdk_loop.py",
             "tests/sdk/test_sdk_loop_defects.py",
             "tests/sdk/test_sdk_crash_resume.py",
+            "tests/sdk/test_effect_ambiguity.py",
         ),
+    ),
+    "ambiguity": Target(
+        "sdk/ambiguity.py",
+        ("may_have_reached", "_chain", "_before_by_message", "_unplaced"),
+        ("tests/sdk/test_ambiguity_where.py", "tests/sdk/test_effect_ambiguity.py"),
     ),
     # -- the decision loop (issue 20 item 1; mutation-tested before issue 20 is resolved) --
     "loop": Target(
@@ -57,6 +63,8 @@ TARGETS: dict[str, Target] = {
             "--deselect=tests/sdk/test_sdk_loop_defects.py::test_an_async_channel_that_hangs_is_bounded",
             "tests/sdk/test_sdk_safe_defaults.py",
             "tests/sdk/test_budget_steps.py",
+            "tests/sdk/test_backoff_per_step.py",
+            "tests/sdk/test_effect_ambiguity.py",
         ),
     ),
     "stopping": Target(
