@@ -8,7 +8,7 @@ or aborted connection, a broken pipe, a server that hung up without an answer, a
 cancellation (a deadline's or anyone's) while the call was in flight — leaves the effect
 ambiguous: it may have happened. So the question is not the failure's type but its
 place, read from the exception and the chain of exceptions it wraps (``__cause__``,
-``__context__``, and the errors that urllib3, requests and aiohttp keep in ``args`` or
+``__context__``, and the errors that urllib3 and requests keep in ``args`` or
 ``reason``), by class name, so that no client library is imported to ask.
 
 An exception that says neither (an application's own ``ValueError``, an HTTP error
@@ -18,7 +18,6 @@ A bare timeout or connection error with nothing behind it is: nobody can tell wh
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 #: Failures raised before a request left: nothing can have happened on the other side.
@@ -99,7 +98,6 @@ def _chain(error: BaseException) -> list[BaseException]:
         if not link.__suppress_context__:
             queue.append(link.__context__)
         queue.append(getattr(link, "reason", None))  # urllib3 MaxRetryError
-        queue.append(getattr(link, "os_error", None))  # aiohttp ClientConnectorError
         queue.extend(a for a in link.args if isinstance(a, BaseException))
     return seen
 
@@ -111,11 +109,8 @@ def _before_by_message(name: str, link: BaseException) -> bool:
 
 def _unplaced(error: BaseException) -> bool:
     """A failure that does not say where: ambiguous if it is a timeout (a class named so, or
-    a :class:`~retrylens.sdk.sanitizer.Failure` a user typed ``timeout``), a cancellation or
-    a connection error."""
-    asyncio: Any = sys.modules.get("asyncio")
-    if asyncio is not None and isinstance(error, asyncio.CancelledError):
-        return True
+    a :class:`~retrylens.sdk.sanitizer.Failure` a user typed ``timeout``) or a connection
+    error. (A cancellation always says: ``CancelledError`` is in :data:`AFTER`.)"""
     kind = type(error)
     if issubclass(kind, TimeoutError | ConnectionError) or "Timeout" in kind.__name__:
         return True

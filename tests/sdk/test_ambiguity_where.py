@@ -9,6 +9,7 @@ fallback's error wraps an earlier one).
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import httpx
 import pytest
@@ -102,3 +103,51 @@ def test_a_failure_after_the_request_may_have_reached_is_ambiguous(error: BaseEx
 )
 def test_an_answer_or_the_tools_own_error_is_not_ambiguous(error: BaseException) -> None:
     assert may_have_reached(error) is False
+
+
+def _while_handling(outer: BaseException, inner: BaseException, *, hide: bool = False) -> Any:
+    """``outer`` raised inside ``except inner`` (implicit chaining; ``from None`` if ``hide``)."""
+    try:
+        try:
+            raise inner
+        except BaseException:
+            if hide:
+                raise outer from None
+            raise outer  # noqa: B904 - the implicit chain is what is read
+    except BaseException as caught:  # noqa: BLE001
+        return caught
+
+
+def test_an_error_raised_while_handling_a_reset_is_ambiguous_unless_it_hides_it() -> None:
+    reset = ConnectionResetError(104, "reset")
+    assert may_have_reached(_while_handling(ValueError("bad answer"), reset)) is True
+    assert may_have_reached(_while_handling(ValueError("bad"), reset, hide=True)) is False
+
+
+def test_aiohttp_timeouts_are_read_by_what_timed_out() -> None:
+    import aiohttp
+
+    connect = aiohttp.ServerTimeoutError("Connection timeout to host http://127.0.0.1:9")
+    read = aiohttp.ServerTimeoutError("Timeout on reading data from socket")
+    assert may_have_reached(connect) is False
+    assert may_have_reached(read) is True
+
+
+def test_requests_keeps_where_in_urllib3s_reason() -> None:
+    from urllib3.exceptions import MaxRetryError, NewConnectionError, ProtocolError
+
+    refused = MaxRetryError(None, "/", reason=NewConnectionError(None, "refused"))  # type: ignore[arg-type]
+    aborted = MaxRetryError(None, "/", reason=ProtocolError("Connection aborted."))  # type: ignore[arg-type]
+    assert may_have_reached(requests.ConnectionError(refused)) is False
+    assert may_have_reached(requests.ConnectionError(aborted)) is True
+
+
+def test_a_chain_is_read_to_sixteen_links_and_a_cycle_ends() -> None:
+    deep: BaseException = ConnectionResetError(104, "reset")
+    for depth in range(16):
+        deep = _raised(ValueError(f"wrapper {depth}"), deep)
+    assert may_have_reached(deep) is False  # the reset is the 17th link: past the cap
+    assert may_have_reached(deep.__cause__) is True  # type: ignore[arg-type]
+    first, second = ValueError("a"), ValueError("b")
+    first.__context__, second.__context__ = second, first
+    assert may_have_reached(first) is False
