@@ -34,6 +34,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from retrylens.errors import SideEffectError
 from retrylens.schemas.taxonomy import SideEffectStatus
 
 from .ambiguity import may_have_reached
@@ -86,6 +87,8 @@ def effect(
     if run.last_attempt is not None:
         run.last_attempt.tool_call(tool, {"args": args, "kwargs": kwargs})
     key = key or idempotency_key(s.task_id, step or tool, {"args": args, "kwargs": kwargs})
+    keyed = accepts(fn, "idempotency_key")
+    blind = unsafe or not (repeat_on_timeout or rollback or keyed)  # no way to repeat safely
     record = yield GET, key
     if record is not None:
         if record.status is SideEffectStatus.COMMITTED:
@@ -98,8 +101,11 @@ def effect(
             happened = yield from _verify(run, tool, verify, args, kwargs, None)
             if happened:
                 return (yield from _committed(run, tool, key, happened))
+        elif record.status is SideEffectStatus.INTENDED and blind:
+            _ambiguous(run, tool, unsafe, "an earlier try began and its outcome was never recorded")
+            raise SideEffectError(f"{tool}: an earlier try's outcome is unknown", key=key)
     yield PUT, KeyRecord(key, s.task_id, tool, SideEffectStatus.INTENDED)
-    call_kwargs = {**kwargs, "idempotency_key": key} if accepts(fn, "idempotency_key") else kwargs
+    call_kwargs = {**kwargs, "idempotency_key": key} if keyed else kwargs
     try:
         result = yield TOOL, lambda: fn(*args, **call_kwargs)
     except BaseException as exc:
@@ -109,17 +115,12 @@ def effect(
                 happened = yield from _verify(run, tool, verify, args, kwargs, exc)
                 if happened:
                     return (yield from _committed(run, tool, key, happened))
-        elif ambiguous and (
-            unsafe or not (repeat_on_timeout or rollback or "idempotency_key" in call_kwargs)
-        ):
-            s.ambiguous = tool[:128]
-            s.ambiguous_why = (
-                "it may have happened and is declared unsafe to repeat, so a person checks it"
-                if unsafe
-                else f"it may have happened and {tool} declares no way to tell, so it is not "
-                f"repeated blindly: {FIXES}"
-            )
-        yield PUT, KeyRecord(key, s.task_id, tool, SideEffectStatus.FAILED)
+        if ambiguous and blind and verify is None:
+            # the outcome is unknown: it stays "intended" in the store, so a re-run of the
+            # task (same id, another process) will not repeat it either
+            _ambiguous(run, tool, unsafe, "it may have happened")
+        else:
+            yield PUT, KeyRecord(key, s.task_id, tool, SideEffectStatus.FAILED)
         run._side_effect_event(tool, key, SideEffectStatus.FAILED, rollback=_name(rollback))
         if rollback is not None:
             run.owe(tool, key, Hook("rollback", rollback, args, kwargs))
@@ -129,6 +130,17 @@ def effect(
     if rollback is not None and not s.current_step:
         run.undoable(tool, key, Hook("rollback", rollback, args, kwargs), step or tool)
     return result
+
+
+def _ambiguous(run: TaskRun, tool: str, unsafe: bool, what: str) -> None:
+    """Mark ``tool``'s outcome unknown: the task stops (``stop_on_ambiguous_side_effect``)."""
+    s = run.state
+    s.ambiguous = tool[:128]
+    s.ambiguous_why = (
+        f"{what} and is declared unsafe to repeat, so a person checks it"
+        if unsafe
+        else f"{what} and {tool} declares no way to tell, so it is not repeated blindly: {FIXES}"
+    )
 
 
 def _verify(

@@ -191,3 +191,54 @@ def test_a_cancellation_from_outside_goes_on_and_nothing_is_repeated() -> None:
         assert ledger == ["rent"]
         assert statuses(captured) == ["failed"]
         assert list(captured.outcomes().values()) == [TaskOutcome.CANCELLED]
+
+
+# -- an outcome nobody recorded: the key store says "intended" ---------------------------
+def _intended(store: Any, task_id: str, tool: str, *args: Any) -> None:
+    """Plant what a process that died inside the tool leaves: the intent, no outcome."""
+    from retrylens.schemas import SideEffectStatus
+    from retrylens.sdk.side_effects import KeyRecord, idempotency_key
+
+    key = idempotency_key(task_id, tool, {"args": args, "kwargs": {}})
+    store.put(KeyRecord(key, task_id, tool, SideEffectStatus.INTENDED))
+
+
+@pytest.mark.parametrize("unsafe", [False, True], ids=["no_contract", "unsafe"])
+def test_an_effect_whose_earlier_try_has_no_recorded_outcome_is_not_run_again(
+    unsafe: bool,
+) -> None:
+    from retrylens.sdk import MemoryKeyStore
+
+    ledger: list[str] = []
+    store = MemoryKeyStore()
+    _intended(store, "task-resumed", "ledger.book", "rent")
+    with capture_events() as captured:
+        g = Governor.with_virtual_time(start=START, emit=captured.emit, key_store=store)
+        booked = quietly(g.side_effect("ledger.book", unsafe=unsafe), ledger.append)
+        with pytest.raises(TaskStopped) as stopped:
+            g.call(lambda: booked("rent"), goal="book the rent", task_id="task-resumed")
+    assert ledger == []  # it may have happened before: not run blindly
+    assert stopped.value.verdict.reason.startswith(
+        "ambiguous outcome of side effect ledger.book: an earlier try began"
+    )
+
+
+def test_an_ambiguous_failure_stays_unknown_in_the_key_store_for_a_rerun() -> None:
+    """A task re-run under the same id after the hand-off does not repeat the effect."""
+    from retrylens.sdk import MemoryKeyStore
+
+    ledger: list[str] = []
+
+    def book(entry: str) -> str:
+        ledger.append(entry)
+        raise ConnectionResetError(104, "reset")
+
+    store = MemoryKeyStore()
+    for _ in range(2):
+        g = Governor.with_virtual_time(start=START, key_store=store)
+        booked = quietly(g.side_effect("ledger.book"), book)
+        with pytest.raises(TaskStopped):
+            g.call(lambda: booked("rent"), goal="book the rent", task_id="task-again")  # noqa: B023
+    assert ledger == ["rent"]
+    (record,) = store._records.values()
+    assert record.status.value == "intended"
