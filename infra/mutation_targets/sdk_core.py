@@ -184,8 +184,8 @@ EQUIVALENT: Equivalent = {
         "sdk/effects.py",
         "effect",
         "core/ReplaceComparisonOperator_Is_Eq",
-        "ambiguous = isinstance(exc, Exception) and classify(exc).error_type == ErrorType.TIMEOUT",
-    ): "an enum member equals only itself: == and is agree on ErrorType",
+        "elif record.status == SideEffectStatus.INTENDED and blind:",
+    ): "an enum member equals only itself: == and is agree on SideEffectStatus",
     (
         "sdk/effects.py",
         "effect",
