@@ -18,6 +18,7 @@ A bare timeout or connection error with nothing behind it is: nobody can tell wh
 
 from __future__ import annotations
 
+import errno
 from typing import Any
 
 #: Failures raised before a request left: nothing can have happened on the other side.
@@ -64,6 +65,10 @@ AFTER = frozenset(
     }
 )
 
+#: The same, told by an ``OSError``'s number when its class is a library's wrapper.
+BEFORE_ERRNOS = frozenset({errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH})
+AFTER_ERRNOS = frozenset({errno.ECONNRESET, errno.EPIPE, errno.ECONNABORTED})
+
 _MAX_LINKS = 16  # a chain is short; a cycle or a pathological one must not hang the decision
 
 
@@ -82,6 +87,11 @@ def may_have_reached(error: BaseException) -> bool:
                 return False
             if name in AFTER:
                 return True
+        code = getattr(link, "errno", None)  # a wrapper class (aiohttp's ClientOSError) keeps it
+        if code in BEFORE_ERRNOS:
+            return False
+        if code in AFTER_ERRNOS:
+            return True
     return any(_unplaced(link) for link in chain)
 
 

@@ -151,3 +151,15 @@ def test_a_chain_is_read_to_sixteen_links_and_a_cycle_ends() -> None:
     first, second = ValueError("a"), ValueError("b")
     first.__context__, second.__context__ = second, first
     assert may_have_reached(first) is False
+
+
+def test_a_wrapper_oserror_is_read_by_its_number() -> None:
+    """aiohttp's ``ClientOSError`` (older versions raise it bare) keeps the socket's errno."""
+    import errno
+
+    import aiohttp
+
+    assert may_have_reached(aiohttp.ClientOSError(errno.ECONNRESET, "reset by peer")) is True
+    assert may_have_reached(aiohttp.ClientOSError(errno.EPIPE, "broken pipe")) is True
+    assert may_have_reached(aiohttp.ClientOSError(errno.ECONNREFUSED, "refused")) is False
+    assert may_have_reached(aiohttp.ClientOSError(errno.ENETUNREACH, "no route")) is False
