@@ -163,6 +163,25 @@ TARGETS: dict[str, Target] = {
 
 EQUIVALENT: Equivalent = {
     (
+        "sdk/ambiguity.py",
+        "_chain",
+        "core/ReplaceComparisonOperator_Lt_NotEq",
+        "while queue and len(seen) != _MAX_LINKS:",
+    ): "len(seen) grows by one from 0, so it stops at _MAX_LINKS whether < or != is asked",
+    (
+        "sdk/ambiguity.py",
+        "_chain",
+        "core/ReplaceComparisonOperator_Is_Eq",
+        "if not isinstance(link, BaseException) or any(link == s for s in seen):",
+    ): "exceptions compare by identity (BaseException defines no __eq__): == is `is` here",
+    (
+        "sdk/ambiguity.py",
+        "_before_by_message",
+        "core/ReplaceComparisonOperator_Eq_Is",
+        'return name is "ServerTimeoutError" and str(link).startswith("Connection timeout")',
+    ): "the one class of that name is aiohttp's, defined in Python: its __name__ is an interned "
+    "identifier, so `is` and == agree (a C type's name is never this one)",
+    (
         "sdk/backoff.py",
         "factor",
         "core/ReplaceBinaryOperator_Add_Sub",

@@ -163,3 +163,24 @@ def test_a_wrapper_oserror_is_read_by_its_number() -> None:
     assert may_have_reached(aiohttp.ClientOSError(errno.EPIPE, "broken pipe")) is True
     assert may_have_reached(aiohttp.ClientOSError(errno.ECONNREFUSED, "refused")) is False
     assert may_have_reached(aiohttp.ClientOSError(errno.ENETUNREACH, "no route")) is False
+
+
+def test_only_aiohttps_server_timeout_is_read_by_its_message() -> None:
+    import aiohttp
+
+    text = "Connection timeout to host http://127.0.0.1:9"  # other classes say where by class
+    assert may_have_reached(aiohttp.SocketTimeoutError(text)) is True
+    assert may_have_reached(httpx.ReadTimeout(text, request=REQUEST)) is True
+
+
+def test_the_nearest_wrapped_error_decides_breadth_first() -> None:
+    """The error a wrapper names directly decides before one wrapped deeper elsewhere."""
+    deeper = _raised(ValueError("inner"), ConnectionResetError(104, "reset"))
+    outer = _raised(RuntimeError("charge failed", deeper), httpx.ConnectError("x", request=REQUEST))
+    assert may_have_reached(outer) is False
+
+
+def test_a_failure_that_never_says_where_is_ambiguous_if_it_is_a_connection_or_timeout() -> None:
+    assert may_have_reached(ConnectionError("peer went away")) is True
+    assert may_have_reached(requests.Timeout("timed out")) is True  # a Timeout by name only
+    assert may_have_reached(RuntimeError("no")) is False

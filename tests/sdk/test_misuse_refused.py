@@ -207,3 +207,31 @@ def test_a_run_refuses_to_record_an_awaitable_as_its_success(
         attempt = run.begin()
         run.succeed(attempt, later())
     _no_success(captured)
+
+
+def test_a_langgraph_node_returning_a_coroutine_in_a_sync_graph_is_refused(
+    g: Governor, captured: CapturedEvents
+) -> None:
+    """Adapters record through the run as well: a sync node that hands back a coroutine
+    (an ``async def`` helper called without ``await``) is refused, not a success."""
+    from langgraph.graph import END, START, StateGraph
+    from typing_extensions import TypedDict
+
+    from retrylens.sdk.adapters_langgraph import governed_node
+
+    class State(TypedDict):
+        answer: str
+
+    async def fetch() -> dict[str, str]:
+        return {"answer": "late"}
+
+    def node(state: State) -> Any:
+        return fetch()  # the await was forgotten
+
+    graph = StateGraph(State)
+    graph.add_node("fetch", governed_node(node, g, agent="research"))
+    graph.add_edge(START, "fetch")
+    graph.add_edge("fetch", END)
+    with pytest.raises(AsyncToolInPlainCall):
+        graph.compile().invoke({"answer": ""})
+    _no_success(captured)
