@@ -30,8 +30,8 @@ from retrylens.sdk import CallbackChannel, Governor
 from retrylens.testing import CapturedEvents, capture_events
 
 START = datetime(2026, 12, 1, tzinfo=UTC)
-CLIENT_TIMEOUT_S = 0.3  # the client's read timeout; a stalled server answers much later
-STALL_S = 1.5
+CLIENT_TIMEOUT_S = 1.0  # the client's timeout and the deadlines: generous for a loaded machine
+STALL_S = 3.0  # a stalled server answers long after
 
 AFTER = {
     "reset": Reply(reset=True),
@@ -247,9 +247,22 @@ def _assert_handed_off_once(server: FakeProvider, stopped: Any, handed: list[Any
     assert [p.reason for p in handed] == [reason]
 
 
-@pytest.mark.parametrize("unsafe", [False, True], ids=["no_contract", "unsafe"])
-@pytest.mark.parametrize("shape", AFTER)
-@pytest.mark.parametrize("client", SYNC)
+#: ``unsafe=True`` never repeats either: proved on each client with the quickest shape (the
+#: decision does not depend on the shape once the failure is read as "after")
+SYNC_AFTER = [
+    (client, shape, unsafe)
+    for client in SYNC
+    for shape in AFTER
+    for unsafe in (False, True)
+    if not unsafe or shape == "reset"
+]
+
+
+@pytest.mark.parametrize(
+    ("client", "shape", "unsafe"),
+    SYNC_AFTER,
+    ids=[f"{c}-{s}-{'unsafe' if u else 'no_contract'}" for c, s, u in SYNC_AFTER],
+)
 def test_a_sync_side_effect_failing_after_the_server_processed_it_is_never_repeated(
     client: str, shape: str, unsafe: bool, rig: Rig
 ) -> None:
@@ -263,15 +276,20 @@ def test_a_sync_side_effect_failing_after_the_server_processed_it_is_never_repea
 
 #: A caller's deadline cuts only a call still waiting for its answer: the stall.
 ASYNC_AFTER = [
-    (client, shape)
+    (client, shape, unsafe)
     for client in ASYNC
     for shape in AFTER
-    if shape == "stall" or not client.startswith("asyncio")
+    for unsafe in (False, True)
+    if (shape == "stall" or not client.startswith("asyncio"))
+    and (not unsafe or shape == ("stall" if client.startswith("asyncio") else "reset"))
 ]
 
 
-@pytest.mark.parametrize("unsafe", [False, True], ids=["no_contract", "unsafe"])
-@pytest.mark.parametrize(("client", "shape"), ASYNC_AFTER, ids=[f"{c}-{s}" for c, s in ASYNC_AFTER])
+@pytest.mark.parametrize(
+    ("client", "shape", "unsafe"),
+    ASYNC_AFTER,
+    ids=[f"{c}-{s}-{'unsafe' if u else 'no_contract'}" for c, s, u in ASYNC_AFTER],
+)
 def test_an_async_side_effect_failing_after_the_server_processed_it_is_never_repeated(
     client: str, shape: str, unsafe: bool, rig: Rig
 ) -> None:
@@ -304,7 +322,7 @@ def test_a_deadline_around_the_side_effect_inside_the_task_hands_off_instead_of_
 
 # -- a cancellation from outside: it goes on, and nothing is repeated --------------------
 async def _cancel_when(task: asyncio.Task[Any], ready: Callable[[], bool]) -> None:
-    for _ in range(200):
+    for _ in range(1_000):  # up to 10 s on a loaded machine
         if ready():
             break
         await asyncio.sleep(0.01)
