@@ -125,7 +125,8 @@ class GovernorTools:
     ) -> Callable[[Callable[..., T]], Callable[..., T]]:
         """Decorator for a side-effecting tool used inside a governed call (see :mod:`.effects`).
 
-        Its contract for an ambiguous failure (a timeout: did it happen?): a tool taking
+        Its contract for an ambiguous failure (one after the request may have reached the
+        other side — a read timeout, a reset, a cancellation in flight: did it happen?): a tool taking
         ``idempotency_key`` is repeated with the same key; ``verify(*args, **kwargs)`` (may
         be ``async def``) checks whether it happened instead of repeating it;
         ``repeat_on_timeout=True`` says it is harmless twice; ``unsafe=True`` hands the task
@@ -239,9 +240,9 @@ def _warn_no_contract(tool: str) -> None:
     from .effects import FIXES
 
     warnings.warn(
-        f"side effect {tool!r} declares no contract for an ambiguous failure (a timeout: it "
-        f"may have happened), so the governor will not repeat it and stops the task for a "
-        f"person instead: {FIXES}",
+        f"side effect {tool!r} declares no contract for an ambiguous failure (a timeout, a "
+        f"reset or a cancellation after the request left: it may have happened), so the "
+        f"governor will not repeat it and stops the task for a person instead: {FIXES}",
         UserWarning,
         stacklevel=3,
     )
