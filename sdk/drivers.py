@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from retrylens.errors import AsyncToolInPlainCall
 
+from .awaitables import is_awaitable, refuse
 from .loop import GET, PUT, RUN, SLEEP, TOOL, Hook, Loop, current, task
 from .side_effects import MemoryKeyStore
 
@@ -65,8 +66,8 @@ def drive(loop: Loop, g: Governor) -> Any:
                 value = arg()
             elif op is TOOL:
                 value = arg()
-                if inspect.isawaitable(value):
-                    _refuse(loop, value)
+                if is_awaitable(value):
+                    refuse(value, "a step or side effect")
             elif op is SLEEP:
                 value = g.sleep(arg)
             elif op is GET:
@@ -143,6 +144,9 @@ def call(
     except BaseException as exc:  # noqa: BLE001 - handed to the loop below
         error = exc
     else:
+        if is_awaitable(result):  # an async task in a plain call: refused, recorded failed
+            with first.materialize()[0]:
+                refuse(result, "the governed function")
         first.succeed(result)
         return result
     finally:
@@ -346,16 +350,6 @@ def _in_thread(hook: Hook, timeout_s: float) -> None:
             logging.getLogger(__name__).exception("hand-off channel failed")
 
     threading.Thread(target=send, name="retrylens-handoff", daemon=True).start()
-
-
-def _refuse(loop: Loop, value: Any) -> None:
-    close = getattr(value, "close", None)
-    if close is not None:
-        close()  # never awaited: no "coroutine was never awaited" warning on top
-    raise AsyncToolInPlainCall(
-        "a step or side effect returned an awaitable inside a plain call: use "
-        "`await governor.acall(...)` and `await governor.astep(...)` for async tools"
-    )
 
 
 async def _inline(fn: Callable[..., T], /, *args: Any) -> T:

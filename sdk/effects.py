@@ -2,8 +2,10 @@
 
 A generator per guarded call (see :mod:`~retrylens.sdk.loop` for the operations): read the
 key, skip a committed effect, ask ``verify`` whether an earlier try happened, record the
-intent, run the tool, record the result. After an *ambiguous* failure (a timeout: the
-effect may have happened) the tool's contract decides:
+intent, run the tool, record the result. After an *ambiguous* failure — one that may have
+happened after the request reached the other side (a read timeout, a reset, a broken pipe,
+a server that hung up, a cancellation in flight: :mod:`.ambiguity` reads where, not what
+type) — the tool's contract decides:
 
 * it takes an ``idempotency_key`` parameter: repeated with the same key (the provider
   dedupes);
@@ -14,7 +16,14 @@ effect may have happened) the tool's contract decides:
   person (or gives up without a hand-off channel), with a reason naming the fixes.
 
 A verify that raises or does not answer leaves the outcome unknown: the task stops the
-same way, and the reason says what the verify did. Rollbacks are owed "failure debt",
+same way, and the reason says what the verify did.
+
+A cancellation (``CancelledError``: a deadline's ``wait_for``/``timeout``, or anyone's
+``task.cancel()``) is never swallowed: the effect is recorded failed and, without a
+contract, ambiguous, and the cancellation goes on at once (no verify runs in a cancelled
+task). A deadline turns it into ``TimeoutError`` on its way out, which the loop decides:
+the ambiguity stops the task. Any other cancellation ends the call as cancelled. A tool
+with ``verify`` is asked on the next try, before it runs again. Rollbacks are owed "failure debt",
 paid (``HOOK``) before the next attempt.
 """
 
@@ -25,10 +34,11 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from retrylens.schemas.taxonomy import ErrorType, SideEffectStatus
+from retrylens.errors import SideEffectError
+from retrylens.schemas.taxonomy import SideEffectStatus
 
+from .ambiguity import may_have_reached
 from .loop import GET, HOOK, PUT, TOOL, Hook, Loop, TaskRun
-from .sanitizer import classify
 from .side_effects import KeyRecord, idempotency_key
 
 log = logging.getLogger(__name__)
@@ -77,6 +87,8 @@ def effect(
     if run.last_attempt is not None:
         run.last_attempt.tool_call(tool, {"args": args, "kwargs": kwargs})
     key = key or idempotency_key(s.task_id, step or tool, {"args": args, "kwargs": kwargs})
+    keyed = accepts(fn, "idempotency_key")
+    blind = unsafe or not (repeat_on_timeout or rollback or keyed)  # no way to repeat safely
     record = yield GET, key
     if record is not None:
         if record.status is SideEffectStatus.COMMITTED:
@@ -89,27 +101,26 @@ def effect(
             happened = yield from _verify(run, tool, verify, args, kwargs, None)
             if happened:
                 return (yield from _committed(run, tool, key, happened))
+        elif record.status is SideEffectStatus.INTENDED and blind:
+            _ambiguous(run, tool, unsafe, "an earlier try began and its outcome was never recorded")
+            raise SideEffectError(f"{tool}: an earlier try's outcome is unknown", key=key)
     yield PUT, KeyRecord(key, s.task_id, tool, SideEffectStatus.INTENDED)
-    call_kwargs = {**kwargs, "idempotency_key": key} if accepts(fn, "idempotency_key") else kwargs
+    call_kwargs = {**kwargs, "idempotency_key": key} if keyed else kwargs
     try:
         result = yield TOOL, lambda: fn(*args, **call_kwargs)
     except BaseException as exc:
-        ambiguous = isinstance(exc, Exception) and classify(exc).error_type is ErrorType.TIMEOUT
+        ambiguous = may_have_reached(exc)
         if ambiguous and verify is not None:
-            happened = yield from _verify(run, tool, verify, args, kwargs, exc)
-            if happened:
-                return (yield from _committed(run, tool, key, happened))
-        elif ambiguous and (
-            unsafe or not (repeat_on_timeout or rollback or "idempotency_key" in call_kwargs)
-        ):
-            s.ambiguous = tool[:128]
-            s.ambiguous_why = (
-                "it may have happened and is declared unsafe to repeat, so a person checks it"
-                if unsafe
-                else f"it may have happened and {tool} declares no way to tell, so it is not "
-                f"repeated blindly: {FIXES}"
-            )
-        yield PUT, KeyRecord(key, s.task_id, tool, SideEffectStatus.FAILED)
+            if isinstance(exc, Exception):  # a cancelled task verifies on its next try
+                happened = yield from _verify(run, tool, verify, args, kwargs, exc)
+                if happened:
+                    return (yield from _committed(run, tool, key, happened))
+        if ambiguous and blind and verify is None:
+            # the outcome is unknown: it stays "intended" in the store, so a re-run of the
+            # task (same id, another process) will not repeat it either
+            _ambiguous(run, tool, unsafe, "it may have happened")
+        else:
+            yield PUT, KeyRecord(key, s.task_id, tool, SideEffectStatus.FAILED)
         run._side_effect_event(tool, key, SideEffectStatus.FAILED, rollback=_name(rollback))
         if rollback is not None:
             run.owe(tool, key, Hook("rollback", rollback, args, kwargs))
@@ -119,6 +130,17 @@ def effect(
     if rollback is not None and not s.current_step:
         run.undoable(tool, key, Hook("rollback", rollback, args, kwargs), step or tool)
     return result
+
+
+def _ambiguous(run: TaskRun, tool: str, unsafe: bool, what: str) -> None:
+    """Mark ``tool``'s outcome unknown: the task stops (``stop_on_ambiguous_side_effect``)."""
+    s = run.state
+    s.ambiguous = tool[:128]
+    s.ambiguous_why = (
+        f"{what} and is declared unsafe to repeat, so a person checks it"
+        if unsafe
+        else f"{what} and {tool} declares no way to tell, so it is not repeated blindly: {FIXES}"
+    )
 
 
 def _verify(

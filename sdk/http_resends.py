@@ -6,13 +6,17 @@ reaches: a hand-written loop that sends the same request again after a 429, a li
 doing the same, or a transport retrying its connections (``httpx.HTTPTransport(retries=2)``,
 below ``Client.send``). This module recognises both:
 
-* **a resend**: inside one governed attempt, a request to the same method, host and path
-  as one that failed earlier in that attempt (an error status, a timeout or a dropped
-  connection). The governor owns the retrying, so the resend is not sent: the earlier
-  failure is raised instead, as a :class:`ResendRefused` typed from its status and
-  headers, and the governor decides (its attempt budget, the fleet budget and breaker,
-  the backoff honouring ``Retry-After``). Each request the provider received is thus one
-  governed attempt. A failed request the code does not send again is left to the code.
+* **a resend**: inside one governed attempt, the same request as one that failed earlier
+  in that attempt (an error status, a timeout or a dropped connection): the same method,
+  host, path *and body*. The governor owns the retrying, so the resend is not sent: the
+  earlier failure is raised instead, as a :class:`ResendRefused` typed from its status
+  and headers, and the governor decides (its attempt budget, the fleet budget and
+  breaker, the backoff honouring ``Retry-After``). Each request the provider received is
+  thus one governed attempt. A failed request the code does not send again is left to
+  the code.
+* **a fallback**: after a failure in the attempt, a *different* request — another model
+  in the body, another endpoint — is the user's own decision (a cheaper model after a
+  429, a second provider): it is sent, and recorded as the task's degrade.
 * **a connection retry**: httpcore announces each one through the request's ``trace``
   extension (``connection.retry.started``, after ``connection.connect_tcp.failed``); the
   hook adds a trace (chained before any the caller set) that raises the failed
@@ -36,7 +40,7 @@ from .sanitizer import Failure
 
 #: (the governed scope, its attempt, {endpoint: the failed request}, {id: failed response or
 #: error seen, or the client's final error raised for it}) of this context
-_Log = tuple[Any, Any, dict[tuple[str, str, str], Any], dict[int, Any]]
+_Log = tuple[Any, Any, dict[tuple[str, str, str, int], Any], dict[int, Any]]
 _failures: contextvars.ContextVar[_Log | None] = contextvars.ContextVar(
     "retrylens_failed_requests", default=None
 )
@@ -57,7 +61,7 @@ def _attempt_of(scope: Any) -> Any:
 
 
 def endpoint(request: Any) -> tuple[str, str, str]:
-    """What makes a request "the same request again": its method, host and path."""
+    """Where a request goes: its method, host and path."""
     try:
         url = request.url
         return (str(request.method), str(url.host), str(url.path))
@@ -65,15 +69,43 @@ def endpoint(request: Any) -> tuple[str, str, str]:
         return ("", "", str(id(request)))
 
 
+def same_request(request: Any) -> tuple[str, str, str, int]:
+    """What makes a request "the same request again": its endpoint and its body (a body
+    not read yet, a stream, counts as the same: such a request is known by its endpoint)."""
+    try:
+        body = hash(request.content)
+    except Exception:  # noqa: BLE001 - a streamed body cannot be read without sending it
+        body = 0
+    return (*endpoint(request), body)
+
+
 def refusal(scope: Any, request: Any) -> ResendRefused | None:
-    """The error to raise instead of sending ``request``, when it resends a failed one."""
+    """The error to raise instead of sending ``request``, when it resends a failed one.
+
+    A different request after a failure in the attempt is the user's fallback: sent, and
+    the task is recorded degraded (:func:`_user_degraded`).
+    """
     log = _failures.get()
     if log is None or log[0] is not scope or log[1] is not _attempt_of(scope):
         return None
-    physical = log[2].get(endpoint(request))
+    physical = log[2].get(same_request(request))
     if physical is None:
+        if log[2]:
+            _user_degraded(scope)
         return None
     return refused(physical, "inside the same governed attempt was not sent (the governor retries)")
+
+
+def _user_degraded(scope: Any) -> None:
+    """Record the task degraded by its own code: the fallback request is its decision."""
+    materialize = getattr(scope, "materialize", None)
+    run = materialize()[0] if materialize is not None else getattr(scope, "run", None) or scope
+    state = getattr(run, "state", None)
+    if state is not None and not state.degraded:
+        state.degraded = True
+        attempt = getattr(run, "last_attempt", None)
+        if attempt is not None:
+            attempt.degraded = True
 
 
 def refused(physical: http_attempts.Physical, why: str) -> ResendRefused:
@@ -97,7 +129,7 @@ def note_failure(
     except Exception:  # noqa: BLE001 - a request we cannot read is not refused later
         return
     log = _log(scope)
-    log[2][endpoint(request)] = physical
+    log[2][same_request(request)] = physical
     seen = response if error is None else error
     log[3][id(seen)] = seen
 

@@ -131,6 +131,7 @@ def step(
         return s.completed_steps[name]
     attempt = run.last_attempt or (yield from run.beginning(phase=phase, dependency=dependency))
     entered = attempt
+    s.backoff_from = s.retries  # this step's retries back off from the base
     outer_step, outer_phase, outer_dep = s.current_step, s.phase, s.dependency
     s.current_step = name
     try:

@@ -95,7 +95,7 @@ class TaskBudget(_Part):
     max_attempts: int | None = Field(default=None, ge=1)
     retries: int = Field(default=4, ge=0, description="retries any task may spend")
     retries_per_step: float = Field(
-        default=0.5, ge=0, le=100, description="retries earned by each completed step"
+        default=1.0, ge=0, le=100, description="retries earned by each completed step"
     )
     max_retries: int = Field(default=20, ge=0, description="the allowance's ceiling")
     max_tokens: int | None = Field(default=None, ge=1)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from retrylens.schemas.limits import MAX_REASON_CHARS
 from retrylens.schemas.taxonomy import Decision, ErrorType, EventKind, TaskOutcome
 
+from .awaitables import is_awaitable, refuse
 from .chain import is_async_cancellation
 from .sanitizer import Failure, classify
 from .usage import usage_of
@@ -46,7 +47,13 @@ class RunRecords:
         cost_usd: float = 0.0,
         latency_ms: int | None = None,
     ) -> None:
-        """Record a success; raises a validation :class:`Failure` if ``success_check`` rejects it."""
+        """Record a success; raises a validation :class:`Failure` if ``success_check`` rejects it.
+
+        An awaitable ``output`` (an async function run by a plain call, a sync node or tool
+        that returned a coroutine) is refused: nothing of it ran (:mod:`.awaitables`).
+        """
+        if is_awaitable(output):
+            refuse(output, "the governed function")
         s = self.state
         if s.success_check is not None and not s.success_check(output):
             raise Failure(

@@ -131,6 +131,9 @@ class retry_by_class(Rule):  # noqa: N801
 class _BackoffView:
     """What a wait sees of the task: the retry about to happen (1-based), Retry-After, the rng.
 
+    ``retries`` counts from where the step in progress began (``TaskState.backoff_from``):
+    a step's retries back off from the base, whatever earlier steps spent, so a long task
+    with one blip per step waits the base each time, not a wait grown by the whole task.
     Read once per decision into slots (a composed wait reads them several times).
     """
 
@@ -138,6 +141,6 @@ class _BackoffView:
 
     def __init__(self, state: TaskState) -> None:
         self.state = state
-        self.retries: int = state.retries + 1
+        self.retries: int = state.retries - state.backoff_from + 1
         self.retry_after_ms: int | None = state.retry_after_ms
         self.rng = state.rng

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from retrylens.errors import TaskStopped
+from retrylens.errors import AsyncToolInPlainCall, TaskStopped
 from retrylens.schemas.taxonomy import Decision, EventKind, TaskOutcome
 
 from .attempts import AttemptScope
@@ -294,10 +294,11 @@ class TaskRun(RunRecords, RunEvents, RunSteps):
     def decides(self, error: BaseException) -> bool:
         """Whether ``error`` ending an attempt is recorded and decided (else it propagates).
 
-        Every exception is, except :class:`TaskStopped` (the task already stopped); of the
-        other base exceptions only the asyncio cancellation that ``cancel_chain`` caused.
+        Every exception is, except :class:`TaskStopped` (the task already stopped) and
+        :class:`AsyncToolInPlainCall` (a usage error: retrying cannot help); of the other
+        base exceptions only the asyncio cancellation that ``cancel_chain`` caused.
         """
-        if isinstance(error, TaskStopped):
+        if isinstance(error, TaskStopped | AsyncToolInPlainCall):
             return False
         if isinstance(error, Exception):
             return True

@@ -3,10 +3,12 @@
 The idempotency key is derived from task id + step + arguments. Before a side-effecting
 tool runs, its *intent* is recorded under the key; after, its *result*. A key already
 committed is never executed again — the first result is returned. A key whose intent is
-recorded but whose result is unknown (the call timed out) runs again *with the same key*,
-which the tool passes to its provider (payment APIs dedupe on it). A failed call with a
-registered rollback leaves "failure debt" that the governor pays (runs the rollback)
-before the next attempt.
+recorded but whose result is unknown (the process died in the call, or it failed after the
+request may have reached the other side) runs again only under the tool's contract: *with
+the same key* when the tool takes one (payment APIs dedupe on it), after ``verify`` says it
+did not happen, or when it is declared harmless twice; without one it is never run again
+(:mod:`.effects`). A failed call with a registered rollback leaves "failure debt" that the
+governor pays (runs the rollback) before the next attempt.
 
 Key stores: :class:`MemoryKeyStore` (tests), :class:`SqliteKeyStore` (embedded: one local
 file, safe across threads and processes via SQLite's locking) and :class:`ClickHouseKeyStore`

@@ -134,6 +134,7 @@ class TaskState:
     last_failure: Failure | None = None
     consecutive_failures: int = 0
     retries: int = 0
+    backoff_from: int = 0  # ``retries`` when the current step began: its backoff starts there
     degradations: int = 0
     extra_try_used: bool = False
     decisions: list[Decision] = field(default_factory=list)

@@ -137,7 +137,8 @@ class RunSteps:
     def side_effect(self, tool: str, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         """Run a side-effecting call at most once per key (see :mod:`~retrylens.sdk.effects`).
 
-        Its contract for an ambiguous failure (a timeout: the effect may have happened),
+        Its contract for an ambiguous failure (after the request may have reached the other
+        side: the effect may have happened; see :mod:`~retrylens.sdk.ambiguity`),
         given as keywords: ``verify``, ``unsafe``, ``repeat_on_timeout``, ``rollback``,
         ``key``, ``step``; or an ``idempotency_key`` parameter of ``fn``.
         """

@@ -45,14 +45,19 @@ class GovernorTools:
         async def acall(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any: ...
 
     def governed(
-        self, *, agent: str | AgentRef = "agent", phase: str = "execution", dependency: str = ""
-    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        """Decorator form of :meth:`call` / :meth:`acall` (picks by ``async def``)."""
+        self,
+        fn: Callable[..., Any] | None = None,
+        /,
+        *,
+        agent: str | AgentRef = "agent",
+        phase: str = "execution",
+        dependency: str = "",
+    ) -> Any:
+        """Decorator form of :meth:`call` / :meth:`acall` (picks by ``async def``); works
+        bare (``@governor.governed``) and called (``@governor.governed(agent="support")``)."""
 
         def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
-            import functools
-
-            if inspect.iscoroutinefunction(fn):
+            if inspect.iscoroutinefunction(_callable(fn, "governed")):
 
                 @functools.wraps(fn)
                 async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -70,7 +75,7 @@ class GovernorTools:
 
             return wrapper
 
-        return decorate
+        return decorate if fn is None else decorate(fn)
 
     def step(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
         """Run one step of the governed call in progress, retried in place (see ``TaskRun.step``).
@@ -90,23 +95,27 @@ class GovernorTools:
         return await _run_for(name, "steps").astep(name, fn, *args, **kwargs)
 
     def tool(
-        self, name: str | None = None, *, dependency: str | None = None
-    ) -> Callable[[Callable[..., T]], Callable[..., T]]:
+        self, name: str | Callable[..., T] | None = None, *, dependency: str | None = None
+    ) -> Any:
         """Decorator for a read-only tool: inside a governed call each call is a step,
         retried in place, and a re-run task gets its stored answer instead of calling again.
 
-        Use :meth:`side_effect` for a tool that changes the world.
+        Works bare (``@governor.tool``: the step is named after the function) and called
+        (``@governor.tool("search")``). Use :meth:`side_effect` for a tool that changes
+        the world.
         """
+        if callable(name):
+            return self.tool(dependency=dependency)(name)
 
         def decorate(fn: Callable[..., T]) -> Callable[..., T]:
             label = name or getattr(fn, "__qualname__", "tool")
-            return _as_step(fn, label, {"dependency": dependency})
+            return _as_step(_callable(fn, "tool"), label, {"dependency": dependency})
 
         return decorate
 
     def side_effect(
         self,
-        tool: str,
+        tool: str | Callable[..., T],
         *,
         step: str | None = None,
         rollback: Callable[..., object] | None = None,
@@ -116,13 +125,26 @@ class GovernorTools:
     ) -> Callable[[Callable[..., T]], Callable[..., T]]:
         """Decorator for a side-effecting tool used inside a governed call (see :mod:`.effects`).
 
-        Its contract for an ambiguous failure (a timeout: did it happen?): a tool taking
+        Its contract for an ambiguous failure (one after the request may have reached the
+        other side — a read timeout, a reset, a cancellation in flight: did it happen?): a tool taking
         ``idempotency_key`` is repeated with the same key; ``verify(*args, **kwargs)`` (may
         be ``async def``) checks whether it happened instead of repeating it;
         ``repeat_on_timeout=True`` says it is harmless twice; ``unsafe=True`` hands the task
         to a person. With none of these it is never repeated blindly: the task stops for a
-        person (or gives up), and decorating it warns once.
+        person (or gives up), and decorating it warns once. Written bare
+        (``@governor.side_effect``) the tool is named after the function.
         """
+        if callable(tool):
+            fn = tool
+            named = self.side_effect(
+                getattr(fn, "__qualname__", "side_effect"),
+                step=step,
+                rollback=rollback,
+                verify=verify,
+                unsafe=unsafe,
+                repeat_on_timeout=repeat_on_timeout,
+            )
+            return named(fn)  # type: ignore[return-value]
         options: dict[str, Any] = {
             "rollback": rollback,
             "verify": verify,
@@ -134,6 +156,7 @@ class GovernorTools:
         from .effects import has_contract  # the side-effect machinery loads when first used
 
         def decorate(fn: Callable[..., T]) -> Callable[..., T]:
+            _callable(fn, "side_effect")
             if not has_contract(
                 fn,
                 verify=verify,
@@ -160,6 +183,16 @@ class GovernorTools:
             return wrapper
 
         return decorate
+
+
+def _callable(fn: Any, decorator: str) -> Any:
+    """``fn``, if a decorator was given something it can wrap; else a clear error at once."""
+    if not callable(fn):
+        raise TypeError(
+            f"@governor.{decorator} decorates a function; it was given {type(fn).__name__} "
+            f"{fn!r} (write @governor.{decorator} or @governor.{decorator}(...) above a def)"
+        )
+    return fn
 
 
 def _run_for(name: str, what: str) -> TaskRun:
@@ -207,9 +240,9 @@ def _warn_no_contract(tool: str) -> None:
     from .effects import FIXES
 
     warnings.warn(
-        f"side effect {tool!r} declares no contract for an ambiguous failure (a timeout: it "
-        f"may have happened), so the governor will not repeat it and stops the task for a "
-        f"person instead: {FIXES}",
+        f"side effect {tool!r} declares no contract for an ambiguous failure (a timeout, a "
+        f"reset or a cancellation after the request left: it may have happened), so the "
+        f"governor will not repeat it and stops the task for a person instead: {FIXES}",
         UserWarning,
         stacklevel=3,
     )

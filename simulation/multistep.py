@@ -14,6 +14,10 @@ the same fault on the same try of the same call. Faults, each ``fault_rate / 3``
 * ``after``: the tool ran, then a timeout (the effect happened; the caller cannot know);
 * ``429``: rate limited before the tool ran.
 
+``blip=True`` replaces the draw: the first try of every call times out before the tool
+ran and every later try succeeds — "every step fails once", the long task with one blip
+per step that a budget or a backoff counted across the whole task would stop (issue 35).
+
 Wirings (:data:`WIRINGS`):
 
 * ``naive``: each call retried up to 3 tries on any exception; the task fails when a
@@ -64,6 +68,7 @@ class ToolBoundary:
     task: int
     steps: int
     fault_rate: float
+    blip: bool = False
     tries: dict[int, int] = field(default_factory=dict)
     ran: dict[int, int] = field(default_factory=dict)
     verify_reads: int = 0
@@ -71,6 +76,8 @@ class ToolBoundary:
 
     def fault(self, i: int, n: int) -> str | None:
         """The fault the ``n``-th try (0-based) of call ``i`` meets, or ``None``."""
+        if self.blip:
+            return "before" if n == 0 else None
         draw = random.Random(f"{self.seed}:{self.task}:{i}:{n}").random()
         share = self.fault_rate / len(FAULT_KINDS)
         index = int(draw // share) if share > 0 else len(FAULT_KINDS)
@@ -113,6 +120,7 @@ class Finished:
 
     finished: bool
     reason: str = ""
+    slept_s: float = 0.0  # the backoff the governor waited (virtual time; naive waits none)
 
 
 Wiring = Callable[[ToolBoundary, RetryPolicy], Finished]
@@ -178,8 +186,8 @@ def _governed(gov: Governor, agent: Callable[[], None], tools: ToolBoundary) -> 
     try:
         gov.call(agent, goal=f"multi-step task {tools.task}", agent="multistep", dependency="tools")
     except TaskStopped as stopped:
-        return Finished(False, stopped.verdict.reason)
-    return Finished(True)
+        return Finished(False, stopped.verdict.reason, gov.clock())
+    return Finished(True, slept_s=gov.clock())
 
 
 WIRINGS: dict[str, Wiring] = {
@@ -198,10 +206,12 @@ class CellTally:
     requests: int = 0
     verify_reads: int = 0
     duplicates: int = 0
+    slept_s: float = 0.0
     stopped_by: Counter[str] = field(default_factory=Counter)
 
     def add(self, tools: ToolBoundary, outcome: Finished) -> None:
         self.tasks += 1
+        self.slept_s += outcome.slept_s
         self.finished += outcome.finished
         self.requests += tools.requests
         self.verify_reads += tools.verify_reads
@@ -218,6 +228,7 @@ class CellTally:
             if self.tasks
             else 0.0,
             "duplicates": self.duplicates,
+            "slept_s_per_task": round(self.slept_s / self.tasks, 3) if self.tasks else 0.0,
             "stopped_by": dict(sorted(self.stopped_by.items())),
         }
 
@@ -234,13 +245,15 @@ def run_cell(
     seed: int = 0,
     policy: RetryPolicy | None = None,
     wirings: Mapping[str, Wiring] = WIRINGS,
+    blip: bool = False,
 ) -> dict[str, CellTally]:
-    """``tasks`` tasks of ``steps`` calls at ``fault_rate``, under each wiring, same faults."""
+    """``tasks`` tasks of ``steps`` calls at ``fault_rate`` (or with one blip per call),
+    under each wiring, same faults."""
     policy = policy or RetryPolicy()
     tallies = {name: CellTally() for name in wirings}
     for t in range(tasks):
         for name, wiring in wirings.items():
-            tools = ToolBoundary(seed, t, steps, fault_rate)
+            tools = ToolBoundary(seed, t, steps, fault_rate, blip=blip)
             tallies[name].add(tools, wiring(tools, policy))
     return tallies
 
@@ -253,13 +266,26 @@ def run_grid(
     seed: int = 0,
     policy: RetryPolicy | None = None,
     wirings: Mapping[str, Wiring] = WIRINGS,
+    blips: bool = False,
 ) -> list[dict[str, Any]]:
-    """One row per (steps, fault rate) cell: each wiring's :meth:`CellTally.to_dict`."""
-    rates = list(fault_rates)
+    """One row per (steps, fault rate) cell: each wiring's :meth:`CellTally.to_dict`;
+    ``blips=True`` adds a row per step count where every call fails once (``fault_rate``
+    ``None``)."""
+    rates: list[float | None] = list(fault_rates)
+    if blips:
+        rates.append(None)
     rows = []
     for n in steps:
         for rate in rates:
-            cell = run_cell(n, rate, tasks=tasks, seed=seed, policy=policy, wirings=wirings)
+            cell = run_cell(
+                n,
+                rate or 0.0,
+                tasks=1 if rate is None else tasks,  # a blip task has no draw: one is all
+                seed=seed,
+                policy=policy,
+                wirings=wirings,
+                blip=rate is None,
+            )
             rows.append(
                 {"steps": n, "fault_rate": rate, **{k: v.to_dict() for k, v in cell.items()}}
             )

@@ -126,7 +126,9 @@ class _Tools:
         self.provider.calls += 1
         draw = self.rng.random()
         if draw < self.faults.write_before:
-            raise ConnectionResetError(f"{step}: connection reset before the request was sent")
+            # refused: nothing was sent (a reset could come after the server acted, so the
+            # governor reads a reset as ambiguous: sdk/ambiguity.py)
+            raise ConnectionRefusedError(f"{step}: connection refused, the request was not sent")
         self.provider.landed[(self.task_id, step)] += 1
         if draw < self.faults.write_before + self.faults.write_after:
             raise TimeoutError(f"{step}: timed out waiting for the answer (it landed)")

@@ -9,6 +9,8 @@ the provider received with what RetryLens recorded.
 from __future__ import annotations
 
 import json
+import socket
+import struct
 import threading
 import time
 from dataclasses import dataclass, field
@@ -25,6 +27,7 @@ class Reply:
     body: bytes | None = None
     events: list[bytes] | None = None  # server-sent events, for a streaming answer
     drop: bool = False
+    reset: bool = False  # read the request, then reset the connection (RST, no answer)
     cut_stream: bool = False  # stop the stream half-way (a broken connection)
     delay_s: float = 0.0  # the provider takes this long before it answers
 
@@ -165,6 +168,13 @@ class FakeProvider:
                     reply = Reply(500, body=b'{"error": {"message": "unscripted"}}')
                 if reply.delay_s:
                     time.sleep(reply.delay_s)
+                if reply.reset:  # SO_LINGER 0: close() sends a reset, not a FIN
+                    self.close_connection = True
+                    self.connection.setsockopt(
+                        socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+                    )
+                    self.connection.close()
+                    return
                 if reply.drop:
                     self.close_connection = True
                     self.connection.shutdown(2)

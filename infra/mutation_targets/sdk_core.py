@@ -1,4 +1,4 @@
-"""Mutation targets: the SDK decision loop and what it decides with: backoff, budgets, side effects (issues 20, 24, 25)."""
+"""Mutation targets: the SDK decision loop and what it decides with: backoff, budgets, side effects and their ambiguity (issues 20, 24, 25, 35)."""
 
 from __future__ import annotations
 
@@ -42,7 +42,13 @@ TARGETS: dict[str, Target] = {
             "tests/sdk/test_sdk_loop.py",
             "tests/sdk/test_sdk_loop_defects.py",
             "tests/sdk/test_sdk_crash_resume.py",
+            "tests/sdk/test_effect_ambiguity.py",
         ),
+    ),
+    "ambiguity": Target(
+        "sdk/ambiguity.py",
+        ("may_have_reached", "_chain", "_before_by_message", "_unplaced"),
+        ("tests/sdk/test_ambiguity_where.py", "tests/sdk/test_effect_ambiguity.py"),
     ),
     # -- the decision loop (issue 20 item 1; mutation-tested before issue 20 is resolved) --
     "loop": Target(
@@ -57,6 +63,8 @@ TARGETS: dict[str, Target] = {
             "--deselect=tests/sdk/test_sdk_loop_defects.py::test_an_async_channel_that_hangs_is_bounded",
             "tests/sdk/test_sdk_safe_defaults.py",
             "tests/sdk/test_budget_steps.py",
+            "tests/sdk/test_backoff_per_step.py",
+            "tests/sdk/test_effect_ambiguity.py",
         ),
     ),
     "stopping": Target(
@@ -155,6 +163,25 @@ TARGETS: dict[str, Target] = {
 
 EQUIVALENT: Equivalent = {
     (
+        "sdk/ambiguity.py",
+        "_chain",
+        "core/ReplaceComparisonOperator_Lt_NotEq",
+        "while queue and len(seen) != _MAX_LINKS:",
+    ): "len(seen) grows by one from 0, so it stops at _MAX_LINKS whether < or != is asked",
+    (
+        "sdk/ambiguity.py",
+        "_chain",
+        "core/ReplaceComparisonOperator_Is_Eq",
+        "if not isinstance(link, BaseException) or any(link == s for s in seen):",
+    ): "exceptions compare by identity (BaseException defines no __eq__): == is `is` here",
+    (
+        "sdk/ambiguity.py",
+        "_before_by_message",
+        "core/ReplaceComparisonOperator_Eq_Is",
+        'return name is "ServerTimeoutError" and str(link).startswith("Connection timeout")',
+    ): "the one class of that name is aiohttp's, defined in Python: its __name__ is an interned "
+    "identifier, so `is` and == agree (a C type's name is never this one)",
+    (
         "sdk/backoff.py",
         "factor",
         "core/ReplaceBinaryOperator_Add_Sub",
@@ -176,8 +203,8 @@ EQUIVALENT: Equivalent = {
         "sdk/effects.py",
         "effect",
         "core/ReplaceComparisonOperator_Is_Eq",
-        "ambiguous = isinstance(exc, Exception) and classify(exc).error_type == ErrorType.TIMEOUT",
-    ): "an enum member equals only itself: == and is agree on ErrorType",
+        "elif record.status == SideEffectStatus.INTENDED and blind:",
+    ): "an enum member equals only itself: == and is agree on SideEffectStatus",
     (
         "sdk/effects.py",
         "effect",
