@@ -72,13 +72,15 @@ class Vocabulary:
         for number, fdict in enumerate(dicts):
             group: object = groups[number] if groups is not None else number
             for name in fdict:
-                if is_word(name):
+                if name.startswith(WORD_PREFIXES):  # is_word, inline: called for every key of every row
                     seen.setdefault(name, set()).add(group)
         return cls(frozenset(name for name, tasks in seen.items() if len(tasks) >= min_tasks), min_tasks)
 
     def apply(self, fdict: Mapping[str, float]) -> dict[str, float]:
         """``fdict`` without the word features outside the vocabulary."""
-        return {name: value for name, value in fdict.items() if not is_word(name) or name in self.words}
+        words = self.words
+        return {name: value for name, value in fdict.items()
+                if name in words or not name.startswith(WORD_PREFIXES)}
 
 
 def unsupported(weights: Mapping[str, float], dicts: Sequence[Mapping[str, float]], labels: Sequence[int],

@@ -38,7 +38,7 @@ from prometheus_client import Counter, Histogram
 from pydantic import Field
 
 from retrylens.analytics import explain
-from retrylens.analytics.advice import advise, hopeless
+from retrylens.analytics.advice import advise, model_uncertainty
 from retrylens.analytics.classifier import RiskContext, RiskModel, term_names
 from retrylens.analytics.fingerprints import FingerprintStats
 from retrylens.analytics.model_store import (
@@ -230,12 +230,13 @@ class RiskScorer:
                       "words": f"{why}: {_history_words(name, request.agent)} {value:.0%}"}
                      for name, value in contributions]
         risk = min(1.0, max(0.0, risk))
-        known_bad = hopeless(stats)
         advice = advise(risk, stats, project=request.project, agent=request.agent,
                         book=loaded.meta.get("advice_book") if loaded is not None else None,
                         human_review_threshold=self.settings.human_review_threshold,
                         holdout=held_out(request.task_id, self.settings.advice_holdout_share),
-                        refs=input_refs(request.task_input))
+                        refs=input_refs(request.task_input),
+                        margin=model_uncertainty(loaded.meta) if loaded is not None else 0.0)
+        known_bad = advice.known_bad
         response = PrecheckResponse(
             risk=risk, model_version=version, precheck_id=uuid.uuid4().hex, top_features=[name for name, _ in contributions],
             known_bad_fingerprint=known_bad, recommended=advice.recommendation, advice=advice.evidence,
