@@ -78,7 +78,7 @@ C_GRID = (0.3, 1.0, 3.0)
 #: Weights of the :class:`SizeNorm` block tried beside C (its value scale sets its penalty); 0 is
 #: no per-agent size at all: where size does not move risk, grouped CV leaves it out, so noise
 #: in the sizes is not fitted and not shown as a reason.
-SIZE_SCALES = (0.0, 1.0)
+SIZE_SCALES = (0.0, 0.3, 1.0)
 SIZE_KEYS = ("n_chars", "n_words", "n_lines", "n_numbers", "n_entities")
 MIN_SIZE_ROWS = 5
 SIZE_Z_CLIP = 3.0
