@@ -78,7 +78,8 @@ from .failure_classes import persistence_of
 from .fingerprints import FingerprintStats
 from .known_bad_refs import RefEvidence, known_bad_ref
 
-__all__ = ["Advice", "AgentEvidence", "advise", "build_advice_book", "degrade_bar", "evidence_for", "hopeless"]
+__all__ = ["KNOWN_BAD", "Advice", "AgentEvidence", "advise", "build_advice_book", "degrade_bar", "evidence_for",
+           "hopeless", "model_uncertainty"]
 
 MIN_FINGERPRINT_TASKS = 2
 
@@ -94,6 +95,26 @@ class Advice:
     def kinds(self) -> list[str]:
         """The kinds given (withheld and retired ones are not)."""
         return [e["advice"] for e in self.evidence if e.get("status", "given") == "given"]
+
+    @property
+    def known_bad(self) -> bool:
+        """Whether the answer's ``known_bad_fingerprint`` flag is given (it changes what the governor
+        does, so it is advice like the others: counted, held out, retired by its measured effect)."""
+        return KNOWN_BAD in self.kinds
+
+
+KNOWN_BAD = "known_bad_input"
+
+
+def model_uncertainty(meta: Mapping[str, Any] | None) -> float:
+    """How far the model's risks were off on its held-out tasks: the calibration table's mean
+    |mean predicted − observed| weighted by bin size (0 without a table). A risk within this of
+    a threshold is on neither side of it, so no risk-based advice is given there."""
+    table = (((meta or {}).get("metrics") or {}).get("calibration")) or []
+    n = sum(int(row.get("n", 0)) for row in table)
+    if not n:
+        return 0.0
+    return sum(int(row["n"]) * abs(float(row["mean_predicted"]) - float(row["observed"])) for row in table) / n
 
 
 
@@ -126,11 +147,14 @@ def _candidates(
     book: dict[str, Any] | None,
     human_review_threshold: float,
     refs: Mapping[str, str],
+    margin: float = 0.0,
 ) -> list[tuple[dict[str, Any], dict[str, str]]]:
-    """Each kind the history supports for this input: ``(recommendation fields, entry in words)``."""
+    """Each kind the history supports for this input: ``(recommendation fields, entry in words)``.
+
+    A risk threshold is passed only by ``margin`` (:func:`model_uncertainty`) or more."""
     own = own_evidence(book, project, agent)
     failed_once = (
-        risk >= human_review_threshold
+        risk >= human_review_threshold + margin
         and stats.tasks >= 1
         and stats.tasks_failed >= stats.tasks
         and persistence_of(stats.recent_error_types) == "permanent"
@@ -162,7 +186,7 @@ def _candidates(
         )
     evidence, level = evidence_for(book, project, agent)
     bar, usual = degrade_bar(own)
-    if risk >= bar:
+    if risk >= bar + margin:
         helps, words = evidence.degrade_helps(own, f"{agent}'s own tasks")
         if helps:
             out.append(
@@ -175,7 +199,7 @@ def _candidates(
                     },
                 )
             )
-    if risk >= CAP_AT:
+    if risk >= CAP_AT + margin:
         cap, words = evidence.cap()
         if cap is not None:
             out.append(
@@ -201,6 +225,7 @@ def advise(
     human_review_threshold: float,
     holdout: bool = False,
     refs: Mapping[str, str] | None = None,
+    margin: float = 0.0,
 ) -> Advice:
     """The advice for one pre-checked task, each kind only where the evidence says it pays.
 
@@ -211,13 +236,21 @@ def advise(
 
     ``refs``: ``{ref feature: token}`` of this input (:func:`retrylens.sdk.refs.input_refs`),
     read against the book's known-bad references; the token names it in the evidence.
+    ``margin``: the model's own uncertainty (:func:`model_uncertainty`); risk-based advice needs
+    the risk past its threshold by at least that. An input that failed every earlier time
+    (:func:`hopeless`) with failures this agent's retries do not fix gets the ``known_bad_input``
+    kind (the answer's ``known_bad_fingerprint`` flag), held out and retired like the others.
     """
     retired = (book or {}).get("retired") or {}
     rec: dict[str, Any] = {}
     entries: list[dict[str, str]] = []
-    for fields, entry in _candidates(
-        risk, stats, project, agent, book, human_review_threshold, refs or {}
-    ):
+    candidates = _candidates(risk, stats, project, agent, book, human_review_threshold, refs or {}, margin)
+    if hopeless(stats) and not own_evidence(book, project, agent).retries_fix(stats.recent_error_types):
+        candidates.append(({}, {"advice": KNOWN_BAD, "action": "the governor records this input as known bad "
+                                "(its failures are not retried as if new)",
+                                "evidence": f"this input failed in all {stats.tasks} earlier task(s) "
+                                            f"({', '.join(stats.recent_error_types[:3]) or 'unclassified'})"}))
+    for fields, entry in candidates:
         kind = entry["advice"]
         if kind in retired:
             entries.append(

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -47,32 +47,38 @@ from sklearn.linear_model import LogisticRegression, SGDClassifier
 from sklearn.metrics import average_precision_score, brier_score_loss, roc_auc_score
 from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold
 
-from retrylens.sdk.features import normalise_input
+from retrylens.sdk.features import input_terms, normalise_input
 from retrylens.sdk.refs import REF_PREFIX
+from retrylens.sdk.word_hashes import KEYS as WORD_HASH_KEYS
+from retrylens.sdk.word_hashes import MAX_TERMS, decode, term_hash
 
 from .blas_threads import one_blas_thread
+from .reasons import TypicalInput, centred_reasons
 from .word_features import MIN_WORD_SUPPORT, MIN_WORD_TASKS, Vocabulary, is_stop_word, unsupported
 
-FEATURE_SET_VERSION = "v5"
+FEATURE_SET_VERSION = "v6"
 N_FEATURES = 2**18
 FEATURE_FAMILIES = (
     "kw:<word>", "tool:<name>", "agent=<name>", "model=<name>", "language=<code>",
     "log1p(n_chars|n_words|n_lines|n_numbers|n_entities)", "has_url|has_email|has_code|is_question",
     "phase=<name>", "fp_seen", "fp_failure_rate",
-    "tok:<word>|tok:<word> <word> (task text known: l2-normalised 1+log tf, replaces kw:)",
+    f"h:<hash> (every content word and adjacent word pair of the input, hashed by the SDK, at most {MAX_TERMS}; "
+    "l2-normalised presence; replaces kw: where the event carries them, and the text gives the same)",
     "size_z:<size>|agent=<name> (log size standardised by the agent's training rows, clipped to ±3)",
     f"words: no stop words (scope words such as 'every' kept); only those of >= {MIN_WORD_TASKS} distinct training "
     f"tasks; a word's weight backed by >= {MIN_WORD_SUPPORT} distinct tasks of its outcome",
 )
 #: Pre-run inputs only: a feature name must start with one of these (a test checks it).
 PRE_RUN_PREFIXES = (
-    "kw:", "tok:", "tool:", "agent=", "model=", "language=", "phase=", "hour=", "fp_seen", "fp_failure_rate",
+    "kw:", "tok:", "h:", "tool:", "agent=", "model=", "language=", "phase=", "hour=", "fp_seen", "fp_failure_rate",
     "n_chars", "n_words", "n_lines", "n_numbers", "n_entities", "has_url", "has_email", "has_code", "is_question",
     "size_z:",
 )
 C_GRID = (0.3, 1.0, 3.0)
-#: Weights of the :class:`SizeNorm` block tried beside C (its value scale sets its penalty).
-SIZE_SCALES = (0.3, 1.0)
+#: Weights of the :class:`SizeNorm` block tried beside C (its value scale sets its penalty); 0 is
+#: no per-agent size at all: where size does not move risk, grouped CV leaves it out, so noise
+#: in the sizes is not fitted and not shown as a reason.
+SIZE_SCALES = (0.0, 0.3, 1.0)
 SIZE_KEYS = ("n_chars", "n_words", "n_lines", "n_numbers", "n_entities")
 MIN_SIZE_ROWS = 5
 SIZE_Z_CLIP = 3.0
@@ -107,29 +113,50 @@ def text_tokens(text: str) -> dict[str, float]:
     return {k: v / norm for k, v in weights.items()}
 
 
+def word_hash_features(hashes: Sequence[int]) -> dict[str, float]:
+    """``h:<hash>`` presence of each hashed term, scaled to unit length (as TF-IDF rows are)."""
+    unique = dict.fromkeys(hashes)
+    if not unique:
+        return {}
+    value = 1.0 / math.sqrt(len(unique))
+    return {f"h:{h}": value for h in unique}
+
+
+def term_names(text: str) -> dict[str, str]:
+    """``h:<hash>`` → the word or word pair of ``text`` it stands for (what an explanation shows)."""
+    names: dict[str, str] = {}
+    for term in input_terms(text):
+        names.setdefault(f"h:{term_hash(term)}", term)
+    return names
+
+
 def feature_dict(
     features: Mapping[str, Any], context: RiskContext | None = None, *, text: str | None = None,
 ) -> dict[str, float]:
     """The model's sparse input for one task (the single training/serving transformation).
 
-    With ``text`` (the task input itself) its :func:`text_tokens` replace the ``kw:``
-    keywords, which are a lossy 12-word summary of the same text. Keyword pairs are left
-    to :mod:`.patterns`: as model features they overfit more than they help. Stored
-    keywords that are stop words (the SDK's list is shorter than scikit-learn's) are dropped.
-    References (``ref:``) are never read: a reference's weight would be one entity's outcome
-    remembered (:mod:`.word_features`); the advice book counts them instead.
+    Words: the event's word hashes (``wh*``, every content word and word pair,
+    :mod:`retrylens.sdk.word_hashes`) become ``h:<hash>`` features and replace the ``kw:``
+    keywords, a 12-word summary of the same text; ``text`` (the input itself, where known)
+    gives exactly the same hashes (:func:`~retrylens.sdk.features.input_terms`), so a model
+    trained on events and one trained on texts read one thing. Events recorded before the
+    hashes keep their ``kw:`` keywords (stop words dropped). Keyword pairs are left to
+    :mod:`.patterns`. References (``ref:``) are never read: a reference's weight would be
+    one entity's outcome remembered (:mod:`.word_features`); the advice book counts them instead.
     """
     context = context or RiskContext()
+    hashes = [term_hash(t) for t in input_terms(text)] if text is not None else decode(features)
+    hashed = text is not None or WORD_HASH_KEYS[0] in features
     out: dict[str, float] = {}
     for key, value in features.items():
-        if key.startswith(REF_PREFIX) or (
-            key.startswith("kw:") and (text is not None or is_stop_word(key[3:]))
+        if key.startswith(REF_PREFIX) or key in WORD_HASH_KEYS or (
+            key.startswith("kw:") and (hashed or is_stop_word(key[3:]))
         ):
             continue
         if isinstance(value, bool):
             if value:
                 out[key] = 1.0
-        elif isinstance(value, int | float):  # sizes; beside unit-length text tokens, on their scale
+        elif isinstance(value, int | float):  # sizes; with the text (a trace model), on the words' scale
             out[key] = math.log1p(max(0.0, float(value))) / (TEXT_SIZE_SCALE if text is not None else 1.0)
         elif value:
             out[f"{key}={value}"] = 1.0
@@ -140,8 +167,7 @@ def feature_dict(
     if context.fingerprint_tasks:
         out["fp_seen"] = math.log1p(context.fingerprint_tasks)
         out["fp_failure_rate"] = context.fingerprint_failed_tasks / context.fingerprint_tasks
-    if text is not None:
-        out.update(text_tokens(text))
+    out.update(word_hash_features(hashes))
     return out
 
 
@@ -185,6 +211,8 @@ class SizeNorm:
         """``fdict`` with this agent's standardised sizes added (idempotent)."""
         agent = _agent_of(fdict)
         out = {key: value for key, value in fdict.items() if not key.startswith("size_z:")}
+        if not self.scale:  # size left out: the raw sizes too, which would fit the same noise
+            return {key: value for key, value in out.items() if key not in SIZE_KEYS}
         for key, (mean, sd) in self.stats.get(agent, {}).items():
             z = (float(fdict.get(key, 0.0)) - mean) / sd
             out[f"size_z:{key}|{agent}"] = self.scale * min(SIZE_Z_CLIP, max(-SIZE_Z_CLIP, z))
@@ -256,6 +284,7 @@ class RiskModel:
     text_features: bool = False
     size_norm: SizeNorm | None = None
     vocabulary: Vocabulary | None = None
+    typical: TypicalInput | None = None
 
     def prepare(self, fdict: Mapping[str, float]) -> dict[str, float]:
         """A :func:`feature_dict` row as the weights read it: its vocabulary and :class:`SizeNorm` applied."""
@@ -276,6 +305,19 @@ class RiskModel:
 
     def risk(self, features: Mapping[str, Any], context: RiskContext | None = None, text: str | None = None) -> float:
         return float(self.predict_proba([self.model_input(features, context, text)])[0])
+
+    def reasons(self, prepared: Mapping[str, float], weight: Callable[[str], float] | None = None, *,
+                top: int = 5) -> list[tuple[str, float, float]]:
+        """``(feature, value, effect)`` of a :meth:`prepare`-d row against its agent's typical input
+        (:mod:`.reasons`); ``weight``: a faster lookup of a feature's weight than the hasher's."""
+        typical = getattr(self, "typical", None)  # models saved before v6 have none
+        return centred_reasons(prepared, typical.of(prepared) if typical is not None else {},
+                               weight or self.weight, top=top)
+
+    def weight(self, name: str) -> float:
+        """The linear weight of one named feature (its hashed column's)."""
+        column = vectorise([{name: 1.0}]).indices
+        return float(self.coef[column].sum()) if len(column) else 0.0
 
     def contributions(self, fdict: Mapping[str, float], top: int = 5) -> list[tuple[str, float]]:
         """Named features that moved this task's log-odds most (linear weight × value)."""
@@ -353,20 +395,25 @@ def choose_settings(dicts: Sequence[Mapping[str, float]], y: np.ndarray, *, grou
                     c_grid: Sequence[float] = C_GRID, scales: Sequence[float] = SIZE_SCALES,
                     min_word_tasks: int = MIN_WORD_TASKS, min_support: int = MIN_WORD_SUPPORT) -> tuple[float, float]:
     """C and the :class:`SizeNorm` weight by mean Brier score on :func:`_selection_splits`
-    of the training rows (grouped by task with ``groups``); the first pair when no split."""
+    of the training rows (grouped by task with ``groups``); the first pair when no split.
+
+    C is chosen at the largest size weight, then the size weight at that C (``len(c_grid) +
+    len(scales) - 1`` fits, not their product: the word features made each fit dearer, and
+    training time on the demo is kept)."""
     splits = _selection_splits(y, groups)
     if not splits:
         return float(c_grid[0] if len(c_grid) == 1 else 1.0), float(scales[-1])
-    best: tuple[float, float, float] | None = None
-    for scale in scales:
-        for c in c_grid:
-            loss = float(np.mean([brier_score_loss(
-                y[te], expit(_fold_decisions(dicts, y, tr, te, c, scale, groups, min_word_tasks, min_support)))
-                for tr, te in splits]))
-            if best is None or loss < best[0]:
-                best = (loss, float(c), float(scale))
-    assert best is not None
-    return best[1], best[2]
+
+    def loss(c: float, scale: float) -> float:
+        return float(np.mean([brier_score_loss(
+            y[te], expit(_fold_decisions(dicts, y, tr, te, c, scale, groups, min_word_tasks, min_support)))
+            for tr, te in splits]))
+
+    first = float(max(scales))
+    by_c = {float(c): loss(c, first) for c in c_grid}
+    c = min(by_c, key=lambda k: by_c[k])
+    by_scale = {first: by_c[c], **{float(s): loss(c, s) for s in scales if float(s) != first}}
+    return c, min(by_scale, key=lambda k: by_scale[k])
 
 
 def choose_calibration(decisions: np.ndarray, y: np.ndarray, groups: Sequence[str] | None) -> tuple[float, float, str]:
@@ -435,8 +482,19 @@ def fit_in_memory(dicts: Sequence[Mapping[str, float]], labels: Sequence[int], *
     calibrator.a_, calibrator.b_ = a, b
     grouped = "grouped " if groups is not None else ""
     label = f"LogisticRegression(C={c}, size_scale={size_scale})+{how}({grouped}cv={len(splits)})"
+    typical = typical_input([norm.apply(vocabulary.apply(d)) for d in dicts], final.coef_[0])
     return RiskModel(calibrated, final.coef_[0].copy(), float(final.intercept_[0]), {"estimator": label},
-                     text_features=text_features, size_norm=norm, vocabulary=vocabulary)
+                     text_features=text_features, size_norm=norm, vocabulary=vocabulary, typical=typical)
+
+
+def typical_input(prepared: Sequence[Mapping[str, float]], coef: np.ndarray) -> TypicalInput:
+    """:class:`~.reasons.TypicalInput` of the training rows, kept to the features with a weight."""
+    fitted = TypicalInput.fit(prepared)
+    names = sorted({name for means in fitted.means.values() for name in means})
+    columns = vectorise([{name: 1.0} for name in names]).indices if names else np.zeros(0, dtype=int)
+    weighted = {name for name, col in zip(names, columns.tolist(), strict=True) if coef[col] != 0}
+    return TypicalInput({agent: {n: v for n, v in means.items() if n in weighted}
+                         for agent, means in fitted.means.items()})
 
 
 @one_blas_thread
@@ -444,18 +502,20 @@ def fit_incremental(chunks: Iterable[tuple[Sequence[Mapping[str, float]], Sequen
     """Out-of-core: ``partial_fit`` on each chunk in time order; the last chunk calibrates."""
     model = SGDClassifier(loss="log_loss", alpha=1e-4, random_state=0)
     held: tuple[Any, np.ndarray] | None = None
+    held_dicts: Sequence[Mapping[str, float]] = ()
     rows = 0
     for dicts, labels in chunks:
         if held is not None:
             model.partial_fit(held[0], held[1], classes=[0, 1])
-        held = (vectorise(dicts), np.asarray(labels, dtype=int))
+        held, held_dicts = (vectorise(dicts), np.asarray(labels, dtype=int)), dicts
         rows += len(labels)
     if held is None or not hasattr(model, "coef_"):
         raise ValueError("incremental training needs at least two chunks of examples")
     _require_both_classes(held[1])
     calibrated = CalibratedClassifierCV(FrozenEstimator(model), method="sigmoid").fit(*held)
     return RiskModel(calibrated, model.coef_[0].copy(), float(model.intercept_[0]),
-                     {"estimator": "SGDClassifier(log_loss).partial_fit+sigmoid(last chunk)", "rows": rows})
+                     {"estimator": "SGDClassifier(log_loss).partial_fit+sigmoid(last chunk)", "rows": rows},
+                     typical=typical_input(held_dicts, model.coef_[0]))
 
 
 def _require_both_classes(y: np.ndarray) -> None:

@@ -1,8 +1,9 @@
 """A risk score's reasons in words an operator can act on.
 
 The model is linear in its features, so each feature's contribution to a task's log-odds
-(weight × value) is exact, and ``exp(contribution)`` is the factor it multiplies the
-failure odds by, other things equal. :func:`contribution` names the feature as an
+against its agent's typical input (weight × (value − typical value), :mod:`.reasons`) is
+exact, and ``exp(contribution)`` is the factor it multiplies the failure odds by, other
+things equal. :func:`contribution` names the feature as an
 operator would, with the input's own numbers where it has them ("40 numbers in the
 input, much more than triage-agent's usual", "the word 'chargeback'") and says which way,
 how much and for whom ("×3.1 failure odds for triage-agent"). :func:`input_history`
@@ -37,13 +38,18 @@ def _count(size: str, raw: Mapping[str, Any] | None) -> str:
     return f"{int(value):,} {unit.removesuffix('s') if int(value) == 1 else unit}"
 
 
-def describe(name: str, value: float, raw: Mapping[str, Any] | None = None) -> str:
+def describe(name: str, value: float, raw: Mapping[str, Any] | None = None,
+             names: Mapping[str, str] | None = None) -> str:
     """What a feature of :func:`~.classifier.feature_dict` means, in words.
 
     ``raw``: the input's features before the model's transformation
-    (:func:`~retrylens.sdk.features.extract_input_features`), for its counts.
+    (:func:`~retrylens.sdk.features.extract_input_features`), for its counts; ``names``: the
+    input's words by their hashed feature (:func:`~.classifier.term_names`).
     """
     kind, _, rest = name.partition(":")
+    if kind == "h":
+        term = (names or {}).get(name)
+        return f"the word{'s' if term and ' ' in term else ''} '{term}'" if term else "a word of the input"
     if kind in ("tok", "kw"):
         return f"the word{'s' if ' ' in rest else ''} '{rest}'"
     if kind == "tool":
@@ -76,7 +82,7 @@ def describe(name: str, value: float, raw: Mapping[str, Any] | None = None) -> s
 
 
 def contribution(name: str, value: float, weight_times_value: float, *, agent: str = "",
-                 raw: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                 raw: Mapping[str, Any] | None = None, names: Mapping[str, str] | None = None) -> dict[str, Any]:
     """``{feature, contribution, odds_factor, direction, words}`` for one feature of one task.
 
     ``words`` reads "<what>: ×3.1 failure odds for <agent>" (÷ when it lowers them).
@@ -86,7 +92,7 @@ def contribution(name: str, value: float, weight_times_value: float, *, agent: s
     whom = f" for {agent}" if agent else ""
     return {"feature": name, "contribution": round(weight_times_value, 4), "odds_factor": round(factor, 4),
             "direction": "raises" if weight_times_value > 0 else "lowers",
-            "words": f"{describe(name, value, raw)}: {direction}{whom}"}
+            "words": f"{describe(name, value, raw, names)}: {direction}{whom}"}
 
 
 def input_history(stats: FingerprintStats) -> dict[str, Any] | None:

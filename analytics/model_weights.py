@@ -14,6 +14,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from retrylens.sdk.word_hashes import term_hash
 from retrylens.store.sql import query_rows
 
 from .classifier import RiskModel, feature_dict
@@ -58,8 +59,12 @@ def feature_weights(
     model: RiskModel, inputs: Iterable[Mapping[str, Any]], *, top: int = TOP_WEIGHTS
 ) -> list[tuple[str, float]]:
     """(feature name, log-odds weight per unit) of the features in ``inputs``, as the model
-    scores them, largest |weight| first."""
+    scores them, largest |weight| first. A hashed word (``h:<hash>``) is named ``kw:<word>`` when
+    an input's readable keywords hold the word it hashes (the stored event has no other text)."""
     names: dict[str, float] = {}
+    words: dict[str, str] = {}
     for features in inputs:
         names.update(dict.fromkeys(model.prepare(feature_dict(features)), 1.0))
-    return model.contributions(names, top=top) if names else []
+        words.update({f"h:{term_hash(key[3:])}": key for key in features if key.startswith("kw:")})
+    weights = model.contributions(names, top=top) if names else []
+    return [(words.get(name, name), weight) for name, weight in weights]

@@ -86,12 +86,18 @@ def patterns(store: EventStore, _settings: Settings, *, project: str | None = No
 
 @operation("train")
 def train(store: EventStore, settings: Settings, *, project: str | None = None,
-          in_memory_limit: int = 200_000) -> Any:
+          in_memory_limit: int = 200_000, days: float | None = None, start: str | None = None,
+          end: str | None = None, force: bool = False) -> Any:
+    """Train on the tasks of a time window (the last ``days``, or ``start``/``end`` ISO times; all
+    when none); the model becomes current only if no worse than the one in force (``force``)."""
     from .model_store import ModelStore, models_dir
     from .training import train_from_store
 
-    result = train_from_store(store, Slice(project=project), in_memory_limit=in_memory_limit,
-                              model_store=ModelStore(models_dir(settings)))
+    window_start = datetime.fromisoformat(start) if start else (
+        datetime.now(UTC) - timedelta(days=days) if days else None)
+    where = Slice(project=project, start=window_start, end=datetime.fromisoformat(end) if end else None)
+    result = train_from_store(store, where, in_memory_limit=in_memory_limit,
+                              model_store=ModelStore(models_dir(settings)), force=force)
     summary = {k: v for k, v in result.meta.items() if k != "features"}
     for section in [summary.get("metrics", {}), *summary.get("baselines", {}).values()]:
         section.pop("calibration", None)

@@ -14,7 +14,13 @@ the agent did). From those rows:
 - :func:`advice_vs_outcome` — per advice kind, followed vs not: tasks, failure and hand-off
   rates, cost per task;
 - :func:`precheck_measures` — the window figures an alert rule reads
-  (``calibration_gap``, ``precheck_auc``, ``precheck_brier``).
+  (``calibration_gap``, ``calibration_error``, ``precheck_auc``, ``precheck_brier``).
+
+``calibration_gap`` (mean risk vs observed rate) misses a swap of *which* inputs are risky:
+the mean risk stays equal to the observed rate. ``calibration_error`` is the gap per risk
+segment (:func:`segment_calibration_error`: five equal-count segments by predicted risk,
+weighted by size), so after a swap the high-risk segment fails rarely and the low-risk one
+often, and it rises at once.
 
 A pre-check whose task has not finished (or whose agent sent no task id) has no outcome
 and is left out of every judgement, never counted as a success. A judged pre-check belongs
@@ -38,7 +44,9 @@ from retrylens.store.sql import query_rows
 COLUMNS = ("precheck_id", "ts", "project", "agent", "task_id", "input_fingerprint", "risk", "model_version",
            "known_bad", "advice", "max_attempts", "explanation")
 #: What a pre-check's figures for alert rules are called (:mod:`.alerts` lists them as rule metrics).
-PRECHECK_MEASURES = ("calibration_gap", "precheck_auc", "precheck_brier")
+PRECHECK_MEASURES = ("calibration_gap", "calibration_error", "precheck_auc", "precheck_brier")
+#: Risk segments of ``calibration_error`` (equal-count, by predicted risk).
+CALIBRATION_SEGMENTS = 5
 FAILED_OUTCOMES = ("failed", "handed_off")
 APPLIED_PREFIX = "risk "  # how the SDK's applied advice starts on task_started (sdk/preflight.apply_advice)
 MAX_ROWS = 200_000
@@ -174,17 +182,32 @@ def auc(labels: Sequence[int], scores: Sequence[float]) -> float | None:
     return (rank_sum - positives * (positives + 1) / 2) / (positives * (n - positives))
 
 
+def segment_calibration_error(labels: Sequence[int], risks: Sequence[float],
+                              segments: int = CALIBRATION_SEGMENTS) -> float | None:
+    """Mean over equal-count risk segments of |mean risk − observed rate|, weighted by size."""
+    n = len(labels)
+    if n < segments:
+        return None
+    order = sorted(range(n), key=lambda i: risks[i])
+    total = 0.0
+    for k in range(segments):
+        part = order[k * n // segments:(k + 1) * n // segments]
+        total += abs(sum(risks[i] for i in part) - sum(labels[i] for i in part))
+    return total / n
+
+
 def judge(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Figures of pre-checks with a known outcome: n, mean risk, observed rate, gap, AUC, Brier."""
+    """Figures of pre-checks with a known outcome: n, mean risk, observed rate, gaps, AUC, Brier."""
     known = [r for r in rows if r.get("failed") is not None]
     labels = [int(bool(r["failed"])) for r in known]
     risks = [float(r["risk"]) for r in known]
     if not known:
-        return {"judged": 0, "mean_risk": None, "observed": None, "calibration_gap": None, "precheck_auc": None,
-                "precheck_brier": None}
+        return {"judged": 0, "mean_risk": None, "observed": None, "calibration_gap": None,
+                "calibration_error": None, "precheck_auc": None, "precheck_brier": None}
     mean_risk, observed = sum(risks) / len(risks), sum(labels) / len(labels)
     return {"judged": len(known), "mean_risk": mean_risk, "observed": observed,
-            "calibration_gap": abs(mean_risk - observed), "precheck_auc": auc(labels, risks),
+            "calibration_gap": abs(mean_risk - observed),
+            "calibration_error": segment_calibration_error(labels, risks), "precheck_auc": auc(labels, risks),
             "precheck_brier": sum((p - y) ** 2 for p, y in zip(risks, labels, strict=True)) / len(known)}
 
 

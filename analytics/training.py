@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from retrylens.errors import ModelNotFoundError
 from retrylens.store import EventStore
 
 from . import classifier as clf
@@ -31,7 +32,8 @@ from .advice import build_advice_book
 from .blas_threads import one_blas_thread
 from .classifier import RiskContext, RiskModel, feature_dict
 from .filters import Slice
-from .model_store import ModelStore
+from .model_store import LoadedModel, ModelStore
+from .promotion import judge
 from .traces import TraceRecord, read_traces
 
 
@@ -124,12 +126,16 @@ def _meta(source: str, train: list[Example], report: dict[str, Any], model: Risk
 @one_blas_thread
 def train_from_store(
     store: EventStore, where: Slice = Slice(), *, test_share: float = 0.2, in_memory_limit: int = 200_000,
-    block_rows: int = 20_000, model_store: ModelStore | None = None,
+    block_rows: int = 20_000, model_store: ModelStore | None = None, force: bool = False,
 ) -> TrainingResult:
     """Time-ordered split; in-memory fit up to ``in_memory_limit`` tasks, else out-of-core.
 
-    The store is read twice: once to count, once to stream. Only the test set (the last
-    ``test_share`` of tasks) is kept in memory on the out-of-core path.
+    ``where`` limits training to a time window (``start``/``end``) and a project. The store is
+    read twice: once to count, once to stream. Only the test set (the last ``test_share`` of
+    tasks) is kept in memory on the out-of-core path. With ``model_store`` the model is saved
+    and made current only if it is no worse than the current one on that test set
+    (:mod:`.promotion`; ``force`` overrides), else saved as a candidate; ``meta["promotion"]``
+    says which, with both figures.
     """
     total = sum(len(block) for block in stream_examples(store, where, block_rows=block_rows))
     if total < 20:
@@ -161,8 +167,21 @@ def train_from_store(
     meta = _meta("store", sample_train, report, model)
     meta["n_train"] = n_train
     meta["advice_book"] = build_advice_book(store, where)
-    version = model_store.save(model, meta) if model_store else None
+    version = None
+    if model_store is not None:
+        promotion = judge(model, _in_force(model_store), [e.as_model_input() for e in test], [e.label for e in test],
+                          force=force)
+        meta["promotion"] = promotion.as_dict()
+        version = model_store.save(model, meta, make_current=promotion.promoted)
     return TrainingResult(model, meta, version)
+
+
+def _in_force(model_store: ModelStore) -> LoadedModel | None:
+    version = model_store.current_version()
+    try:
+        return model_store.load(version) if version else None
+    except (ModelNotFoundError, OSError, ValueError, AttributeError, ImportError):
+        return None  # unreadable: nothing to compare with
 
 
 def trace_examples(path: str | Path) -> list[Example]:

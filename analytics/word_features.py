@@ -34,14 +34,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+from retrylens.sdk.features import CONTENT_STOP_WORDS
+from retrylens.sdk.word_hashes import SCOPE_WORDS
 
-from retrylens.sdk.features import STOPWORDS as SDK_STOPWORDS
+__all__ = ["SCOPE_WORDS", "STOP_WORDS"]
 
-#: Universal quantifiers: they say how open-ended a task is, so they are features.
-SCOPE_WORDS = frozenset({"all", "any", "each", "every", "everything", "everyone", "everywhere"})
-STOP_WORDS = (frozenset(ENGLISH_STOP_WORDS) | SDK_STOPWORDS) - SCOPE_WORDS
-WORD_PREFIXES = ("tok:", "kw:")
+#: scikit-learn's English list plus the SDK's keyword stop list, less :data:`SCOPE_WORDS`: the
+#: SDK drops the same before hashing an input's words (:mod:`retrylens.sdk.word_hashes`).
+STOP_WORDS = CONTENT_STOP_WORDS
+WORD_PREFIXES = ("tok:", "kw:", "h:")
 #: A word (or word pair) must occur in this many distinct training tasks to be a feature.
 MIN_WORD_TASKS = 3
 #: A word that raises (lowers) the risk must occur in this many distinct failed (successful) training tasks.
@@ -71,13 +72,15 @@ class Vocabulary:
         for number, fdict in enumerate(dicts):
             group: object = groups[number] if groups is not None else number
             for name in fdict:
-                if is_word(name):
+                if name.startswith(WORD_PREFIXES):  # is_word, inline: called for every key of every row
                     seen.setdefault(name, set()).add(group)
         return cls(frozenset(name for name, tasks in seen.items() if len(tasks) >= min_tasks), min_tasks)
 
     def apply(self, fdict: Mapping[str, float]) -> dict[str, float]:
         """``fdict`` without the word features outside the vocabulary."""
-        return {name: value for name, value in fdict.items() if not is_word(name) or name in self.words}
+        words = self.words
+        return {name: value for name, value in fdict.items()
+                if name in words or not name.startswith(WORD_PREFIXES)}
 
 
 def unsupported(weights: Mapping[str, float], dicts: Sequence[Mapping[str, float]], labels: Sequence[int],

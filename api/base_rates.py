@@ -1,7 +1,10 @@
 """Each agent's recent failure rate, per project, held in memory for pre-checks.
 
-A pre-check reads its agent's failure rate over the last week (failed attempts / attempts,
-from the rollups) to say whether the agent is known and, with no model, as the risk itself.
+A pre-check reads its agent's task failure rate over the last week (tasks that ended other
+than succeeded / tasks that ended, from the rollups) to say whether the agent is known and,
+with no model or an empty input, as the risk itself: the same meaning as the model's risk
+(the probability that the task fails), not the share of failed *attempts*, which retries
+inflate (an agent whose tasks retry twice can fail 73 % of attempts and 20 % of tasks).
 Read one agent at a time, that was a ClickHouse query on the request path for the first
 pre-check of every agent and again every minute per agent (30-45 ms each on the pre-check
 bench, the slowest answers of a run). Here one query per project reads every agent's figures
@@ -22,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from retrylens.analytics.definitions import Metrics
 from retrylens.analytics.filters import Slice
 from retrylens.analytics.metrics import metrics_by, metrics_summary
 from retrylens.store import EventStore
@@ -45,8 +49,10 @@ class ProjectRates:
         return self.project if agent is None else self.by_agent.get(agent)
 
 
-def _rate(failures: int, calls: int) -> float | None:
-    return failures / calls if calls else None
+def _rate(metrics: Metrics) -> float | None:
+    """Failed (or handed-off, cancelled) tasks / ended tasks; ``None`` with no ended task."""
+    failed = metrics.failed_with_retry + metrics.failed_without_retry
+    return failed / metrics.tasks if metrics.tasks else None
 
 
 class BaseRates:
@@ -75,10 +81,8 @@ class BaseRates:
         """The project's rates from the store now (what :meth:`table` keeps)."""
         started = time.monotonic()
         where = Slice(project=project, start=self.clock() - timedelta(days=self.days))
-        agents = {row.value: _rate(row.metrics.failures, row.metrics.calls)
-                  for row in metrics_by(self.store, "agent", where, limit=2**31)}
-        whole = metrics_summary(self.store, where)
-        return ProjectRates(agents, _rate(whole.failures, whole.calls), started)
+        agents = {row.value: _rate(row.metrics) for row in metrics_by(self.store, "agent", where, limit=2**31)}
+        return ProjectRates(agents, _rate(metrics_summary(self.store, where)), started)
 
     def _load(self, project: str) -> ProjectRates:
         rates = self.read(project)

@@ -6,8 +6,10 @@ agent sends — tools, model — are added on top) and
 :func:`~retrylens.analytics.classifier.feature_dict` with the fingerprint's history as
 context. The model comes from :func:`~retrylens.analytics.model_store.load_current_model`,
 which re-reads the ``CURRENT`` pointer every few seconds, so a newly trained model is
-used without a restart. With no model yet the answer still comes (``model_version:
-"none"``): the fingerprint's failed-attempt rate smoothed towards the agent's.
+used without a restart. With no model yet (or an empty input) the answer still comes
+(``model_version: "none"``) and ``risk`` means what it means with a model, the probability
+that the task fails: the input's task failure rate smoothed towards the agent's, or the
+agent's task failure rate for an input never seen.
 
 A pre-check sits on the agent's critical path, so nothing on it waits for ClickHouse or a
 worker thread in the steady state: fingerprint history comes from an in-memory index
@@ -36,8 +38,8 @@ from prometheus_client import Counter, Histogram
 from pydantic import Field
 
 from retrylens.analytics import explain
-from retrylens.analytics.advice import advise, hopeless
-from retrylens.analytics.classifier import RiskContext, RiskModel
+from retrylens.analytics.advice import advise, model_uncertainty
+from retrylens.analytics.classifier import RiskContext, RiskModel, term_names
 from retrylens.analytics.fingerprints import FingerprintStats
 from retrylens.analytics.model_store import (
     LoadedModel,
@@ -67,7 +69,7 @@ RISK = Histogram("retrylens_precheck_risk", "Risk returned by pre-flight checks"
                  buckets=(0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0))
 
 TOP_FEATURES = 5
-PRIOR_WEIGHT = 2.0  # pseudo-attempts at the base rate mixed into a fingerprint's own record
+PRIOR_WEIGHT = 2.0  # pseudo-tasks at the agent's task failure rate mixed into a fingerprint's own record
 BASE_RATE_DAYS = 7
 STALE_AFTER_DAYS = 30
 
@@ -78,11 +80,10 @@ def top_contributions(model: RiskModel, fdict: dict[str, float], top: int = TOP_
 
 
 def top_reasons(model: RiskModel, fdict: dict[str, float], top: int = TOP_FEATURES) -> list[tuple[str, float, float]]:
-    """``(feature, value, weight × value)`` of the features that moved the log-odds most, either way."""
-    scored = [(name, value, float(model.coef[column(name)]) * value) for name, value in fdict.items()]
-    scored = [item for item in scored if item[2] != 0]
-    scored.sort(key=lambda item: (-abs(item[2]), item[0]))
-    return scored[:top]
+    """``(feature, value, effect)`` of the features of this input that moved its log-odds most, either
+    way, each against its agent's typical input (:mod:`~retrylens.analytics.reasons`)."""
+    coef = model.coef
+    return model.reasons(fdict, lambda name: float(coef[column(name)]), top=top)
 
 
 def model_status(meta: dict[str, Any], *, now: datetime | None = None) -> str:
@@ -169,7 +170,7 @@ class RiskScorer:
         return linear
 
     def base_rate(self, project: str, agent: str | None, *, io: bool = True) -> float | None:
-        """Failed attempts / attempts of this agent (``None``: of the whole project) over the last
+        """Failed tasks / ended tasks of this agent (``None``: of the whole project) over the last
         week (rollups), if any: every agent of a project is read at once (:mod:`.base_rates`)."""
         table = self.base_rates.table(project, io=io)
         if table is None:
@@ -213,7 +214,8 @@ class RiskScorer:
             risk = self._linear_for(loaded.model).risk(fdict, prepared=True)
             reasons = top_reasons(loaded.model, fdict)
             contributions = [(name, c) for name, _v, c in reasons if c > 0]
-            words = [explain.contribution(name, value, c, agent=request.agent, raw=features)
+            names = term_names(request.task_input)
+            words = [explain.contribution(name, value, c, agent=request.agent, raw=features, names=names)
                      for name, value, c in reasons]
             version = loaded.version
             status = model_status(loaded.meta)
@@ -228,12 +230,13 @@ class RiskScorer:
                       "words": f"{why}: {_history_words(name, request.agent)} {value:.0%}"}
                      for name, value in contributions]
         risk = min(1.0, max(0.0, risk))
-        known_bad = hopeless(stats)
         advice = advise(risk, stats, project=request.project, agent=request.agent,
                         book=loaded.meta.get("advice_book") if loaded is not None else None,
                         human_review_threshold=self.settings.human_review_threshold,
                         holdout=held_out(request.task_id, self.settings.advice_holdout_share),
-                        refs=input_refs(request.task_input))
+                        refs=input_refs(request.task_input),
+                        margin=model_uncertainty(loaded.meta) if loaded is not None else 0.0)
+        known_bad = advice.known_bad
         response = PrecheckResponse(
             risk=risk, model_version=version, precheck_id=uuid.uuid4().hex, top_features=[name for name, _ in contributions],
             known_bad_fingerprint=known_bad, recommended=advice.recommendation, advice=advice.evidence,
@@ -247,9 +250,9 @@ class RiskScorer:
     def _without_model(self, request: PrecheckRequest, stats: FingerprintStats, *,
                        io: bool) -> tuple[float, list[tuple[str, float]]]:
         base = self.base_rate(request.project, request.agent, io=io)
-        if stats.attempts:
+        if stats.tasks:
             prior = base if base is not None else 0.0
-            rate = (stats.failures + PRIOR_WEIGHT * prior) / (stats.attempts + PRIOR_WEIGHT)
+            rate = (stats.tasks_failed + PRIOR_WEIGHT * prior) / (stats.tasks + PRIOR_WEIGHT)
             return rate, [("fingerprint_history", rate)]
         if base is not None:
             return base, [("agent_base_rate", base)]
@@ -258,9 +261,9 @@ class RiskScorer:
 
 def _history_words(name: str, agent: str) -> str:
     if name == "agent_base_rate":
-        return f"{agent}'s failure rate over the last {BASE_RATE_DAYS} days"
+        return f"{agent}'s task failure rate over the last {BASE_RATE_DAYS} days"
     if name == "fingerprint_history":
-        return f"this input's failure rate (smoothed towards {agent}'s)"
+        return f"this input's task failure rate (smoothed towards {agent}'s)"
     return name.replace("_", " ")
 
 

@@ -287,6 +287,7 @@ def precheck_drift(points: Sequence[dict[str, Any]]) -> go.Figure:
     behind = [f"{p.get('judged', 0):,} pre-checked tasks ended, started in this "
               f"{p.get('bucket_hours', 24)} h" for p in points]
     for name, key in (("mean predicted risk", "mean_risk"), ("observed failure rate", "observed"),
+                      ("calibration error by risk segment", "calibration_error"),
                       ("ROC-AUC", "precheck_auc"), ("Brier score", "precheck_brier")):
         figure.add_trace(go.Scatter(x=x, y=[p.get(key) for p in points], name=name, mode="lines+markers",
                                     text=behind, hovertemplate="%{y:.3f}<br>%{text}"))

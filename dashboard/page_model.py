@@ -108,6 +108,9 @@ def _prechecks(source: DataSource) -> None:
         st.info("Pick one project to see how its pre-checked tasks ended: calibration, AUC and advice "
                 "followed vs outcome are measured per project.")
     elif judged:
+        drift = drift_warning(judged)
+        if drift:
+            st.warning(drift)
         st.plotly_chart(charts.precheck_drift(judged), key="chart_precheck_drift")
         hours = judged[0].get("bucket_hours") or 24
         st.caption("The risk model on real outcomes: mean predicted risk vs the observed failure rate (their gap is "
@@ -126,6 +129,24 @@ def _prechecks(source: DataSource) -> None:
     st.markdown("**Recent pre-checks**")
     table([_precheck_row(r) for r in rows], key="precheck_table")
     _explained(rows)
+
+
+#: ``calibration_error`` above which the page warns of drift, on a bucket of at least DRIFT_MIN_JUDGED outcomes.
+DRIFT_CALIBRATION_ERROR = 0.1
+DRIFT_MIN_JUDGED = 50
+
+
+def drift_warning(judged: list[dict[str, Any]]) -> str:
+    """Words when the latest bucket with enough outcomes is miscalibrated by risk segment (on by default:
+    a swap of which inputs are risky keeps the mean risk equal to the observed rate, so only the
+    per-segment error shows it), else ''."""
+    latest = next((p for p in reversed(judged) if (p.get("judged") or 0) >= DRIFT_MIN_JUDGED), None)
+    error = (latest or {}).get("calibration_error")
+    if error is None or error <= DRIFT_CALIBRATION_ERROR:
+        return ""
+    return (f"Risk model drift: in the {latest.get('bucket')} bucket the risk is off by {error:.2f} on average within "
+            f"risk segments ({latest.get('judged')} tasks judged; above {DRIFT_CALIBRATION_ERROR}): which inputs are "
+            "risky may have changed. Retrain on recent tasks (`retrylens train --days 7`).")
 
 
 def _label(rows: list[dict[str, Any]], i: int) -> str:

@@ -280,7 +280,7 @@ class RetryLensClient:
         ``bucket_hours`` 0 sizes the buckets to the data, as the server does.
 
         ``{"over_time": [{"bucket", "prechecks", "judged", "mean_risk", "observed", "calibration_gap",
-        "precheck_auc", "precheck_brier"}], "advice": [{"advice", "followed", "tasks", "failure_rate",
+        "calibration_error", "precheck_auc", "precheck_brier"}], "advice": [{"advice", "followed", "tasks", "failure_rate",
         "handoff_rate", "mean_risk", "cost_per_task"}]}``: the risk model on real outcomes."""
         return self._get(f"{self._p(project)}/prechecks/monitor", project, days=days, bucket_hours=bucket_hours)
 

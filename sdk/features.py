@@ -5,10 +5,12 @@ on events, and the risk API scores a new task with the same call — so there is
 training/serving skew. Only what is known before a run starts goes in: the task text and
 who runs it, never anything about the run itself.
 
-Nothing secret or personal becomes a feature: keywords are taken from the input after
+Nothing secret or personal becomes a feature: keywords and the word hashes (every content
+word and word pair, :mod:`.word_hashes`) are taken from the input after
 :func:`~retrylens.sdk.sanitizer.redact` (keys, tokens, passwords, cards, e-mails), with
 capitalised words (names of people and places) and long letter-digit tokens (ids,
-unrecognised secrets) left out. Counts (``n_entities``) say that names were there.
+unrecognised secrets) left out — all in :func:`_content_words`, the one place text becomes
+words, so a new redaction rule in the sanitizer reaches every word feature at once. Counts (``n_entities``) say that names were there.
 References the input names (order numbers, SKUs) are there only hashed (``ref:``,
 :mod:`.refs`, with what a hash of a short number does not hide).
 """
@@ -25,6 +27,14 @@ from typing import TYPE_CHECKING
 from .lazy_pattern import LazyPattern
 from .refs import input_refs
 from .sanitizer import redact
+from .word_hashes import (
+    MAX_TERMS,
+    SCOPE_WORDS,
+    SKLEARN_ENGLISH_STOP_WORDS,
+    content_terms,
+    encode,
+    term_hash,
+)
 
 if TYPE_CHECKING:
     import re
@@ -50,6 +60,8 @@ STOPWORDS = frozenset(
     few further into itself most other same should these those through under until upon whom
     why yours please need needs using used user users task tasks then than able""".split()
 )
+#: Words never hashed into the model's input (:mod:`.word_hashes`); the risk model drops the same.
+CONTENT_STOP_WORDS = (SKLEARN_ENGLISH_STOP_WORDS | STOPWORDS) - SCOPE_WORDS
 
 
 def normalise_input(text: str) -> str:
@@ -75,11 +87,26 @@ def _drop_capitalised(match: re.Match[str]) -> str:
     return " " if word[0].isupper() else word
 
 
-def keywords(text: str, limit: int = MAX_KEYWORDS) -> list[str]:
-    """Most frequent content words of the redacted text, without names (ties alphabetical)."""
+def _content_words(text: str) -> list[str]:
+    """The redacted text's words in order, without names, ids or the SDK's stop words.
+
+    The one hook where redaction happens before anything becomes a feature: both the
+    keywords and the word hashes are read from this list, never from ``text`` itself."""
     cleaned = _LETTER_WORD.sub(_drop_capitalised, redact(text))
-    counts = Counter(w for w in _WORD.findall(normalise_input(cleaned)) if _safe_word(w))
-    return [w for w, _ in sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:limit]]
+    return [w for w in _WORD.findall(normalise_input(cleaned)) if _safe_word(w)]
+
+
+def keywords(text: str, limit: int = MAX_KEYWORDS) -> list[str]:
+    """Most frequent content words of the redacted text, without names (ties: first seen).
+
+    For people reading an event; the model reads :func:`input_terms` (every word)."""
+    return [w for w, _ in Counter(_content_words(text)).most_common(limit)]
+
+
+def input_terms(text: str, limit: int = MAX_TERMS) -> list[str]:
+    """Every content word of the redacted text, then adjacent word pairs, at most ``limit``
+    (:mod:`.word_hashes`): what the model sees of the input, event or not."""
+    return content_terms(_content_words(text), stop_words=CONTENT_STOP_WORDS, limit=limit)
 
 
 def _language(text: str) -> str:
@@ -106,7 +133,9 @@ def extract_input_features(
     """Features of a task input, bounded to fit an event's ``input_features``.
 
     ``tools`` are the tools the agent may call; those the text names become ``tool:<name>``.
-    At most 10 + 2 + 16 tools + 12 keywords + 4 references = 44 keys (an event holds 64).
+    At most 10 + 2 + 16 tools + 12 keywords + 4 references + 8 word-hash keys = 52 keys (an
+    event holds 64). The ``wh*`` keys carry every content word and word pair of the input,
+    hashed (:mod:`.word_hashes`, up to 680); the ``kw:`` keywords are the readable summary.
     """
     normalised = normalise_input(text)
     features: dict[str, FeatureValue] = {
@@ -132,6 +161,7 @@ def extract_input_features(
         features[f"kw:{word[:60]}"] = True
     for ref in input_refs(text):
         features[ref] = True
+    features.update(encode(term_hash(term) for term in input_terms(text)))
     return features
 
 

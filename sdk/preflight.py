@@ -52,7 +52,11 @@ class Recommendation(BaseModel):
 class PrecheckResponse(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    risk: float = Field(ge=0, le=1)
+    risk: float = Field(ge=0, le=1, description=(
+        "The probability that the task fails (ends failed or handed to a human), on every path: the "
+        "model's calibrated score; with no model or an empty input, the input's earlier task failure rate "
+        "smoothed towards the agent's, or the agent's task failure rate over the last 7 days (not its share "
+        "of failed attempts, which retries inflate); 0 when nothing is known (model_status says so)."))
     model_version: str = ""
     #: ``current``, ``none: …`` (no model: the risk comes from history) or ``stale: …``.
     model_status: str = ""

@@ -128,11 +128,18 @@ def train(
     traces: Path | None = typer.Option(None, "--traces", help="Train from an agent-traces JSONL file instead of the store."),
     project: str | None = ProjectOption,
     in_memory_limit: int = typer.Option(200_000, min=1, help="Above this many tasks, train out-of-core."),
+    days: float | None = typer.Option(None, "--days", min=0.001, help="Train on the last N days only."),
+    start: str | None = typer.Option(None, "--start", help="Window start (ISO time, inclusive)."),
+    end: str | None = typer.Option(None, "--end", help="Window end (ISO time, exclusive)."),
+    force: bool = typer.Option(False, "--force", help="Make the new model current even if worse than the current."),
 ) -> None:
-    """Train the failure classifier, save a new model version and make it current."""
+    """Train the failure classifier and save a new model version; from the store it becomes current
+    only if no worse than the current model on the recent held-out tasks (both figures shown;
+    ``--force`` overrides), else it is kept as a candidate."""
     settings = settings_from(config)
     if traces is None:
-        _echo_json(store_operation(settings, "train", project=project, in_memory_limit=in_memory_limit))
+        _echo_json(store_operation(settings, "train", project=project, in_memory_limit=in_memory_limit,
+                                   days=days, start=start, end=end, force=force))
         return
     from retrylens.analytics.model_store import ModelStore, models_dir
     from retrylens.analytics.training import train_from_traces

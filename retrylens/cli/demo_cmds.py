@@ -180,8 +180,12 @@ def _print_report(report: dict) -> None:
     if "model" in report:
         model = report["model"]
         source = "tasks in the store (this run's first part and earlier runs')" if earlier else "tasks of the first part"
-        out.print(f"Risk model [bold]{model['version']}[/bold] trained on {model.get('n_train')} {source} "
+        trained = model.get("trained") or model["version"]
+        out.print(f"Risk model [bold]{trained}[/bold] trained on {model.get('n_train')} {source} "
                   f"(held-out ROC-AUC {_fmt(model.get('roc_auc'))}, Brier {_fmt(model.get('brier'))}).")
+        if trained != model["version"]:
+            out.print(f"[yellow]Kept as a candidate: {model.get('promotion')}. The pre-checks use "
+                      f"{model['version']}.[/yellow]")
     if "prechecks" in report:
         checks = report["prechecks"]
         advice = ", ".join(f"{k} {v}" for k, v in checks["advice"].items()) or "no adjustments"

@@ -109,10 +109,15 @@ def ingest(settings: Settings, road: Road, emitter: Emitter, *, expect: int, tim
 
 
 def train(road: Road) -> dict[str, Any]:
-    """``retrylens train`` on the stored first part: the new current model's version and figures."""
+    """``retrylens train`` on the stored first part, under the same rule as ``retrylens train``: the
+    new model becomes current only if no worse than the one in force (a live server's). ``version``
+    is the model in force afterwards (what the pre-checks score with); ``trained`` the new one."""
     result = road.run("train")
     metrics = result.get("metrics", {})
-    return {"version": result["version"], "n_train": result.get("n_train"),
+    promotion = result.get("promotion") or {}
+    in_force = result["version"] if promotion.get("promoted", True) else promotion.get("current_version")
+    return {"version": in_force or result["version"], "trained": result["version"],
+            "promotion": promotion.get("reason"), "n_train": result.get("n_train"),
             **{k: metrics[k] for k in ("roc_auc", "brier") if k in metrics}}
 
 

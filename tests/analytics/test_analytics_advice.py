@@ -84,7 +84,7 @@ def test_an_input_that_failed_every_earlier_time_goes_to_a_person_before_spendin
     stats = _stats(tasks=3, failed=3, errors=("logic",))
     advice = _advise(0.05, stats)
     assert (
-        hopeless(stats) and advice.kinds == ["human_review"] and advice.recommendation.human_review
+        hopeless(stats) and advice.kinds == ["human_review", "known_bad_input"] and advice.recommendation.human_review
     )
     assert "failed in all 3 earlier task(s)" in advice.evidence[0]["evidence"]
 
@@ -308,3 +308,29 @@ def test_an_input_that_failed_once_is_not_handed_off_where_the_agents_retries_fi
     # two earlier failures of an open-ended ask (seed 12: timeout, validation) are not a lost input either
     twice = _stats(tasks=2, failed=2, errors=("timeout", "validation"))
     assert hopeless(twice) and _advise(0.55, twice, book=_book(support=recovers)).kinds == []
+
+
+def test_the_known_bad_flag_is_an_advice_kind_given_held_out_and_counted() -> None:
+    bad = _stats(3, 3, ("logic",))
+    given = _advise(0.1, bad)
+    assert "known_bad_input" in given.kinds and given.known_bad
+    withheld = advise(0.1, bad, project="shop", agent="support", book=None, human_review_threshold=0.7, holdout=True)
+    assert not withheld.known_bad and not withheld.kinds
+    assert [e["status"] for e in withheld.evidence if e["advice"] == "known_bad_input"] == ["withheld"]
+    assert not _advise(0.9, _stats(3, 2, ("logic",))).known_bad  # one success: not known bad
+
+
+def test_no_risk_based_advice_within_the_models_uncertainty_of_its_threshold() -> None:
+    from retrylens.analytics.advice import model_uncertainty
+
+    meta = {"metrics": {"calibration": [{"n": 50, "mean_predicted": 0.2, "observed": 0.3},
+                                        {"n": 50, "mean_predicted": 0.6, "observed": 0.6}]}}
+    margin = model_uncertainty(meta)
+    assert margin == pytest.approx(0.05)
+    book = _book(support=UNRECOVERABLE_AFTER_2)
+    near = advise(0.32, _stats(), project="shop", agent="support", book=book, human_review_threshold=0.7,
+                  margin=margin)
+    assert near.kinds == [] and _advise(0.32, book=book).kinds == ["lower_max_attempts"]
+    clear = advise(0.4, _stats(), project="shop", agent="support", book=book, human_review_threshold=0.7,
+                   margin=margin)
+    assert clear.kinds == ["lower_max_attempts"]

@@ -21,7 +21,7 @@ SAMPLE = Path(__file__).resolve().parents[1] / "fixtures" / "agent_traces_sample
 def sample_model() -> clf.RiskModel:
     examples = trace_examples(SAMPLE)
     return clf.fit_in_memory([e.as_model_input() for e in examples], [e.label for e in examples],
-                             groups=[e.group for e in examples], text_features=True)
+                             groups=[e.group for e in examples], text_features=True, size_scale=1.0)
 
 
 def _records_scores(model: clf.RiskModel, path: Path) -> list[float]:

@@ -26,6 +26,14 @@ def _word_features(model: clf.RiskModel, rows: list[dict[str, float]]) -> list[s
     return [name for name, _ in model.contributions(names, top=TOP)]
 
 
+def _terms(examples: list) -> dict[str, str]:
+    """The word or word pair each hashed word feature of the examples' texts stands for."""
+    names: dict[str, str] = {}
+    for example in examples:
+        names.update(clf.term_names(example.text))
+    return names
+
+
 def _tasks_with(word_feature: str, examples: list, rows: list[dict[str, float]]) -> int:
     return len({e.group for e, row in zip(examples, rows, strict=True) if word_feature in row})
 
@@ -37,9 +45,10 @@ def test_top_features_on_the_dev_traces_have_no_stop_words_and_no_single_documen
     model = clf.fit_in_memory(rows, [e.label for e in examples], groups=[e.group for e in examples],
                               text_features=True)
     top = _word_features(model, rows)
-    words = [name for name in top if name.startswith(("tok:", "kw:"))]
+    words = [name for name in top if name.startswith(("h:", "kw:"))]
     assert words, top  # the text does carry weight among the strongest features
-    stop = [name for name in words if set(name.partition(":")[2].split()) & STOP]
+    terms = _terms(examples)
+    stop = [terms[name] for name in words if set(terms[name].split()) & STOP]
     assert not stop, stop
     rare = [name for name in words if _tasks_with(name, examples, rows) < 2]
     assert not rare, rare
@@ -48,11 +57,11 @@ def test_top_features_on_the_dev_traces_have_no_stop_words_and_no_single_documen
 def test_a_word_of_one_training_task_gets_no_weight_and_stop_words_are_never_features():
     examples = trace_examples(SAMPLE)
     rows = [e.as_model_input() for e in examples]
-    assert not any(set(k.partition(":")[2].split()) & STOP for r in rows for k in r
-                   if k.startswith(("tok:", "kw:")))
+    terms = _terms(examples)
+    assert not any(set(terms[k].split()) & STOP for r in rows for k in r if k.startswith("h:"))
     model = clf.fit_in_memory(rows, [e.label for e in examples], groups=[e.group for e in examples],
                               text_features=True, c=1.0, size_scale=1.0)
-    once = {k for k in {k for r in rows for k in r if k.startswith("tok:")}
+    once = {k for k in {k for r in rows for k in r if k.startswith("h:")}
             if _tasks_with(k, examples, rows) < clf.MIN_WORD_TASKS}
     assert once  # the fixture has words of one task only
     for row in rows:

@@ -211,7 +211,7 @@ def test_with_a_model_in_force_an_empty_input_is_not_scored_as_safe(client, api_
         assert answer["model_status"].startswith("none: the input is empty"), answer["model_status"]
         assert answer["top_features"] == ["agent_base_rate"]
         assert answer["risk"] == pytest.approx(client.app.state.scorer.base_rate("acme", "planner"))
-        assert [r["words"] for r in answer["reasons"]][0].startswith("empty input: planner's failure rate")
+        assert [r["words"] for r in answer["reasons"]][0].startswith("empty input: planner's task failure rate")
 
 
 def test_with_a_model_in_force_an_unknown_agent_or_project_is_named_in_the_answer(client, api_settings, seeded):

@@ -26,12 +26,12 @@ def _ask(client, task_input: str, *, headers=ACME, project: str = "acme", agent:
     return response.json()
 
 
-def _failed_ledger_tasks(store, n: int = 3, project: str = "acme") -> None:
+def _failed_ledger_tasks(store, n: int = 3, project: str = "acme", minutes_ago: int = 10) -> None:
     """``n`` tasks of LEDGER that failed for good, each with its input's features."""
     features = extract_input_features(LEDGER, agent="planner")
     insert(store, [
         RetryEvent(project=project, agent={"name": "planner"}, task_id=f"ledger-{i}", correlation_id=f"ledger-{i}-1",
-                   attempt=1, kind=kind, ts=NOW - timedelta(minutes=10 + i), input_fingerprint=input_fingerprint(LEDGER),
+                   attempt=1, kind=kind, ts=NOW - timedelta(minutes=minutes_ago + i), input_fingerprint=input_fingerprint(LEDGER),
                    input_features=features if kind == "task_started" else {}, phase="execution", **extra)
         for i in range(n)
         for kind, extra in (("task_started", {}), ("attempt_failed", {"error_type": "logic",
@@ -81,6 +81,7 @@ def test_the_in_memory_index_answers_from_memory_after_the_first_load(client, ap
 
 
 def test_reasons_name_the_agent_and_the_inputs_own_numbers(client, api_settings, seeded):
+    _failed_ledger_tasks(seeded, n=8, minutes_ago=100)  # among the training tasks: something to explain
     train_from_store(seeded, model_store=ModelStore(models_dir(api_settings)))
     answer = _ask(client, LEDGER)
     assert answer["reasons"]

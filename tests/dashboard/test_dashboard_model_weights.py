@@ -17,7 +17,7 @@ SAMPLE = Path(__file__).resolve().parents[1] / "fixtures" / "agent_traces_sample
 def test_the_model_pages_weights_include_the_size_features(tmp_path: Path) -> None:
     examples = trace_examples(SAMPLE)
     model = clf.fit_in_memory([e.as_model_input() for e in examples], [e.label for e in examples],
-                              groups=[e.group for e in examples], text_features=True)
+                              groups=[e.group for e in examples], text_features=True, size_scale=1.0)
     settings = load_settings(data_dir=tmp_path)
     ModelStore(models_dir(settings)).save(model, {"source": "test"})
     recent = [record.features() for record in read_traces(SAMPLE)]
