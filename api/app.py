@@ -49,6 +49,7 @@ from .middleware import (
     require_json_body,
     too_large_handler,
 )
+from .otlp_memory import TraceBook
 from .shadow import ShadowReportProvider
 
 log = logging.getLogger("retrylens.api")
@@ -88,7 +89,7 @@ def create_app(
     app.state.scorer = precheck.RiskScorer(settings, store)
     app.state.policies = policies.PolicyStore(store)
     app.state.started = time.time()
-    app.state.otlp_book = otlp.TraceBook()
+    app.state.otlp_book = TraceBook(max_bytes=settings.otlp_memory_bytes)
 
     app.add_middleware(BodySizeLimit, max_bytes=settings.api_max_body_bytes)
     app.add_middleware(RequestMetrics)

@@ -18,6 +18,7 @@ While it runs, the owner of an embedded store announces its URL in ``<data_dir>/
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
 from collections.abc import Callable
@@ -108,7 +109,11 @@ def start_maintenance(store: EventStore, settings: Settings) -> Callable[[], Non
 
 
 def serve(settings: Settings, *, host: str | None = None, port: int | None = None, log_level: str = "info") -> None:
-    """Run the server until SIGTERM/SIGINT. Raises ``StoreLockedError`` if the store is taken."""
+    """Run the server until SIGTERM/SIGINT. Raises ``StoreLockedError`` if the store is taken.
+
+    Every file the server makes holds some tenant's data (the embedded store's parts, the
+    spool, models, dead letters), so it makes them readable by its own user only (umask 077)."""
+    os.umask(0o077)
     store = open_store(settings)
     ingest = IngestThreads(settings, store)
     app = create_app(settings, store, health=ingest.status)
