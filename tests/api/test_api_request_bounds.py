@@ -12,7 +12,11 @@ import pytest
 from apitest_support import ACME
 
 from retrylens.api.otlp_decode import INFLATE_STEP, inflate
-from retrylens.api.precheck_bounds import MAX_FEATURE_NAME_CHARS, MAX_FEATURE_TEXT_CHARS, MAX_FEATURES
+from retrylens.api.precheck_bounds import (
+    MAX_FEATURE_NAME_CHARS,
+    MAX_FEATURE_TEXT_CHARS,
+    MAX_FEATURES,
+)
 from retrylens.errors import OtlpDecodeError, OtlpTooLarge
 
 MIB = 1024 * 1024
