@@ -33,6 +33,7 @@ from . import (
     events,
     fleet,
     iso_patterns,
+    offload,
     operations,
     otlp,
     policies,
@@ -69,9 +70,11 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        offload.warm_up()
         yield
         intake.close()
         app.state.precheck_log.close()
+        offload.shutdown()
 
     app = FastAPI(
         title="RetryLens API",

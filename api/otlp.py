@@ -45,8 +45,9 @@ from retrylens.schemas.taxonomy import TRANSIENT_ERROR_TYPES, ErrorType
 
 from .auth import Principal, principal
 from .events import EventIntake, IntakeUnavailable, judge
-from .otlp_decode import JSON, PROTOBUF, OtlpDecodeError, OtlpUnsupported, Span, decode
-from .otlp_memory import TraceBook
+from .offload import in_worker
+from .otlp_decode import JSON, PROTOBUF, OtlpDecodeError, OtlpUnsupported, Span
+from .otlp_memory import TraceBook, kept_spans
 
 router = APIRouter(prefix="/v1", tags=["ingest"])
 
@@ -318,9 +319,9 @@ _BODY = {"requestBody": {"required": True, "content": {
 async def ingest_traces(request: Request, who: Principal = Depends(principal)) -> Response:
     body = await request.body()
     content_type = request.headers.get("content-type", "")
-    try:  # inflating and parsing cost CPU in proportion to the body: off the event loop
-        spans = await run_in_threadpool(decode, body, content_type, request.headers.get("content-encoding", ""),
-                                        max_inflated=request.app.state.settings.api_max_inflated_bytes)
+    try:  # inflating and parsing hold the interpreter for as long as the body asks: in the worker process
+        spans = await in_worker(kept_spans, body, content_type, request.headers.get("content-encoding", ""),
+                                request.app.state.settings.api_max_inflated_bytes)
     except OtlpUnsupported as exc:
         raise HTTPException(415, str(exc)) from exc
     except OtlpTooLarge as exc:

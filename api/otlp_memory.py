@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .otlp_decode import Span
+from .otlp_decode import Span, decode
 
 #: Every span attribute the mapping (:mod:`.otlp`) reads; a test holds this equal to the
 #: attribute names spelled in that module.
@@ -69,6 +69,14 @@ def kept_span(span: Span, resources: dict[int, dict[str, Any]] | None = None) ->
         exception_type=span.exception_type[:MAX_KEPT_CHARS],
         exception_message=span.exception_message[:MAX_KEPT_CHARS],
     )
+
+
+def kept_spans(body: bytes, content_type: str, content_encoding: str, max_inflated: int) -> list[Span]:
+    """The spans of an OTLP export body as kept (:func:`kept_span`): what the route runs in its
+    worker process (:mod:`.offload`), so only the kept spans come back to the server."""
+    resources: dict[int, dict[str, Any]] = {}
+    return [kept_span(span, resources) for span in decode(body, content_type, content_encoding,
+                                                           max_inflated=max_inflated)]
 
 
 def kept_bytes(span: Span) -> int:

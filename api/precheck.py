@@ -58,10 +58,16 @@ from .auth import Principal, not_found, principal
 from .base_rates import BaseRates
 from .fast_model import LinearRiskScorer, column
 from .fingerprint_index import FingerprintIndex
-from .precheck_bounds import MAX_FEATURES, FeatureName, FeatureValue, bounded_features
+from .precheck_bounds import (
+    MAX_FEATURES,
+    BoundedJSONRoute,
+    FeatureName,
+    FeatureValue,
+    bounded_features,
+)
 
 log = logging.getLogger("retrylens.api.precheck")
-router = APIRouter(prefix="/v1", tags=["precheck"])
+router = APIRouter(prefix="/v1", tags=["precheck"], route_class=BoundedJSONRoute)
 
 PRECHECKS = Counter("retrylens_precheck_total", "Pre-flight checks served", ["model"])
 RISK = Histogram("retrylens_precheck_risk", "Risk returned by pre-flight checks",

@@ -178,6 +178,13 @@ class OtlpTooLarge(OtlpDecodeError):
         super().__init__(message)
         self.limit = limit
 
+    def __reduce__(self) -> tuple[Any, ...]:  # raised in the worker process, re-raised in the server
+        return _too_large, (str(self), self.limit)
+
+
+def _too_large(message: str, limit: int) -> OtlpTooLarge:
+    return OtlpTooLarge(message, limit=limit)
+
 
 # -- the store --------------------------------------------------------------------------
 class StoreError(RetryLensError):

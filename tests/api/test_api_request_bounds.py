@@ -61,10 +61,10 @@ def test_a_truncated_or_broken_gzip_body_is_a_decode_error(body: bytes):
     assert not isinstance(raised.value, OtlpTooLarge)
 
 
-def test_the_traces_route_answers_413_for_a_body_that_inflates_past_the_limit(client, api_settings):
-    bomb = _bomb(api_settings.api_max_inflated_bytes + MIB)
-    assert len(bomb) < api_settings.api_max_body_bytes
-    response = client.post("/v1/traces", content=bomb, headers={
+def test_the_traces_route_answers_413_for_a_body_that_inflates_past_the_limit(bare_client):
+    bomb = _bomb(bare_client.app.state.settings.api_max_inflated_bytes + MIB)
+    assert len(bomb) < bare_client.app.state.settings.api_max_body_bytes
+    response = bare_client.post("/v1/traces", content=bomb, headers={
         **ACME, "Content-Type": "application/x-protobuf", "Content-Encoding": "gzip"})
     assert response.status_code == 413, response.text
     assert "api_max_inflated_bytes" in response.json()["detail"]
@@ -81,18 +81,18 @@ def _precheck(client, features: dict) -> object:
     ({"n" * (MAX_FEATURE_NAME_CHARS + 1): 1}, f"at most {MAX_FEATURE_NAME_CHARS}"),
     ({"model": "m" * (MAX_FEATURE_TEXT_CHARS + 1)}, f"at most {MAX_FEATURE_TEXT_CHARS}"),
 ])
-def test_a_precheck_past_the_feature_bounds_is_a_422_naming_the_bound(client, features, says):
-    response = _precheck(client, features)
+def test_a_precheck_past_the_feature_bounds_is_a_422_naming_the_bound(bare_client, features, says):
+    response = _precheck(bare_client, features)
     assert response.status_code == 422, response.text
     assert says in response.json()["message"]
     assert response.json()["detail"][0]["loc"] == ["body", "features"]
 
 
-def test_a_precheck_at_the_feature_bounds_is_scored(client):
+def test_a_precheck_at_the_feature_bounds_is_scored(bare_client):
     features = {f"f{i:0{MAX_FEATURE_NAME_CHARS - 1}d}": "v" * MAX_FEATURE_TEXT_CHARS for i in range(MAX_FEATURES)}
-    assert _precheck(client, features).status_code == 200
+    assert _precheck(bare_client, features).status_code == 200
 
 
-def test_the_feature_bounds_are_in_the_openapi_schema(client):
-    schema = client.get("/openapi.json").json()["components"]["schemas"]["PrecheckBody"]["properties"]["features"]
+def test_the_feature_bounds_are_in_the_openapi_schema(bare_client):
+    schema = bare_client.get("/openapi.json").json()["components"]["schemas"]["PrecheckBody"]["properties"]["features"]
     assert (schema["maxProperties"], schema["propertyNames"]["maxLength"]) == (MAX_FEATURES, MAX_FEATURE_NAME_CHARS)
