@@ -6,8 +6,9 @@ interpreter lock for their whole length: moved to a thread, they still stop the 
 (started on first use, ``spawn``: the server has threads, which ``fork`` must not copy)
 does that work for every app of this process; its answers are small (an OTLP export comes
 back as the spans kept for the mapping, a refused body as its reason), so taking them back
-costs the server little. Requests wait for the worker in turn: a flood of heavy bodies
-slows the heavy bodies, not the server.
+costs the server little. Requests wait for the worker in turn, and the worker runs at a
+lower priority (:data:`WORKER_NICENESS`): a flood of heavy bodies slows the heavy bodies, not
+the server.
 
 A worker that dies (out of memory on a hostile body) is replaced on the next call; the
 request that killed it answers 503.
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -35,8 +37,18 @@ def _executor() -> ProcessPoolExecutor:
     global _pool
     with _lock:
         if _pool is None:
-            _pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+            _pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
+                                        initializer=_lower_priority)
         return _pool
+
+
+#: The worker's niceness above the server's: its work is whatever any client sent, so it takes the
+#: CPU the server's event loop and store reads leave (on a small machine it would take a core from them).
+WORKER_NICENESS = 10
+
+
+def _lower_priority() -> None:
+    os.nice(WORKER_NICENESS)
 
 
 def _discard(broken: ProcessPoolExecutor) -> None:

@@ -16,7 +16,9 @@
    - ``deep_nesting``: ``/v1/events`` with a body nested 100,000 levels deep.
 
 Prints, per attack, the p99 of each probe and its ratio to idle (target: ≤ 2), the attack's
-answers by status and the server's RSS after it. ``--json``: one object. ``--smoke``: a tiny
+answers by status and the server's RSS after it; and the idle probe once more at the end, as a
+ratio to the first (the machine's own noise: on a shared machine an attack's ratio within that
+distance from 1 says nothing). ``--json``: one object. ``--smoke``: a tiny
 size (a suite test runs it) whose figures mean nothing.
 """
 
@@ -119,6 +121,7 @@ def attack(url: str, kind: str, seconds: float, smoke: bool) -> dict:
     else:
         request = {}
     statuses: Counter[int] = Counter()
+    print("ready", flush=True)  # the body is built (a 1 GiB bomb takes seconds): the probe may start
     stop = time.perf_counter() + seconds
 
     def run() -> None:
@@ -188,7 +191,10 @@ def run(args: argparse.Namespace) -> dict:
             out: dict = {"tasks": seeded["events"], "seconds": args.seconds, "idle": idle,
                          "idle_rss_mb": _rss_mb(server.pid), "attacks": {}}
             for kind in ATTACKS:
-                attacker = _child(["attack", url, kind, seconds, "smoke" if args.smoke else "full"], env)
+                # the attack outlasts the probe by the probe's start-up, so the probe is measured under it
+                attacker = _child(["attack", url, kind, str(args.seconds + (1 if args.smoke else 5)),
+                                   "smoke" if args.smoke else "full"], env)
+                assert attacker.stdout is not None and attacker.stdout.readline().strip() == "ready", kind
                 time.sleep(0.5)  # the attack is under way when the probe starts
                 measured = _p99s(_result(_child(["probe", url, seconds, rate], env)))
                 answers = _result(attacker)
@@ -196,6 +202,11 @@ def run(args: argparse.Namespace) -> dict:
                     **measured, **{f"{name.removesuffix('_p99_ms')}_ratio": round(value / idle[name], 2)
                                    for name, value in measured.items()},
                     "attack_answers": answers["statuses"], "rss_mb_after": _rss_mb(server.pid)}
+            # the machine's own noise: idle again, as a ratio to the first idle (an attack's ratio
+            # within this one's distance from 1 cannot be told from the machine's other work)
+            again = _p99s(_result(_child(["probe", url, seconds, rate], env)))
+            out["idle_again_ratio"] = {name.removesuffix("_p99_ms"): round(value / idle[name], 2)
+                                       for name, value in again.items()}
             return out
         finally:
             server.send_signal(signal.SIGTERM)
@@ -235,6 +246,7 @@ def main() -> None:
         print(f"{kind:>18}: healthz p99 {figures['healthz_p99_ms']} ms ({figures['healthz_ratio']}x), victim read "
               f"p99 {figures['victim_read_p99_ms']} ms ({figures['victim_read_ratio']}x), answers "
               f"{figures['attack_answers']}, RSS {figures['rss_mb_after']} MB")
+    print(f"idle again / idle: {out['idle_again_ratio']}")
 
 
 if __name__ == "__main__":
