@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import multiprocessing.connection
 import os
 import threading
 from collections.abc import Callable
@@ -38,7 +39,7 @@ def _executor() -> ProcessPoolExecutor:
     with _lock:
         if _pool is None:
             _pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
-                                        initializer=_lower_priority)
+                                        initializer=_start_worker)
         return _pool
 
 
@@ -47,8 +48,18 @@ def _executor() -> ProcessPoolExecutor:
 WORKER_NICENESS = 10
 
 
-def _lower_priority() -> None:
+def _start_worker() -> None:
+    """In the worker: lower its priority, and end it when the server ends however it ends
+    (a ``kill -9`` leaves no orphan; the worker holds its own queue's pipe, so no EOF tells it)."""
     os.nice(WORKER_NICENESS)
+    parent = multiprocessing.parent_process()
+    if parent is not None:
+        threading.Thread(target=_exit_with, args=(parent.sentinel,), name="parent-watch", daemon=True).start()
+
+
+def _exit_with(sentinel: int) -> None:
+    multiprocessing.connection.wait([sentinel])
+    os._exit(0)
 
 
 def _discard(broken: ProcessPoolExecutor) -> None:

@@ -26,3 +26,30 @@ def test_the_worker_runs_below_the_servers_priority():
     ours = os.getpriority(os.PRIO_PROCESS, 0)
     theirs = asyncio.run(offload.in_worker(os.getpriority, os.PRIO_PROCESS, 0))
     assert theirs >= min(19, ours + offload.WORKER_NICENESS)
+
+
+def test_a_worker_ends_when_its_server_is_killed():
+    """``kill -9`` of the server (the kill -9 tests do it) must not leave its worker running."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    parent = subprocess.Popen([sys.executable, "-c", (
+        "import asyncio, os, time\n"
+        "from retrylens.api import offload\n"
+        "print(asyncio.run(offload.in_worker(os.getpid)), flush=True)\n"
+        "time.sleep(600)\n")], stdout=subprocess.PIPE, text=True)
+    assert parent.stdout is not None
+    worker = int(parent.stdout.readline())
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            os.kill(worker, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    os.kill(worker, signal.SIGKILL)
+    raise AssertionError("the worker outlived its server by 30 s")
