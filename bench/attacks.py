@@ -4,8 +4,10 @@
 
 1. A setup process seeds an embedded store with ``N`` synthetic tasks of the ``victim`` project.
 2. ``retrylens serve`` starts on it with two keys: ``victim`` and ``attacker``.
-3. A probe process sends ``/healthz`` and the victim's ``GET /v1/projects/victim/metrics``
-   (a store read) at a fixed rate, open loop, for ``S`` seconds: first with the
+3. A probe process sends ``/healthz`` (``--rate`` a second) and the victim's
+   ``GET /v1/projects/victim/metrics`` (a store read, a fifth as often), each on its own
+   connection, open loop, for ``S`` seconds, each timed from when it was due (so a stall counts
+   for every request it delayed): first with the
    server idle (the baseline, in the same run), then while the attacker, from another process
    on two connections, sends one of these back to back:
 
@@ -57,27 +59,39 @@ def setup(data_dir: Path, tasks: int) -> dict:
 
 
 def probe(url: str, seconds: float, rate: float) -> dict:
-    """``/healthz`` and the victim's metrics read, alternating, open loop at ``rate`` requests/s."""
+    """``/healthz`` at ``rate`` and the victim's metrics read at a fifth of it, each on its own
+    connection and thread, open loop, each request timed from when it was due (a request that
+    waited behind a stalled one waited for the server too: else a 5 s stall is one slow sample)."""
     import httpx
 
     health = httpx.Client(base_url=url, timeout=120)
     reads = httpx.Client(base_url=url, timeout=120, headers={"X-API-Key": KEYS["victim"]})
-    calls = {"healthz": lambda: health.get("/healthz"),
-             "victim_read": lambda: reads.get("/v1/projects/victim/metrics")}
-    for call in calls.values():
+    calls = {"healthz": (lambda: health.get("/healthz"), rate),
+             "victim_read": (lambda: reads.get("/v1/projects/victim/metrics"), rate / 5)}
+    for call, _rate in calls.values():
         call()
     latencies: dict[str, list[float]] = {name: [] for name in calls}
-    errors, tick, start = 0, 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        delay = start + tick / rate - time.perf_counter()
-        if delay > 0:
-            time.sleep(delay)
-        name = ("healthz", "victim_read")[tick % 2]
-        sent = time.perf_counter()
-        errors += calls[name]().status_code != 200
-        latencies[name].append((time.perf_counter() - sent) * 1000)
-        tick += 1
-    return {"latencies": latencies, "errors": errors}
+    errors: list[int] = []
+    start = time.perf_counter()
+
+    def run(name: str) -> None:
+        call, per_second = calls[name]
+        tick = 0
+        while (due := start + tick / per_second) < start + seconds:
+            delay = due - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+            if call().status_code != 200:
+                errors.append(1)
+            latencies[name].append((time.perf_counter() - due) * 1000)
+            tick += 1
+
+    threads = [threading.Thread(target=run, args=(name,)) for name in calls]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return {"latencies": latencies, "errors": len(errors)}
 
 
 def _bomb(inflated: int) -> bytes:
@@ -179,7 +193,7 @@ def run(args: argparse.Namespace) -> dict:
         port = _free_port()
         env = {**base, "RETRYLENS_DATA_DIR": str(data_dir), "RETRYLENS_API_KEYS": json.dumps(KEYS),
                "RETRYLENS_API_PORT": str(port), "RETRYLENS_KAFKA_BOOTSTRAP_SERVERS": ""}
-        seeded = _run_child(["--child", "setup", str(data_dir), str(args.tasks)], env)
+        seeded = _run_child(["--child", "setup", str(data_dir), str(args.tasks)], env) if args.tasks else {"events": 0}
         server = subprocess.Popen([sys.executable, "-m", "retrylens.cli.main", "serve", "--host", "127.0.0.1",
                                    "--port", str(port), "--log-level", "warning"], env=env,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -192,7 +206,7 @@ def run(args: argparse.Namespace) -> dict:
                          "idle_rss_mb": _rss_mb(server.pid), "attacks": {}}
             for kind in ATTACKS:
                 # the attack outlasts the probe by the probe's start-up, so the probe is measured under it
-                attacker = _child(["attack", url, kind, str(args.seconds + (1 if args.smoke else 5)),
+                attacker = _child(["attack", url, kind, str(args.seconds + (0.5 if args.smoke else 5)),
                                    "smoke" if args.smoke else "full"], env)
                 assert attacker.stdout is not None and attacker.stdout.readline().strip() == "ready", kind
                 time.sleep(0.5)  # the attack is under way when the probe starts
@@ -220,7 +234,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tasks", type=int, default=2000, help="Synthetic tasks of the victim project.")
     parser.add_argument("--seconds", type=float, default=15.0, help="Probe duration, idle and per attack.")
-    parser.add_argument("--rate", type=float, default=20.0, help="Probe requests per second (both probes).")
+    parser.add_argument("--rate", type=float, default=10.0, help="Healthz probes per second (reads: a fifth).")
     parser.add_argument("--smoke", action="store_true", help="A tiny size: the figures mean nothing.")
     parser.add_argument("--json", action="store_true", help="Print one JSON object.")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
@@ -235,7 +249,7 @@ def main() -> None:
             print(json.dumps(attack(rest[0], rest[1], float(rest[2]), rest[3] == "smoke")))
         return
     if args.smoke:
-        args.tasks, args.seconds = 50, 1.0
+        args.tasks, args.seconds = 0, 0.5  # the victim reads an empty project: no seeding process
     out = run(args)
     if args.json:
         print(json.dumps(out))

@@ -13,6 +13,7 @@ BENCH = Path(__file__).resolve().parents[2] / "bench" / "attacks.py"
 
 
 @pytest.mark.clickhouse
+@pytest.mark.slow  # a real server and nine client processes: ~40 s on a quiet 2-core machine
 def test_the_attack_bench_runs_every_attack_against_a_real_server_and_reports_ratios():
     result = subprocess.run([sys.executable, str(BENCH), "--smoke", "--json"], capture_output=True, text=True,
                             timeout=600, check=False)
