@@ -3,7 +3,8 @@
 Inflating a gzip body, parsing a protobuf or a large JSON document are C calls that hold the
 interpreter lock for their whole length: moved to a thread, they still stop the event loop
 (``/healthz``, every other tenant's request) for as long as they run. One worker process
-(started on first use, ``spawn``: the server has threads, which ``fork`` must not copy)
+(started beside ``serve``'s start-up, else on first use; ``spawn``: the server has threads,
+which ``fork`` must not copy; it ends when the server ends, ``kill -9`` included)
 does that work for every app of this process; its answers are small (an OTLP export comes
 back as the spans kept for the mapping, a refused body as its reason), so taking them back
 costs the server little. Requests wait for the worker in turn, and the worker runs at a
