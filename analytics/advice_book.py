@@ -133,3 +133,21 @@ def build_advice_book(store: EventStore, where: Slice = Slice()) -> dict[str, An
     }
 
 
+
+
+def book_for_projects(book: dict[str, Any], projects: frozenset[str] | None) -> dict[str, Any]:
+    """What of ``book`` a caller reading ``projects`` may see (``None``: every project, the local token).
+
+    The book is built over every project at training, one entry per ``project/agent`` (a project
+    name holds no ``/``): a project key sees its projects' entries only. The measured effects are
+    pooled over every project's pre-checks, so they are left out for it; the kinds retired by them
+    stay, since they decide what this key's own pre-checks are told."""
+    if projects is None:
+        return book
+
+    def own(entries: dict[str, Any]) -> dict[str, Any]:
+        return {key: value for key, value in entries.items() if key.split("/", 1)[0] in projects}
+
+    scoped = {**book, "agents": own(book.get("agents") or {}), "refs": own(book.get("refs") or {})}
+    scoped.pop("effects", None)
+    return scoped

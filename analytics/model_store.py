@@ -28,6 +28,7 @@ import joblib
 
 from retrylens.config import Settings
 from retrylens.errors import ModelNotFoundError
+from retrylens.sdk.transport.private_dirs import private_dir
 
 from .classifier import RiskModel
 
@@ -56,7 +57,7 @@ class ModelStore:
 
     def save(self, model: RiskModel, meta: dict[str, Any], *, make_current: bool = True) -> str:
         """Write a new version (never overwrites one) and, by default, point CURRENT at it."""
-        self.root.mkdir(parents=True, exist_ok=True)
+        private_dir(self.root)
         existing = [int(_VERSION.match(v).group(1)) for v in self.versions()]  # type: ignore[union-attr]
         number = max(existing, default=0) + 1
         while True:

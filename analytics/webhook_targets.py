@@ -4,7 +4,8 @@ A rule's webhook URL is chosen by whoever holds a project's key, and the server 
 from inside its own network. Unchecked, a key holder could make the server POST to its cloud
 metadata service, to ClickHouse's HTTP port or to the server's own operator routes
 (server-side request forgery). So a rule's webhook may reach only globally routable
-addresses, unless its host is listed in ``alert_webhook_hosts`` (an internal relay the
+addresses (:func:`~.public_addresses.is_public`: the IPv4 address an IPv6 one carries
+included), unless its host is listed in ``alert_webhook_hosts`` (an internal relay the
 operator trusts). The server's own ``alert_webhook_url`` is the operator's choice and is not
 checked.
 
@@ -23,9 +24,9 @@ import socket
 from collections.abc import Iterable
 from urllib.parse import urlsplit
 
-HOSTS_SETTING = "RETRYLENS_ALERT_WEBHOOK_HOSTS"
+from .public_addresses import Address, is_public
 
-Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+HOSTS_SETTING = "RETRYLENS_ALERT_WEBHOOK_HOSTS"
 
 
 def webhook_refusal(
@@ -37,7 +38,7 @@ def webhook_refusal(
         return f"{field} {url!r} names no host"
     if host in {allowed.strip().strip("[]").rstrip(".").lower() for allowed in allowed_hosts}:
         return None
-    inward = sorted(str(address) for address in _addresses(host) if not address.is_global)
+    inward = sorted(str(address) for address in _addresses(host) if not is_public(address))
     if inward:
         return (
             f"{field} host {host!r} is the non-public address {inward[0]}: the server does not post into "
@@ -50,7 +51,7 @@ def webhook_refusal(
 def _addresses(host: str) -> set[Address]:
     """The addresses ``host`` is or resolves to (empty when it does not resolve)."""
     try:
-        return {_unmapped(ipaddress.ip_address(host))}
+        return {ipaddress.ip_address(host)}
     except ValueError:
         pass
     try:
@@ -60,14 +61,8 @@ def _addresses(host: str) -> set[Address]:
     addresses: set[Address] = set()
     for info in infos:
         try:
-            addresses.add(_unmapped(ipaddress.ip_address(str(info[4][0]).split("%", 1)[0])))
+            addresses.add(ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]))
         except ValueError:
             continue
     return addresses
 
-
-def _unmapped(address: Address) -> Address:
-    """``::ffff:127.0.0.1`` is judged as the IPv4 address it carries."""
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        return address.ipv4_mapped
-    return address

@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 
 from retrylens.config import Settings
+from retrylens.sdk.transport.private_dirs import private_dir
 
 ADVERT_FILE = "server.json"
 
@@ -34,7 +35,7 @@ def reachable_url(settings: Settings, host: str, port: int) -> str:
 def write_advert(settings: Settings, url: str) -> Path:
     """Announce this process as the owner of ``settings``' store (written atomically)."""
     path = advert_path(settings)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(path.parent)
     data = {"url": url, "pid": os.getpid(), "store": settings.effective_dsn}
     temporary = path.with_name(f".{ADVERT_FILE}.{os.getpid()}")
     temporary.write_text(json.dumps(data))

@@ -33,6 +33,7 @@ from . import (
     events,
     fleet,
     iso_patterns,
+    offload,
     operations,
     otlp,
     policies,
@@ -49,6 +50,7 @@ from .middleware import (
     require_json_body,
     too_large_handler,
 )
+from .otlp_memory import TraceBook
 from .shadow import ShadowReportProvider
 
 log = logging.getLogger("retrylens.api")
@@ -68,9 +70,11 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        offload.warm_up()
         yield
         intake.close()
         app.state.precheck_log.close()
+        offload.shutdown()
 
     app = FastAPI(
         title="RetryLens API",
@@ -88,7 +92,7 @@ def create_app(
     app.state.scorer = precheck.RiskScorer(settings, store)
     app.state.policies = policies.PolicyStore(store)
     app.state.started = time.time()
-    app.state.otlp_book = otlp.TraceBook()
+    app.state.otlp_book = TraceBook(max_bytes=settings.otlp_memory_bytes)
 
     app.add_middleware(BodySizeLimit, max_bytes=settings.api_max_body_bytes)
     app.add_middleware(RequestMetrics)

@@ -25,6 +25,7 @@ from fastapi import Depends, HTTPException, Path, Request, Security
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
 from retrylens.config import Settings
+from retrylens.sdk.transport.private_dirs import private_dir
 
 LOCAL_TOKEN_FILE = "api-token"
 PROJECT_PATTERN = r"^[^\x00-\x1f/]{1,256}$"
@@ -66,7 +67,7 @@ def local_token(settings: Settings, *, create: bool = True) -> str | None:
     except FileNotFoundError:
         if not create:
             return None
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(path.parent)
     token = secrets.token_urlsafe(32)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:

@@ -41,6 +41,8 @@ from .background_refresh import BackgroundRefresh
 
 log = logging.getLogger("retrylens.api.fingerprints")
 MAX_PROJECTS = 1_000
+#: per project, the fingerprints read one by one that are remembered
+MAX_MISSES = 50_000
 
 
 @dataclass
@@ -61,7 +63,8 @@ class FingerprintIndex:
         self.similar_refresh_s = similar_refresh_s
         self.max_fingerprints = max_fingerprints
         self._projects: dict[str, _ProjectIndex] = {}
-        self._misses: dict[tuple[str, str], tuple[float, FingerprintStats]] = {}
+        #: per project: fingerprint → (when read, its history), for a project whose index is partial
+        self._misses: dict[str, dict[str, tuple[float, FingerprintStats]]] = {}
         self._refresh = BackgroundRefresh(self._load, thread_name="retrylens-fp-index", what="fingerprint history", log=log)
         self._lock = threading.Lock()
 
@@ -124,19 +127,21 @@ class FingerprintIndex:
             if len(self._projects) >= MAX_PROJECTS:
                 self._projects.clear()
             self._projects[project] = index
-            self._misses = {k: v for k, v in self._misses.items() if k[0] != project}
+            self._misses.pop(project, None)
         return index
 
     def _direct(self, project: str, fingerprint: str, *, io: bool) -> FingerprintStats | None:
-        key = (project, fingerprint)
-        hit = self._misses.get(key)
+        """A fingerprint missing from a partial index, read from the store and remembered in the
+        project's own cache (one project's misses never push out another's)."""
+        hit = self._misses.get(project, {}).get(fingerprint)
         if hit is not None and time.monotonic() - hit[0] < self.refresh_s:
             return hit[1]
         if not io:
             return None
         stats = fingerprint_stats(self.store, project, fingerprint)
         with self._lock:
-            if len(self._misses) >= 50_000:
-                self._misses.clear()
-            self._misses[key] = (time.monotonic(), stats)
+            misses = self._misses.setdefault(project, {})
+            if len(misses) >= MAX_MISSES:
+                misses.clear()
+            misses[fingerprint] = (time.monotonic(), stats)
         return stats

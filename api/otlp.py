@@ -25,29 +25,29 @@ validated, stored and counted exactly like the SDK's. The mapping (README, "Open
 - ``event_id`` = UUIDv5 of (trace id, span id, kind): a re-sent span is stored once.
 
 Spans arrive in batches (children before their root), so the server keeps the recent
-spans of each trace in memory (:class:`TraceBook`, bounded) and re-derives the trace's
+spans of each trace in memory (:class:`~.otlp_memory.TraceBook`, bounded per project) and re-derives the trace's
 events on every batch; only events not yet sent are delivered. Spans our own SDK
 exported (``retrylens.task_id`` set) are skipped: their events already came directly.
 """
 
 from __future__ import annotations
 
-import threading
 import uuid
-from collections import OrderedDict
-from collections.abc import Iterable
 from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
+from retrylens.errors import OtlpTooLarge
 from retrylens.schemas.limits import MAX_NAME_CHARS
 from retrylens.schemas.taxonomy import TRANSIENT_ERROR_TYPES, ErrorType
 
 from .auth import Principal, principal
 from .events import EventIntake, IntakeUnavailable, judge
-from .otlp_decode import JSON, PROTOBUF, OtlpDecodeError, OtlpUnsupported, Span, decode
+from .offload import in_worker
+from .otlp_decode import JSON, PROTOBUF, OtlpDecodeError, OtlpUnsupported, Span
+from .otlp_memory import TraceBook, kept_spans
 
 router = APIRouter(prefix="/v1", tags=["ingest"])
 
@@ -56,38 +56,6 @@ INFERRED = "inferred from OTLP"
 PROJECT_HEADER = "x-retrylens-project"
 AGENT_KINDS = frozenset({"invoke_agent", "create_agent", "invoke_workflow", "AGENT", "CHAIN", "workflow", "agent"})
 OPERATION_KINDS = frozenset({"LLM", "TOOL", "EMBEDDING", "RETRIEVER", "RERANKER"})
-MAX_TRACES = 10_000
-MAX_SPANS_PER_TRACE = 2_000
-
-
-class TraceBook:
-    """Recent spans per (project, trace) and the event ids already sent; bounded, thread-safe."""
-
-    def __init__(self, max_traces: int = MAX_TRACES) -> None:
-        self._traces: OrderedDict[tuple[str, str], tuple[dict[str, Span], set[str]]] = OrderedDict()
-        self._max = max_traces
-        self._lock = threading.Lock()
-
-    def merge(self, project: str, spans: Iterable[Span]) -> list[tuple[str, dict[str, Span], set[str]]]:
-        """Add ``spans``; return (trace id, all its spans, sent ids) of every trace they touch."""
-        touched: dict[str, tuple[dict[str, Span], set[str]]] = {}
-        with self._lock:
-            for span in spans:
-                key = (project, span.trace_id)
-                entry = self._traces.get(key)
-                if entry is None:
-                    entry = self._traces[key] = ({}, set())
-                    while len(self._traces) > self._max:
-                        self._traces.popitem(last=False)
-                self._traces.move_to_end(key)
-                if len(entry[0]) < MAX_SPANS_PER_TRACE or span.span_id in entry[0]:
-                    entry[0][span.span_id] = span
-                touched[span.trace_id] = entry
-            return [(trace, dict(entry[0]), entry[1]) for trace, entry in touched.items()]
-
-    def mark_sent(self, sent: set[str], ids: Iterable[str]) -> None:
-        with self._lock:
-            sent.update(ids)
 
 
 def is_operation(span: Span) -> bool:
@@ -336,6 +304,7 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
           "content": {JSON: {"schema": {"type": "object"}},
                       PROTOBUF: {"schema": {"type": "string", "format": "binary"}}}},
     400: {"description": "Not an OTLP trace export (or no project named for a multi-project key)."},
+    413: {"description": "The body, or the body once inflated, is over the server's limit; send smaller batches."},
     404: {"description": "The named project is not one this key may write."},
     415: {"description": "Content type or encoding other than protobuf/JSON, gzip/none."},
     503: {"description": "The broker or spool could not take the events; re-send the batch."},
@@ -350,10 +319,13 @@ _BODY = {"requestBody": {"required": True, "content": {
 async def ingest_traces(request: Request, who: Principal = Depends(principal)) -> Response:
     body = await request.body()
     content_type = request.headers.get("content-type", "")
-    try:
-        spans = decode(body, content_type, request.headers.get("content-encoding", ""))
+    try:  # inflating and parsing hold the interpreter for as long as the body asks: in the worker process
+        spans = await in_worker(kept_spans, body, content_type, request.headers.get("content-encoding", ""),
+                                request.app.state.settings.api_max_inflated_bytes)
     except OtlpUnsupported as exc:
         raise HTTPException(415, str(exc)) from exc
+    except OtlpTooLarge as exc:
+        raise HTTPException(413, str(exc)) from exc
     except OtlpDecodeError as exc:
         raise HTTPException(400, str(exc)) from exc
     result = await run_in_threadpool(ingest_spans, request, who, spans) if spans else {"events": 0, "rejected": []}

@@ -10,19 +10,22 @@ which the route turns into a 400.
 
 from __future__ import annotations
 
-import gzip
 import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
-from retrylens.errors import OtlpDecodeError, OtlpUnsupported
+from retrylens.errors import OtlpDecodeError, OtlpTooLarge, OtlpUnsupported
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 _HEX = frozenset("0123456789abcdef")
 LATEST_NS = 7_258_118_400 * 10**9  # 2200-01-01, the store's latest time
+#: Inflated bytes produced per step: memory and time past the limit are at most this.
+INFLATE_STEP = 64 * 1024
+#: zlib window bits: gzip (a header and trailer) or zlib (deflate as HTTP sends it)
+_WBITS = {"gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
 
 
 @dataclass(slots=True)
@@ -45,9 +48,10 @@ class Span:
     exception_message: str = ""
 
 
-def decode(body: bytes, content_type: str, content_encoding: str = "") -> list[Span]:
-    """Every span of an OTLP/HTTP trace export body."""
-    body = _inflate(body, content_encoding.strip().lower())
+def decode(body: bytes, content_type: str, content_encoding: str = "", *, max_inflated: int | None = None) -> list[Span]:
+    """Every span of an OTLP/HTTP trace export body; a compressed body may inflate to
+    ``max_inflated`` bytes at most (:class:`OtlpTooLarge` as soon as it passes them)."""
+    body = inflate(body, content_encoding.strip().lower(), max_inflated)
     media = content_type.split(";")[0].strip().lower()
     if media == PROTOBUF:
         return _from_protobuf(body)
@@ -56,15 +60,34 @@ def decode(body: bytes, content_type: str, content_encoding: str = "") -> list[S
     raise OtlpUnsupported(f"content type {media or '(none)'!r} is not OTLP: send {PROTOBUF} or {JSON}")
 
 
-def _inflate(body: bytes, encoding: str) -> bytes:
+def inflate(body: bytes, encoding: str, limit: int | None = None) -> bytes:
+    """``body`` decompressed, in steps of :data:`INFLATE_STEP` so that a bomb (1 MiB inflating to
+    1 GiB) costs at most ``limit`` plus one step of memory and time before it is refused."""
     if encoding in ("", "identity"):
         return body
-    if encoding not in ("gzip", "deflate"):
+    if encoding not in _WBITS:
         raise OtlpUnsupported(f"content encoding {encoding!r} is not supported: send gzip or none")
+    out = bytearray()
+    rest = body
     try:
-        return gzip.decompress(body) if encoding == "gzip" else zlib.decompress(body)
-    except (OSError, EOFError, zlib.error) as exc:
+        while rest:  # a gzip body may hold several members, one after another
+            inflater = zlib.decompressobj(_WBITS[encoding])
+            while rest and not inflater.eof:
+                out += inflater.decompress(rest, INFLATE_STEP)
+                rest = inflater.unconsumed_tail
+                _check(len(out), limit)
+            if not inflater.eof:
+                raise OtlpDecodeError(f"the body is not valid {encoding}: it ends inside the compressed stream")
+            rest = inflater.unused_data if encoding == "gzip" else b""
+    except zlib.error as exc:
         raise OtlpDecodeError(f"the body is not valid {encoding}: {exc}") from exc
+    return bytes(out)
+
+
+def _check(size: int, limit: int | None) -> None:
+    if limit is not None and size > limit:
+        raise OtlpTooLarge(f"the body inflates to more than {limit} bytes (api_max_inflated_bytes): send smaller "
+                           "batches", limit=limit)
 
 
 # -- protobuf ---------------------------------------------------------------------------

@@ -60,9 +60,16 @@ from .auth import Principal, not_found, principal
 from .base_rates import BaseRates
 from .fast_model import LinearRiskScorer, column
 from .fingerprint_index import FingerprintIndex
+from .precheck_bounds import (
+    MAX_FEATURES,
+    BoundedJSONRoute,
+    FeatureName,
+    FeatureValue,
+    bounded_features,
+)
 
 log = logging.getLogger("retrylens.api.precheck")
-router = APIRouter(prefix="/v1", tags=["precheck"])
+router = APIRouter(prefix="/v1", tags=["precheck"], route_class=BoundedJSONRoute)
 
 PRECHECKS = Counter("retrylens_precheck_total", "Pre-flight checks served", ["model"])
 RISK = Histogram("retrylens_precheck_risk", "Risk returned by pre-flight checks",
@@ -284,13 +291,15 @@ _NAMED = r"\S"
 
 
 class PrecheckBody(PrecheckRequest):
-    """The SDK's request as the route takes it, with its refusal of a blank project or agent in
-    the schema (OpenAPI ``pattern``), so clients and fuzzers know it; ``_blank_names`` refuses
+    """The SDK's request as the route takes it, with its refusal of a blank project or agent and
+    its bounds on ``features`` (:mod:`.precheck_bounds`) in the schema (OpenAPI ``pattern``,
+    ``maxProperties``), so clients and fuzzers know them; ``_blank_names`` refuses
     it with a message naming the field (the SDK's own model stays lax: a governor whose agent
     has no name must still run its task, failing the pre-check open)."""
 
     project: str = Field(json_schema_extra={"pattern": _NAMED})
     agent: str = Field(json_schema_extra={"pattern": _NAMED})
+    features: dict[FeatureName, FeatureValue] = Field(default_factory=dict, max_length=MAX_FEATURES)
 
 
 def _blank_names(body: PrecheckRequest) -> None:
@@ -301,7 +310,8 @@ def _blank_names(body: PrecheckRequest) -> None:
                                       for name in blank])
 
 
-@router.post("/precheck", response_model=PrecheckResponse, summary="Risk of a task before it starts")
+@router.post("/precheck", response_model=PrecheckResponse, summary="Risk of a task before it starts",
+             dependencies=[Depends(bounded_features)])
 async def precheck(body: PrecheckBody, request: Request, who: Principal = Depends(principal)) -> Response:
     """The answer as :class:`PrecheckResponse` JSON, serialised once here: returned as a model,
     FastAPI would validate it against ``response_model`` and serialise it again (the model stays

@@ -14,6 +14,7 @@ from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request
 
 from retrylens.analytics import advice_effects, prechecks
 from retrylens.analytics import alerts as alerting
+from retrylens.analytics.advice_book import book_for_projects
 from retrylens.analytics.failure_groups import failure_groups
 from retrylens.analytics.filters import Slice
 from retrylens.analytics.fingerprints import fingerprint_stats, top_failing_fingerprints
@@ -246,7 +247,7 @@ def get_shadow_reports(request: Request, store: StoreDep, where: SliceDep) -> di
 def get_model(request: Request, store: StoreDep, who: Principal = Depends(principal)) -> dict[str, Any]:
     models = ModelStore(models_dir(request.app.state.settings))
     version = models.current_version()
-    meta = models.meta(version) if version else None
+    meta = _meta_for(models.meta(version), who) if version else None
     loaded = request.app.state.scorer.current_model() if version else None
     weights = (
         feature_weights(loaded.model, recent_input_features(store, projects=who.projects))
@@ -259,3 +260,10 @@ def get_model(request: Request, store: StoreDep, who: Principal = Depends(princi
         "versions": models.versions(),
         "feature_weights": [[name, weight] for name, weight in weights],
     }
+
+
+def _meta_for(meta: dict[str, Any], who: Principal) -> dict[str, Any]:
+    """The model's meta as ``who`` may read it: its advice book cut to the caller's projects."""
+    if "advice_book" not in meta:
+        return meta
+    return {**meta, "advice_book": book_for_projects(meta["advice_book"] or {}, who.projects)}

@@ -18,6 +18,7 @@ While it runs, the owner of an embedded store announces its URL in ``<data_dir>/
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
 from collections.abc import Callable
@@ -32,6 +33,7 @@ from retrylens.ingest.consumer import IngestConsumer
 from retrylens.ingest.spool_ingestor import SpoolIngestor
 from retrylens.store import EventStore, open_store
 
+from . import offload
 from .advert import reachable_url, remove_advert, write_advert
 from .app import create_app
 from .heap import freeze_startup_heap
@@ -108,7 +110,12 @@ def start_maintenance(store: EventStore, settings: Settings) -> Callable[[], Non
 
 
 def serve(settings: Settings, *, host: str | None = None, port: int | None = None, log_level: str = "info") -> None:
-    """Run the server until SIGTERM/SIGINT. Raises ``StoreLockedError`` if the store is taken."""
+    """Run the server until SIGTERM/SIGINT. Raises ``StoreLockedError`` if the store is taken.
+
+    Every file the server makes holds some tenant's data (the embedded store's parts, the
+    spool, models, dead letters), so it makes them readable by its own user only (umask 077)."""
+    os.umask(0o077)
+    worker = offload.warm_up()  # spawned beside the start-up below
     store = open_store(settings)
     ingest = IngestThreads(settings, store)
     app = create_app(settings, store, health=ingest.status)
@@ -125,6 +132,10 @@ def serve(settings: Settings, *, host: str | None = None, port: int | None = Non
     if settings.is_embedded_store:
         write_advert(settings, reachable_url(settings, config.host, config.port))
     freeze_startup_heap()  # full collections must not walk the start-up heap while requests wait
+    try:
+        worker.result(timeout=120)
+    except Exception:  # noqa: BLE001 - requests that need it start another one
+        log.exception("the worker process did not start; heavy requests will start it")
     try:
         server.run()
     finally:

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import orjson
 
+from retrylens.sdk.transport.private_dirs import private_dir
+
 from . import metrics
 from .processor import InvalidMessage
 
@@ -44,7 +46,7 @@ class DeadLetterFile:
     def flush(self) -> None:
         if not self._pending:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(self.path.parent)
         with open(self.path, "ab") as handle:
             handle.write(b"".join(self._pending))
             handle.flush()

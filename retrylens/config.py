@@ -144,6 +144,16 @@ class Settings(BaseSettings):
         description='API keys per project, JSON: `{"acme": "secret"}`. Empty = API refuses data requests.',
     )
     api_max_body_bytes: int = Field(default=1_048_576, ge=1024, description="Largest accepted request body.")
+    api_max_inflated_bytes: int = Field(
+        default=16 * 1_048_576, ge=1024,
+        description="Largest compressed request body once inflated (gzip/deflate OTLP): inflation stops and "
+        "answers 413 as soon as it passes this.",
+    )
+    otlp_memory_bytes: int = Field(
+        default=32 * 1_048_576, ge=65_536,
+        description="Per project: the most memory the spans of its unfinished OTLP traces may hold; beyond it "
+        "the project's least recently used traces are forgotten (never another project's).",
+    )
     otlp_prices: dict[str, tuple[float, float]] = Field(
         default={},
         description='USD per million input/output tokens per model, for spans sent to /v1/traces: `{"gpt-4o": [2.5, 10]}`.',
@@ -309,10 +319,9 @@ def _check_api_keys_json(text: str | None) -> None:
         return  # not JSON: the settings' own parsing names it
 
 
+#: Defaults that depend on the machine, in words (other defaults are shown as the code makes them).
 _COMPUTED_DEFAULTS = {
     "data_dir": "$XDG_DATA_HOME/retrylens or ~/.local/share/retrylens",
-    "api_keys": "{}",
-    "project_topics": "{}",
 }
 
 
@@ -323,6 +332,6 @@ def settings_table() -> list[tuple[str, str, str, str]]:
         env = f"RETRYLENS_{name.upper()}"
         if isinstance(field.validation_alias, AliasChoices):
             env = " / ".join(str(choice) for choice in field.validation_alias.choices)
-        default = _COMPUTED_DEFAULTS.get(name, repr(field.default))
+        default = _COMPUTED_DEFAULTS.get(name) or repr(field.get_default(call_default_factory=True))
         rows.append((name, env, default, field.description or ""))
     return rows

@@ -17,7 +17,8 @@ RetryLensError
 │   └── HandoffError            a hand-off channel could not deliver the package
 ├── ApiError                    the RetryLens API answered with an error status
 ├── OtlpDecodeError             a body sent to /v1/traces is not an OTLP trace export (400)
-│   └── OtlpUnsupported         its content type or encoding is not one the server reads (415)
+│   ├── OtlpUnsupported         its content type or encoding is not one the server reads (415)
+│   └── OtlpTooLarge            it inflates past the server's limit (413)
 ├── StoreError                  the ClickHouse store could not do what was asked
 │   ├── StoreLockedError        an embedded store is owned by another process
 │   ├── MigrationError          a schema migration failed
@@ -168,6 +169,21 @@ class OtlpDecodeError(RetryLensError, ValueError):
 
 class OtlpUnsupported(OtlpDecodeError):
     """The body's content type or encoding is not one this server reads (415)."""
+
+
+class OtlpTooLarge(OtlpDecodeError):
+    """The compressed body inflates past ``api_max_inflated_bytes`` (413); inflation stopped there."""
+
+    def __init__(self, message: str, *, limit: int) -> None:
+        super().__init__(message)
+        self.limit = limit
+
+    def __reduce__(self) -> tuple[Any, ...]:  # raised in the worker process, re-raised in the server
+        return _too_large, (str(self), self.limit)
+
+
+def _too_large(message: str, limit: int) -> OtlpTooLarge:
+    return OtlpTooLarge(message, limit=limit)
 
 
 # -- the store --------------------------------------------------------------------------

@@ -14,7 +14,6 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 import clickhouse_connect
 from clickhouse_connect.driver.client import Client
@@ -22,6 +21,7 @@ from clickhouse_connect.driver.exceptions import ClickHouseError
 
 from retrylens.config import Settings
 from retrylens.errors import StoreError, StoreLockedError
+from retrylens.sdk.transport.private_dirs import private_dir
 
 _clients: dict[str, Client] = {}
 _clients_lock = threading.Lock()
@@ -39,7 +39,7 @@ def connect(settings: Settings) -> Client:
         if dsn in _clients:
             return _clients[dsn]
         path = dsn.removeprefix("chdb://")
-        Path(path).mkdir(parents=True, exist_ok=True)
+        private_dir(path)
         try:
             with _engine_stderr() as engine_said:
                 client = clickhouse_connect.get_client(dsn=dsn)

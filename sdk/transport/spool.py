@@ -25,6 +25,8 @@ from pathlib import Path
 
 from retrylens.errors import IngestError, SpoolLockedError
 
+from .private_dirs import private_dir
+
 _HEADER = struct.Struct(">IIH")  # value length, crc32(key + value), key length
 _SEGMENT_SUFFIX = ".log"
 _CURSOR = "cursor"
@@ -52,7 +54,7 @@ class Spool:
 
     def __init__(self, directory: Path, *, segment_bytes: int = DEFAULT_SEGMENT_BYTES, writer: bool = True) -> None:
         self.directory = Path(directory)
-        self.directory.mkdir(parents=True, exist_ok=True)
+        private_dir(self.directory)
         self._segment_bytes = segment_bytes
         self._lock = threading.Lock()
         self._lock_file = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -10,8 +11,8 @@ from fastapi.testclient import TestClient
 from serve_support import shared_server_fixture  # noqa: F401 - one real `retrylens serve` per session
 
 from retrylens.api.app import create_app
-from retrylens.config import Settings
-from retrylens.store import EventStore
+from retrylens.config import Settings, load_settings
+from retrylens.store import EventStore, open_store
 
 
 @pytest.fixture
@@ -28,6 +29,19 @@ def seeded(store: EventStore) -> EventStore:
 @pytest.fixture
 def app(api_settings: Settings, seeded: EventStore):
     return create_app(api_settings, seeded)
+
+
+@pytest.fixture(scope="module")
+def bare_client(tmp_path_factory, chdb_path) -> Iterator[TestClient]:
+    """One app over an empty store for a whole module: for tests that aim at the API's
+    bounds and guards and need no data (a fresh seeded store per test costs seconds)."""
+    settings = load_settings(data_dir=tmp_path_factory.mktemp("bare"), clickhouse_dsn=f"chdb://{chdb_path}",
+                             clickhouse_database=f"bare_{uuid.uuid4().hex[:8]}", kafka_bootstrap_servers="",
+                             api_keys=dict(KEYS))
+    store = open_store(settings)
+    with TestClient(create_app(settings, store)) as test_client:
+        yield test_client
+    store.client.command(f"DROP DATABASE IF EXISTS `{settings.clickhouse_database}`")
 
 
 @pytest.fixture

@@ -39,3 +39,11 @@ def test_settings_table_in_the_readme_is_current() -> None:
     expected = [f"| `{n}` | `{e}` | `{d}` | {desc} |" for n, e, d, desc in settings_table()]
     rows = [line for line in table.strip().splitlines()[2:]]
     assert rows == expected
+
+
+def test_every_default_in_the_settings_table_is_a_value_not_a_placeholder() -> None:
+    """A setting whose default is built by a factory (``default_factory=list``) shows what the
+    factory makes (``[]``), not pydantic's placeholder for "no default value"."""
+    defaults = {name: default for name, _env, default, _desc in settings_table()}
+    assert not [name for name, default in defaults.items() if "Undefined" in default]
+    assert defaults["alert_webhook_hosts"] == "[]"
