@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from .lazy_pattern import LazyPattern
+from .personal import redact_names
 from .refs import input_refs
 from .sanitizer import redact
 
@@ -77,7 +78,7 @@ def _drop_capitalised(match: re.Match[str]) -> str:
 
 def keywords(text: str, limit: int = MAX_KEYWORDS) -> list[str]:
     """Most frequent content words of the redacted text, without names (ties alphabetical)."""
-    cleaned = _LETTER_WORD.sub(_drop_capitalised, redact(text))
+    cleaned = _LETTER_WORD.sub(_drop_capitalised, redact_names(redact(text), " "))
     counts = Counter(w for w in _WORD.findall(normalise_input(cleaned)) if _safe_word(w))
     return [w for w, _ in sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:limit]]
 
