@@ -9,8 +9,8 @@ cleans events and hand-off packages with it; the server (``retrylens.ingest.reda
 imports this module, so a text sent past the SDK is cleaned by the same patterns before it
 is stored. Nothing here imports the server.
 
-Most texts hold none of these: :data:`_MAY_HOLD` is one search for any pattern's fixed
-part, and a text it does not match comes back at once (the server calls this on its
+Most texts hold none of these: :func:`may_hold_secrets` looks for any pattern's fixed
+part, and a text without one comes back at once (the server calls this on its
 ingest path). Each pattern that needs a number check (cards, IBANs, phones) verifies it
 before replacing, so an ordinary error message (ids, timestamps, versions, hex request
 ids) comes out unchanged: ``tests/sdk/test_redaction_world.py`` holds a corpus to that.
@@ -99,12 +99,17 @@ _CARD = LazyPattern(
 )
 _CARD_FIRST_DIGITS = "23456"  # the card networks' ranges (Mastercard 2/5, Amex 3, Visa 4, …)
 
-#: the fixed part of every pattern above: a text without any comes back unchanged at once
-_MAY_HOLD = LazyPattern(
-    r"(?i:authoriz|bearer|[spr]k-|akia|asia|gh[posur]_|github_pat|xox|aiza|eyj|api.?key"
-    r"|secret|token|passw|pwd|private key)|[@+]|\d{4}[ \-]?\d{4}|[A-Z]{2}\d\d"
-    r"|[A-Za-z0-9/+]{40}"
-)
+#: the fixed parts of the patterns above: a text holding none of them comes back at once.
+#: Plain substring tests (C-speed scans) and three small searches: one alternation of all
+#: of them costs 5-10x more, as ``re`` tries every branch at every position.
+_CASED_PARTS = ("AKIA", "ASIA", "AIza", "eyJ", "-----BEGIN", "@", "+", "k-", "gh", "xox")
+_CASELESS_PARTS = ("authoriz", "bearer")
+_KEY_WORDS = ("api", "secret", "token", "passw", "pwd")
+#: a key word as the two key=value patterns need it ("383 tokens" is not one)
+_KEY_WORD = LazyPattern(r"(?i)\b(?:api[_\-]?key|secret|token|password|passwd|pwd)[\"'\s:=]")
+_FOUR_DIGITS = LazyPattern(r"\d\d\d\d")  # every card has four digits in a row
+_IBAN_START = LazyPattern(r"[A-Z][A-Z]\d\d")
+_FORTY = LazyPattern(r"[A-Za-z0-9/+]{40}")  # an AWS secret access key's length
 
 
 def _card(match: re.Match[str]) -> str:
@@ -144,8 +149,21 @@ CHECKED: list[tuple[LazyPattern, object]] = [
 
 
 def may_hold_secrets(text: str) -> bool:
-    """False when no pattern can match ``text`` (one search; most texts): nothing to do."""
-    return _MAY_HOLD.search(text) is not None
+    """False when no pattern can match ``text`` (most texts): nothing to do."""
+    for part in _CASED_PARTS:
+        if part in text:
+            return True
+    lowered = text.lower()
+    for part in _CASELESS_PARTS:
+        if part in lowered:
+            return True
+    if any(word in lowered for word in _KEY_WORDS) and _KEY_WORD.search(text) is not None:
+        return True
+    return (
+        _FOUR_DIGITS.search(text) is not None
+        or _IBAN_START.search(text) is not None
+        or (len(text) >= 40 and _FORTY.search(text) is not None)
+    )
 
 
 def redact(text: str, *, limit: int | None = None) -> str:

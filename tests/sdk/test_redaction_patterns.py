@@ -114,8 +114,17 @@ def test_the_pre_filter_never_changes_what_the_patterns_give() -> None:
         assert redaction._redact(text, None) == _without_prefilter(text), text
 
 
-def test_the_pre_filter_passes_most_ordinary_text_at_once() -> None:
+@pytest.mark.parametrize(
+    "text",
+    [
+        "connection reset by peer",
+        "upstream timed out after 300 ms",
+        "rate_limit in execution step 1",
+        "Request timed out.",
+        "503 Service Unavailable",
+        "1 attempts, 383 tokens",
+    ],
+)
+def test_the_pre_filter_passes_a_short_ordinary_message_at_once(text: str) -> None:
     """What makes clean text cheap on the server's ingest path: no pattern is run at all."""
-    clean = [t for t in ORDINARY_ERRORS if not redaction.may_hold_secrets(t)]
-    assert len(clean) >= len(ORDINARY_ERRORS) // 3
-    assert not redaction.may_hold_secrets("connection reset by peer")
+    assert not redaction.may_hold_secrets(text)
