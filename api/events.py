@@ -18,13 +18,16 @@ import logging
 import threading
 from typing import Any
 
+import msgspec
 import orjson
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from retrylens.config import Settings
-from retrylens.ingest import InvalidMessage, SourceRef, process
+from retrylens.ingest import InvalidMessage, SourceRef
+from retrylens.ingest.processor import validate
+from retrylens.ingest.redaction import redact_event_text
 from retrylens.sdk.transport.build import open_spool
 from retrylens.sdk.transport.spool import Spool
 
@@ -121,7 +124,10 @@ class EventIntake:
 
 
 def judge(items: list[Any], who: Principal) -> tuple[list[tuple[bytes, bytes]], list[Rejected]]:
-    """Valid events of the caller's projects as (task_id, payload) records, and the rejections."""
+    """Valid events of the caller's projects as (task_id, payload) records, and the rejections.
+
+    An event whose text held a secret is passed on re-encoded without it (and with its
+    event id, derived from what was sent when it had none), so no broker or spool keeps it."""
     accepted: list[tuple[bytes, bytes]] = []
     rejected: list[Rejected] = []
     for index, item in enumerate(items):
@@ -130,15 +136,25 @@ def judge(items: list[Any], who: Principal) -> tuple[list[tuple[bytes, bytes]], 
         except (TypeError, orjson.JSONEncodeError) as exc:
             rejected.append(Rejected(index=index, reason="bad_json", detail=str(exc)))
             continue
-        outcome = process(payload, _SOURCE)
-        if isinstance(outcome, InvalidMessage):
-            rejected.append(Rejected(index=index, reason=outcome.reason.value, detail=outcome.detail))
-        elif not who.can_read(outcome.event.project):
+        event = validate(payload, _SOURCE, redacted=False)
+        if isinstance(event, InvalidMessage):
+            rejected.append(Rejected(index=index, reason=event.reason.value, detail=event.detail))
+        elif not who.can_read(event.project):
             rejected.append(Rejected(index=index, reason="project_not_found",
-                                     detail=f"project {outcome.event.project!r} not found"))
+                                     detail=f"project {event.project!r} not found"))
         else:
-            accepted.append((outcome.event.task_id.encode(), payload))
+            clean = redact_event_text(event)
+            if clean is not event:
+                payload = _encoded(clean)
+            accepted.append((event.task_id.encode(), payload))
     return accepted, rejected
+
+
+def _encoded(event: Any) -> bytes:
+    """A validated event (a ``WireEvent`` or a ``RetryEvent``) as JSON the processor reads."""
+    if isinstance(event, BaseModel):
+        return event.model_dump_json(exclude_none=False).encode()
+    return msgspec.json.encode(event)
 
 
 _REJECTED_ITEM = {"type": "object", "required": ["index", "reason", "detail"],

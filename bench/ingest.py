@@ -308,6 +308,12 @@ def main() -> None:
         help="event mix: the simulated fleet's, only failure events (the costly kind), or both (default)",
     )
     parser.add_argument("--workers", type=int, default=1, help="ingest workers of the e2e_workers consumer")
+    parser.add_argument(
+        "--without-redaction",
+        action="store_true",
+        help="an experiment, not a product road: skip the server's redaction of event text "
+        "(ingest/redaction.py), to read its cost beside a run with it",
+    )
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--smoke", action="store_true", help="tiny size (needs the broker of KAFKA_BOOTSTRAP_SERVERS)")
     args = parser.parse_args()
@@ -315,6 +321,10 @@ def main() -> None:
         global FLEET_TASKS, STAGE_EVENTS
         args.events, args.naive_events, args.payload = 100, 5, "fleet"
         FLEET_TASKS, STAGE_EVENTS = 20, 100
+    if args.without_redaction:
+        from retrylens.ingest import processor
+
+        processor.redact_event_text = lambda event: event  # type: ignore[assignment]
     if args.events < 1 or args.naive_events < 1 or args.workers < 1:
         parser.error("--events, --naive-events and --workers must be positive")
     data_dir = Path(tempfile.mkdtemp(prefix="retrylens-bench-"))
@@ -327,7 +337,11 @@ def main() -> None:
     )
     kinds = ["fleet", "failures"] if args.payload == "both" else [args.payload]
     load_before = os.getloadavg()[0]
-    results: dict[str, object] = {"events": args.events, "workers": args.workers}
+    results: dict[str, object] = {
+        "events": args.events,
+        "workers": args.workers,
+        "redaction": not args.without_redaction,
+    }
     for kind in kinds:
         results[kind] = run_payload(settings, kind, args.events, args.naive_events, args.workers)
         print(json.dumps({kind: results[kind]}), file=sys.stderr, flush=True)  # survives a later failure

@@ -24,6 +24,8 @@ from retrylens.schemas import MAX_EVENT_BYTES, SCHEMA_VERSION, RetryEvent
 from retrylens.schemas.wire import WireEvent, decode_wire
 from retrylens.store.event_table import event_row
 
+from .redaction import redact_event_text
+
 
 class InvalidReason(StrEnum):
     """Why a message went to the dead-letter topic (the ``reason`` header)."""
@@ -101,9 +103,20 @@ def process(payload: bytes | None, source: SourceRef) -> ValidEvent | InvalidMes
     return ValidEvent(event, row, source)
 
 
-def validate(payload: bytes | None, source: SourceRef) -> RetryEvent | WireEvent | InvalidMessage:
+def validate(
+    payload: bytes | None, source: SourceRef, *, redacted: bool = True
+) -> RetryEvent | WireEvent | InvalidMessage:
     """The verdict on one serialized event: the event (its id derived if it was sent
-    without one), or why it is invalid. Every road's row is built from what this returns."""
+    without one, its free text cleaned of secrets: :mod:`.redaction`), or why it is
+    invalid. Every road's row is built from what this returns. ``redacted=False`` gives the
+    event as sent, for a caller that redacts it itself and must know whether that changed it."""
+    event = _validated(payload, source)
+    if not redacted or isinstance(event, InvalidMessage):
+        return event
+    return redact_event_text(event)
+
+
+def _validated(payload: bytes | None, source: SourceRef) -> RetryEvent | WireEvent | InvalidMessage:
     if not payload:
         return InvalidMessage(InvalidReason.EMPTY, "empty payload", source)
     if len(payload) > MAX_EVENT_BYTES:

@@ -33,6 +33,7 @@ from uuid import UUID
 from retrylens.schemas import Decision, TaskOutcome
 
 from . import attempt_scope
+from .adapters_langgraph import _is_pause
 from .client_retries import ClientRetries
 from .verdicts import Verdict
 
@@ -57,6 +58,8 @@ class _Operation:
     held: dict[str, int] = field(default_factory=dict)
     #: the client's error that ended the task when the governor stopped it inside the call
     stopped: BaseException | None = None
+    #: where a LangGraph ``interrupt()`` in this run would resume it (see :func:`_pause_key`)
+    pause_key: tuple[str, str, str] | None = None
 
 
 class _Observer:
@@ -85,6 +88,8 @@ class _Observer:
         self._stopped: dict[tuple[UUID | None, str], _Operation] = {}
         self._held: dict[UUID, list[_Operation]] = {}  # run id -> finished model runs below it
         self._parsers: set[UUID] = set()  # running output parsers
+        #: runs a LangGraph ``interrupt()`` paused, by where the resumed graph runs them again
+        self._paused: dict[tuple[str, str, str], _Operation] = {}
 
     # -- chains --------------------------------------------------------------------------
     def on_chain_start(
@@ -117,7 +122,7 @@ class _Observer:
                 self._fail_latest_held(parent, error)
             self._pass_up(run_id)
             key = self._key.get(run_id)
-            if key is not None:
+            if key is not None and not _is_pause(error):
                 entry = (self._logical.get(run_id, run_id), self._ancestry.get(run_id, ()))
                 self._errored.setdefault(key, []).append(entry)
             self._forget(run_id)
@@ -157,7 +162,8 @@ class _Observer:
         parent_run_id: UUID | None = None,
         **kwargs: Any,
     ) -> None:
-        self._start(run_id, parent_run_id, str(input_str), _name(serialized, kwargs, "tool"))
+        name = _name(serialized, kwargs, "tool")
+        self._start(run_id, parent_run_id, str(input_str), name, _pause_key(kwargs, name))
 
     def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> None:
         tokens_in, tokens_out = _usage(response)
@@ -182,7 +188,19 @@ class _Observer:
             self._fail(self._client_attempt(run_id), error)
             self._forget(run_id)
 
-    on_tool_error = on_llm_error
+    def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        """LangGraph's ``interrupt()`` in a tool is a pause: the graph waits for a person and
+        runs the tool again on resume, which continues this task (no failure recorded)."""
+        with self._lock:
+            if _is_pause(error):
+                op = self._live.pop(run_id, None)
+                if op is not None and op.pause_key is not None:
+                    self._paused[op.pause_key] = op
+                    while len(self._paused) > _PAUSED_KEPT:
+                        self._paused.pop(next(iter(self._paused)))
+            else:
+                self._fail(self._client_attempt(run_id), error)
+            self._forget(run_id)
 
     def close(self) -> None:
         """Finish what is still open: held outputs succeed, failed runs nobody re-invoked give up."""
@@ -212,10 +230,22 @@ class _Observer:
         self._ancestry[run_id] = ancestry
         return key
 
-    def _start(self, run_id: UUID, parent_run_id: UUID | None, goal: str, name: str) -> None:
+    def _start(
+        self,
+        run_id: UUID,
+        parent_run_id: UUID | None,
+        goal: str,
+        name: str,
+        pause_key: tuple[str, str, str] | None = None,
+    ) -> None:
         with self._lock:
             key = self._enter(run_id, parent_run_id, _rooted(name, parent_run_id, goal))
             self._logical[run_id] = run_id
+            resumed = self._paused.pop(pause_key, None) if pause_key is not None else None
+            if resumed is not None:  # the graph resumed after interrupt(): the same attempt
+                resumed.ancestry = self._ancestry[run_id]
+                self._live[run_id] = resumed
+                return
             stopped = self._stopped.get(key)
             if stopped is not None:  # its request is refused (the recorder raises its error)
                 stopped.ancestry = self._ancestry[run_id]
@@ -243,6 +273,7 @@ class _Observer:
             op.ancestry = self._ancestry[run_id]
             op.attempt = op.run.begin(dependency=name)
             op.failed_at = None
+            op.pause_key = pause_key
             self._live[run_id] = op
 
     def _record_client_retries(self, run_id: UUID) -> None:
@@ -345,6 +376,22 @@ def __getattr__(name: str) -> Any:
     if name == "RetryLensCallbackHandler":
         return _handler_class()
     raise AttributeError(name)
+
+
+#: paused tool runs remembered (the oldest are forgotten first: a graph never resumed)
+_PAUSED_KEPT = 1024
+
+
+def _pause_key(callback_kwargs: dict[str, Any], name: str) -> tuple[str, str, str] | None:
+    """Where a LangGraph run would run this tool again after ``interrupt()``: its thread and
+    checkpoint namespace (from the run's metadata, the same on resume) and the tool's name.
+    ``None`` outside a checkpointed graph, where an interrupt cannot be resumed."""
+    metadata = callback_kwargs.get("metadata") or {}
+    thread = metadata.get("thread_id")
+    namespace = metadata.get("langgraph_checkpoint_ns", metadata.get("checkpoint_ns"))
+    if thread is None or namespace is None:
+        return None
+    return str(thread), str(namespace), name
 
 
 def _rooted(name: str, parent_run_id: UUID | None, inputs: Any) -> str:

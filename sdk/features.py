@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from .lazy_pattern import LazyPattern
+from .personal import redact_names
 from .refs import input_refs
 from .sanitizer import redact
 from .word_hashes import (
@@ -92,7 +93,7 @@ def _content_words(text: str) -> list[str]:
 
     The one hook where redaction happens before anything becomes a feature: both the
     keywords and the word hashes are read from this list, never from ``text`` itself."""
-    cleaned = _LETTER_WORD.sub(_drop_capitalised, redact(text))
+    cleaned = _LETTER_WORD.sub(_drop_capitalised, redact_names(redact(text), " "))
     return [w for w in _WORD.findall(normalise_input(cleaned)) if _safe_word(w)]
 
 

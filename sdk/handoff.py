@@ -29,7 +29,19 @@ def _clean(text: str, limit: int | None = None) -> str:
 
 
 def _clean_json(value: Any) -> Any:
-    return json.loads(_clean(json.dumps(value, default=str)))
+    """``value`` made JSON-ready with every string in it cleaned, keys too.
+
+    Each string is cleaned as itself, before anything is serialised: ``json.dumps`` writes
+    a non-Latin name as ``\\uXXXX`` escapes, which no name finder recognises."""
+    if isinstance(value, str):
+        return _clean(value)
+    if isinstance(value, dict):
+        return {_clean(str(k)): _clean_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_clean_json(v) for v in value]
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    return _clean(str(value))  # what json.dumps(default=str) would have written
 
 
 @dataclass

@@ -10,7 +10,9 @@ by their shape, in any script Python's ``str`` methods know the case of:
   with lower-case particles between them (``Ludwig van Beethoven``, ``María de la Cruz``);
 - a surname in capitals beside a capitalised word: ``CHEN Mei``, ``Mei CHEN``;
 - "Last, First": ``Chen, Mei``, ``Álvarez, José Luis``;
-- a title and one capitalised word: ``Mr. Chen``, ``Dr Álvarez``.
+- a title and one capitalised word: ``Mr. Chen``, ``Dr Álvarez``; a title with its dot and
+  one word in any case, as people type in chat: ``mr. o'neill``, ``dr. chen``;
+- an initial before a name: ``Ó Briain``, ``J. R. Tolkien``, ``Seán Ó Briain``.
 
 A word people write in error text (``Too Many Requests``, ``Internal Server Error``,
 ``AWS Lambda``) is never part of a name: :data:`COMMON_WORDS` lists the capitalised words
@@ -29,11 +31,14 @@ _WORD = LazyPattern(r"[^\W\d_](?:[^\W\d_]|['’\-](?=[^\W\d_]))*")
 _TITLES = frozenset(
     "mr mrs ms mx miss dr prof sir madam dame lord lady mme mlle herr frau sr sra srta".split()
 )
+#: titles typed in lower case name someone only with their dot ("ms" is also milliseconds,
+#: "miss" a cache's): ``mr. o'neill``
+_LOWER_TITLES = frozenset("mr mrs mx dr prof mme mlle".split())
 _PARTICLES = frozenset("van von der den de del della la le da di du dos das bin ibn al".split())
 #: capitalised words of ordinary error text and common English: never part of a name
 COMMON_WORDS = frozenset(
     """
-    a about above access accepted account action active add address after again agent
+    a i about above access accepted account action active add address after again agent
     all allowed already also an and another answer any api app application are argument
     as at attempt attribute auth authentication authorization available aws azure back
     bad balance base batch be bearer been before begin being below billing blocked body
@@ -83,17 +88,24 @@ def _capitals(word: str) -> bool:
 
 
 def _kind(word: str) -> str:
-    """``T`` title, ``C`` capitalised, ``U`` capitals, ``p`` particle, ``-`` anything else."""
+    """``T`` title, ``t`` title in lower case, ``C`` capitalised, ``U`` capitals, ``I`` an
+    initial, ``p`` particle, ``l`` another lower-case word, ``-`` anything else."""
     low = word.lower()
     if low in _TITLES and word[:1].isupper():
         return "T"
+    if low in _LOWER_TITLES and word.islower():
+        return "t"
     if low in COMMON_WORDS:
         return "-"
     if _capitalised(word):
         return "C"
     if _capitals(word):
         return "U"
-    return "p" if low in _PARTICLES else "-"
+    if len(word) == 1 and word.isupper():
+        return "I"
+    if low in _PARTICLES:
+        return "p"
+    return "l" if word.islower() else "-"
 
 
 def find_names(text: str) -> list[tuple[int, int]]:
@@ -120,12 +132,15 @@ def _name_at(
 ) -> tuple[tuple[int, int] | None, int]:
     """The name that starts at word ``i`` (or ``None``) and the word to look at next."""
     start, _, kind = words[i]
-    if kind == "T" and _gap(text, words, i) in (" ", ". ") and words[i + 1][2] in "CU":
-        end = i + 1
-        while _gap(text, words, end) == " " and words[end + 1][2] in "CU":
-            end += 1
-        return (start, words[end][1]), end + 1
-    if kind not in "CU":
+    gap = _gap(text, words, i)
+    if kind in "Tt" and (gap == ". " or (kind == "T" and gap == " ")):
+        following = words[i + 1][2]
+        if following == "l":  # "mr. o'neill": one word, whatever its case
+            return (start, words[i + 1][1]), i + 2
+        if kind == "T" and following in "CUI":
+            end = _run_end(text, words, i + 1)
+            return (start, words[end][1]), end + 1
+    if kind not in "CUI":
         return None, i + 1
     if _gap(text, words, i) == ", " and kind == "C" and words[i + 1][2] == "C":
         after = _gap(text, words, i + 1)  # "Chen, Mei" but not a list "A, B, C"
@@ -141,7 +156,9 @@ def _name_at(
 
 def _run_end(text: str, words: list[tuple[int, int, str]], end: int) -> int:
     """The last of the names that follow word ``end`` one space apart (particles between)."""
-    while _gap(text, words, end) == " ":
+    while _gap(text, words, end) == " " or (
+        words[end][2] == "I" and _gap(text, words, end) == ". "
+    ):
         following = _past_particles(text, words, end + 1)
         if following is None:
             break
@@ -150,9 +167,12 @@ def _run_end(text: str, words: list[tuple[int, int, str]], end: int) -> int:
 
 
 def _past_particles(text: str, words: list[tuple[int, int, str]], k: int) -> int | None:
-    """The name word at ``k``, or after the particles from ``k`` on joined by single spaces
-    (``van der Waals``, ``de la Cruz``); ``None`` when no name follows them."""
-    while words[k][2] == "p" and _gap(text, words, k) == " ":
+    """The name word at ``k``, or after the particles and initials from ``k`` on joined by
+    single spaces (``van der Waals``, ``de la Cruz``, ``Ó Briain``, ``J. Smith``); ``None``
+    when no name follows them."""
+    while (words[k][2] == "p" and _gap(text, words, k) == " ") or (
+        words[k][2] == "I" and _gap(text, words, k) in (" ", ". ")
+    ):
         k += 1
     return k if words[k][2] in "CU" else None
 

@@ -67,6 +67,7 @@ def install(observer: Observer | None = None) -> None:
         if observer is not None:
             _send().set_observer(observer)
         if _finder is not None:
+            _patch_overrides()  # an instrumentation may have wrapped a client since
             return
         _finder = _PostImportFinder()
         sys.meta_path.insert(0, _finder)
@@ -121,6 +122,52 @@ def _patch_module(name: str, module: Any) -> None:
         cls = getattr(module, cls_name, None)
         if cls is not None and callable(cls.__dict__.get("request")):
             _patch(cls, "request", wrap)
+            _patch_subclass_requests(cls, wrap)
+
+
+def _patch_overrides() -> None:
+    """Patch the ``request`` a client class defines over its stainless base's, in every
+    loaded client module (see :func:`_patch_subclass_requests`)."""
+    from . import provider_calls
+
+    for name in list(sys.modules):
+        module = sys.modules.get(name)
+        if module is None or not name.endswith("._base_client"):
+            continue
+        for cls_name, wrap in (
+            ("SyncAPIClient", provider_calls.wrap_request),
+            ("AsyncAPIClient", provider_calls.wrap_arequest),
+        ):
+            cls = getattr(module, cls_name, None)
+            if cls is not None:
+                _patch_subclass_requests(cls, wrap)
+
+
+def _patch_subclass_requests(base: type, wrap: Any) -> None:
+    """A client class's own ``request`` (``openai.OpenAI.request``), wrapped too.
+
+    An instrumentation that ran before us (openinference's ``instrument()`` wraps
+    ``OpenAI.request``, and its ``uninstrument()`` leaves the function it saw there) holds
+    the base's unpatched ``request``: the client's calls would never reach our wrapper of
+    the base. Wrapping what the class defines puts ours outside theirs; the descriptor is
+    bound as attribute access would bind it (a wrapt wrapper needs its instance)."""
+    pending = list(base.__subclasses__())
+    while pending:
+        cls = pending.pop()
+        pending.extend(cls.__subclasses__())
+        own = cls.__dict__.get("request")
+        if own is None or getattr(own, "__retrylens_original__", None) is not None:
+            continue
+        _patch(cls, "request", lambda original: wrap(_bound(original)))
+
+
+def _bound(descriptor: Any) -> Any:
+    """A function calling ``descriptor`` (from a class's ``__dict__``) bound to ``self``."""
+
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return descriptor.__get__(self, type(self))(*args, **kwargs)
+
+    return call
 
 
 def _patch(cls: type, attribute: str, wrap: Any) -> None:

@@ -2,11 +2,10 @@
 
 :func:`classify` maps an exception (ours, the standard library's, httpx's, or an SDK's
 recognised by name and status code) to a :class:`Failure`: error type, whether a retry can
-help, a short model-safe message, Retry-After. :func:`redact` removes API keys, bearer
-tokens and ``Authorization`` values of any scheme, passwords in URLs, e-mail addresses and
-card numbers (Luhn-valid, written as cards are) from any text before it is put on an event
-or shown to a model. People's names are left to :mod:`.personal`: a model retrying the task
-must still see them.
+help, a short model-safe message, Retry-After. :func:`redact` (:mod:`.redaction`, the
+patterns the server shares) removes secrets and personal numbers from any text before it is
+put on an event or shown to a model. People's names are left to :mod:`.personal`: a model
+retrying the task must still see them.
 """
 
 from __future__ import annotations
@@ -14,7 +13,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import re
 import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -24,116 +22,17 @@ from retrylens.schemas.taxonomy import ErrorType
 
 from .http_status import status_type
 from .lazy_pattern import LazyPattern
+from .redaction import redact
+
+__all__ = ["Failure", "classify", "redact", "stack_digest"]
 
 if TYPE_CHECKING:
     from retrylens.schemas import ErrorDetail
 
     from .http_attempts import Physical
 
-_REDACTIONS: list[tuple[LazyPattern, str]] = [
-    # "Authorization: Basic bWVp…", "Digest username=…, response=…", any scheme, or none
-    (
-        LazyPattern(
-            r"(?i)\b((?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?)([a-z][\w\-]*\s+)?"
-            r"((?:[\w\-]+=(?:\"[^\"]*\"|[^\s,\"']*)(?:\s*,\s*)?)+|[^\s\"',;]+)"
-        ),
-        r"\1\2[REDACTED]",
-    ),
-    (LazyPattern(r"(?i)\b(bearer)\s+[a-z0-9._\-+/=]{8,}"), r"\1 [REDACTED]"),
-    (LazyPattern(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/\s:@]+:[^@\s/]+@"), r"\1[REDACTED]@"),
-    (LazyPattern(r"\b(sk|pk|rk)-[A-Za-z0-9_\-]{16,}\b"), "[REDACTED_KEY]"),
-    (LazyPattern(r"\bAKIA[0-9A-Z]{16}\b"), "[REDACTED_KEY]"),
-    (
-        LazyPattern(r"\b(ghp|gho|ghs|ghu|ghr|github_pat|xox[abpr])_?[A-Za-z0-9_\-]{16,}\b"),
-        "[REDACTED_KEY]",
-    ),
-    (LazyPattern(r"\bAIza[0-9A-Za-z_\-]{30,}"), "[REDACTED_KEY]"),
-    (
-        LazyPattern(r"\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*"),
-        "[REDACTED_JWT]",
-    ),
-    (
-        LazyPattern(
-            r"(?i)\b(api[_\-]?key|secret|token|password|passwd|pwd)([\"']?\s*[:=]\s*[\"']?)[^\s\"',;&]+"
-        ),
-        r"\1\2[REDACTED]",
-    ),
-    # "password hunter2xyz", "token is abc123secret": a value with a digit or symbol in it
-    (
-        LazyPattern(
-            r"(?i)\b(api[_\-]?key|secret|token|password|passwd|pwd)(\s+(?:is\s+|of\s+)?)"
-            r"(?=[^\s\[]*[\d!@#$%^&*_])[^\s\[\"',;&]{6,}"
-        ),
-        r"\1\2[REDACTED]",
-    ),
-    (LazyPattern(r"\b[\w.+\-]+@[\w\-]+\.[\w.\-]+\b"), "[EMAIL]"),
-]
-_PAYLOAD = LazyPattern(
-    r"[\[{].*$"
-)  # a quoted JSON payload: never echo a failed output to the model
-#: a card number stands alone, unbroken or grouped as printed (4-4-4-4[-3], 4-6-5, 4-6-4);
-#: a digit run of a table ("12345 67890 13579") is not one, whatever its checksum
-_CARD = LazyPattern(
-    r"(?<![\d.,])(?<!\d[ \-])"
-    r"(?:\d{13,19}|\d{4}([ \-])\d{4}\1\d{4}\1\d{4}(?:\1\d{3})?|\d{4}([ \-])\d{6}\2\d{4,5})"
-    r"(?!\d)(?![ \-]\d)"
-)
-_CARD_FIRST_DIGITS = "23456"  # the card networks' ranges (Mastercard 2/5, Amex 3, Visa 4, …)
-
-
-def _luhn_ok(digits: str) -> bool:
-    total, parity = 0, len(digits) % 2
-    for i, ch in enumerate(digits):
-        d = int(ch)
-        if i % 2 == parity:
-            d = d * 2 - 9 if d > 4 else d * 2
-        total += d
-    return total % 10 == 0
-
-
-def _card(match: re.Match[str]) -> str:
-    digits = re.sub(r"\D", "", match.group(0))
-    is_card = digits[0] in _CARD_FIRST_DIGITS and _luhn_ok(digits)
-    return "[CARD]" if is_card else match.group(0)
-
-
-def redact(text: str, *, limit: int | None = None) -> str:
-    """``text`` without secrets or personal data, optionally cut to ``limit`` characters.
-
-    Memoised for short texts: an agent's reasons, summaries and prompts repeat a lot, and
-    each text passes a dozen patterns (events re-check what a snapshot already cleaned).
-    """
-    if len(text) <= 2_048:
-        return _redact_cached(text, limit)
-    return _redact(text, limit)
-
-
-@functools.lru_cache(maxsize=4_096)
-def _redact_cached(text: str, limit: int | None) -> str:
-    return _redact(text, limit)
-
-
-#: Before matching, a text far past its limit is cut (matching a megabyte costs): at the
-#: limit plus a margin that holds any short secret at the edge whole, and then on to the
-#: end of the unbroken token the cut falls in, so that a long one (a JWT of a thousand
-#: characters, a key=value) is matched whole too and never leaks its first part. A token
-#: longer than ``_LONGEST_TOKEN`` is cut at that length.
-_CUT_MARGIN = 256
-_LONGEST_TOKEN = 65_536
-_TOKEN_TAIL = LazyPattern(rf"\S{{0,{_LONGEST_TOKEN}}}")
-
-
-def _redact(text: str, limit: int | None) -> str:
-    if limit is not None and len(text) > limit + _CUT_MARGIN:
-        end = limit + _CUT_MARGIN
-        tail = _TOKEN_TAIL.compiled.match(text, end)
-        text = text[: tail.end() if tail is not None else end]
-    for pattern, replacement in _REDACTIONS:
-        text = pattern.sub(replacement, text)
-    text = _CARD.sub(_card, text)
-    if limit is not None and len(text) > limit:
-        text = text[: max(0, limit - 1)] + "…"
-    return text
+#: a quoted JSON payload: never echo a failed output to the model
+_PAYLOAD = LazyPattern(r"[\[{].*$")
 
 
 @dataclass

@@ -22,7 +22,7 @@ _NAME_FIELDS = (
 TARGETS: dict[str, Target] = {
     "sanitizer": Target(
         "sdk/sanitizer.py",
-        ("_luhn_ok", "_card", "redact", "_redact", "_status_type", "_classify_type", "classify"),
+        ("_status_type", "_classify_type", "classify"),
         # --noconftest: no fixture needed; the root conftest loads the store on every mutant
         (
             "--noconftest",
@@ -48,8 +48,22 @@ TARGETS: dict[str, Target] = {
         ("provider_error_behind",),
         ("tests/sdk/test_provider_error_behind_user_error.py",),
     ),
+    # the patterns the SDK and the server share (issue 35 item 6, issue 36 item 5)
+    "redaction": Target(
+        "sdk/redaction.py",
+        ("_card", "_aws_secret", "_iban", "_phone", "may_hold_secrets", "redact", "_redact"),
+        (
+            "--noconftest",
+            "tests/sdk/test_redaction_patterns.py",
+            "tests/sdk/test_redaction_world.py",
+            "tests/sdk/test_redaction_cut.py",
+            "tests/sdk/test_sdk_redaction.py",
+        ),
+    ),
     "cards": Target(
-        "sdk/sanitizer.py", ("_luhn_ok", "_card"), ("tests/sdk/test_sdk_redaction.py",)
+        "sdk/number_checks.py",
+        ("luhn_ok", "iban_ok", "phone_digits_ok"),
+        ("tests/sdk/test_sdk_redaction.py", "tests/sdk/test_redaction_world.py"),
     ),
     "personal": Target(
         "sdk/personal.py",
@@ -92,14 +106,14 @@ TARGETS: dict[str, Target] = {
 
 EQUIVALENT: Equivalent = {
     (
-        "sdk/sanitizer.py",
-        "_luhn_ok",
+        "sdk/number_checks.py",
+        "luhn_ok",
         "core/ReplaceComparisonOperator_Eq_Is",
         "if i % 2 is parity:",
     ): "0 and 1 are cached int objects in CPython: `is` and `==` agree on them",
     (
-        "sdk/sanitizer.py",
-        "_luhn_ok",
+        "sdk/number_checks.py",
+        "luhn_ok",
         "core/ReplaceComparisonOperator_Eq_LtE",
         "return total % 10 <= 0",
     ): "a remainder modulo 10 is never negative: <= 0 is == 0",
@@ -164,7 +178,7 @@ _MEMO = (
 _SANITIZER_ANNOTATION = "an annotation: a string under `from __future__ import annotations`"
 EQUIVALENT.update(
     {
-        ("sdk/sanitizer.py", "redact", operator, f"if {test}:"): _MEMO
+        ("sdk/redaction.py", "redact", operator, f"if {test}:"): _MEMO
         for operator, test in (
             ("core/ReplaceComparisonOperator_LtE_Lt", "len(text) < 2_048"),
             ("core/ReplaceComparisonOperator_LtE_Gt", "len(text) > 2_048"),
@@ -180,13 +194,13 @@ EQUIVALENT.update(
 EQUIVALENT.update(
     {
         (
-            "sdk/sanitizer.py",
+            "sdk/redaction.py",
             "redact",
             "core/ReplaceBinaryOperator_BitOr_BitAnd",
             "def redact(text: str, *, limit: int & None = None) -> str:",
         ): _SANITIZER_ANNOTATION,
         (
-            "sdk/sanitizer.py",
+            "sdk/redaction.py",
             "_redact",
             "core/ReplaceBinaryOperator_BitOr_BitAnd",
             "def _redact(text: str, limit: int & None) -> str:",
@@ -199,49 +213,49 @@ EQUIVALENT.update(
             "ErrorType:",
         ): _SANITIZER_ANNOTATION,
         (
-            "sdk/sanitizer.py",
+            "sdk/redaction.py",
             "redact",
             "core/ReplaceBinaryOperator_Mul_Div",
             "def redact(text: str, /, limit: int | None = None) -> str:",
         ): "every call passes limit by keyword, which `/` still accepts",
         (
-            "sdk/sanitizer.py",
+            "sdk/redaction.py",
             "_redact",
             "core/ReplaceComparisonOperator_Gt_LtE",
             "if limit is not None and len(text) <= limit + _CUT_MARGIN:",
         ): "the cut before matching is invisible in the output: when it runs it keeps the limit, the margin and the whole token it falls in (a no-op on a shorter text), and when it does not run the whole text is matched and the final cut keeps the same limit; only the work done differs (and a token over 64 KiB straddling the cut, which no text here has)",
         (
-            "sdk/sanitizer.py",
+            "sdk/redaction.py",
             "_redact",
             "core/ReplaceBinaryOperator_Add_Sub",
             "if limit is not None and len(text) > limit - _CUT_MARGIN:",
         ): "the cut before matching is invisible in the output: when it runs it keeps the limit, the margin and the whole token it falls in (a no-op on a shorter text), and when it does not run the whole text is matched and the final cut keeps the same limit; only the work done differs (and a token over 64 KiB straddling the cut, which no text here has)",
         (
-            "sdk/sanitizer.py",
+            "sdk/redaction.py",
             "_redact",
             "core/ReplaceComparisonOperator_Gt_Lt",
             "if limit is not None and len(text) < limit + _CUT_MARGIN:",
         ): "the cut before matching is invisible in the output: when it runs it keeps the limit, the margin and the whole token it falls in (a no-op on a shorter text), and when it does not run the whole text is matched and the final cut keeps the same limit; only the work done differs (and a token over 64 KiB straddling the cut, which no text here has)",
         (
-            "sdk/sanitizer.py",
+            "sdk/redaction.py",
             "_redact",
             "core/ReplaceComparisonOperator_Gt_Eq",
             "if limit is not None and len(text) == limit + _CUT_MARGIN:",
         ): "the cut before matching is invisible in the output: when it runs it keeps the limit, the margin and the whole token it falls in (a no-op on a shorter text), and when it does not run the whole text is matched and the final cut keeps the same limit; only the work done differs (and a token over 64 KiB straddling the cut, which no text here has)",
         (
-            "sdk/sanitizer.py",
+            "sdk/redaction.py",
             "_redact",
             "core/ReplaceComparisonOperator_Gt_GtE",
             "if limit is not None and len(text) >= limit + _CUT_MARGIN:",
         ): "the cut before matching is invisible in the output: when it runs it keeps the limit, the margin and the whole token it falls in (a no-op on a shorter text), and when it does not run the whole text is matched and the final cut keeps the same limit; only the work done differs (and a token over 64 KiB straddling the cut, which no text here has)",
         (
-            "sdk/sanitizer.py",
+            "sdk/redaction.py",
             "_redact",
             "core/ReplaceComparisonOperator_Gt_NotEq",
             "if limit is not None and len(text) != limit + _CUT_MARGIN:",
         ): "the cut before matching is invisible in the output: when it runs it keeps the limit, the margin and the whole token it falls in (a no-op on a shorter text), and when it does not run the whole text is matched and the final cut keeps the same limit; only the work done differs (and a token over 64 KiB straddling the cut, which no text here has)",
         (
-            "sdk/sanitizer.py",
+            "sdk/redaction.py",
             "_redact",
             "core/NumberReplacer",
             'text = text[: max( -1, limit - 1)] + "…"',
