@@ -54,7 +54,7 @@ def test_every_member_of_a_multi_member_gzip_body_is_inflated():
     assert inflate(gzip.compress(b"first ") + gzip.compress(b"second"), "gzip", 100) == b"first second"
 
 
-@pytest.mark.parametrize("body", [gzip.compress(b"x" * 1000)[:-12], b"\x1f\x8b garbage"])
+@pytest.mark.parametrize("body", [gzip.compress(b"x" * 1000, mtime=0)[:-12], b"\x1f\x8b garbage"])
 def test_a_truncated_or_broken_gzip_body_is_a_decode_error(body: bytes):
     with pytest.raises(OtlpDecodeError) as raised:
         inflate(body, "gzip", MIB)
