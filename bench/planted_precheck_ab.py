@@ -62,13 +62,16 @@ def judged(run: dict[str, Any], truth: dict[str, tuple[str, bool]], ids: list[st
             "advised_share_risky": round(len(advised & set(risky)) / max(1, len(risky)), 4),
             "advised_share_other": round(len(advised & set(other)) / max(1, len(other)), 4),
             "succeeded_change": int(round(success_change)),
+            "succeeded_change_risky": int(round(sum(d["success"][i] for i in risky))),
+            "succeeded_change_other": int(round(sum(d["success"][i] for i in other))),
             "cost_change_usd": round(cost_change, 6),
             "cost_without_usd": round(
                 sum(run["cost_per_task_without"][i] for i in rows), 6
             ),
-            "pays": bool(
-                (success_change >= 0 and cost_change < 0) or success_change > 0
-            ),
+            # None: no task of it was advised, so there is nothing to judge
+            "pays": bool((success_change >= 0 and cost_change < 0) or success_change > 0)
+            if advised
+            else None,
         }
     return out
 
@@ -112,7 +115,7 @@ def main() -> None:
         "seeds": seeds,
         "seconds": round(time.perf_counter() - began, 1),
         "per_seed": per_seed,
-        "pays_every_seed": all(s["agents"]["all"]["pays"] for s in per_seed),
+        "pays_every_seed": all(s["agents"]["all"]["pays"] is not False for s in per_seed),
     }
     if args.json:
         print(json.dumps(result, indent=1))
