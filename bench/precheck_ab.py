@@ -160,6 +160,8 @@ def paired(checked: Any, plain: Any, advice: dict[str, list[str]]) -> dict[str, 
             "handoffs": int(b["handoff"].sum()),
         },
         "diffs": {m: (a[m] - b[m]).tolist() for m in a},
+        "task_ids": ids,
+        "cost_per_task_without": b["cost_usd"].tolist(),
         "kinds": kinds,
         "agents": agents,
     }

@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from .lazy_pattern import LazyPattern
-from .personal import redact_names
+from .personal import COMMON_WORDS, redact_names
 from .refs import input_refs
 from .sanitizer import redact
 from .word_hashes import (
@@ -50,6 +50,7 @@ _EMAIL = LazyPattern(r"\b[\w.+-]+@[\w-]+\.[\w.-]+\b")
 _CAPITALISED = LazyPattern(r"\b[A-Z][a-z]+(?:\s+[A-Z][a-z]+)*\b")
 _LETTER_WORD = LazyPattern(r"\b[^\W\d_][\w\-]*")  # a word that starts with a letter
 _ASCII_LETTER = LazyPattern(r"[A-Za-z]")
+_NEXT_CAPITALISED = LazyPattern(r"[ \t]+[^\W\d_a-z]")  # another capitalised word follows
 MAX_KEYWORDS = 12
 
 STOPWORDS = frozenset(
@@ -82,10 +83,35 @@ def _safe_word(word: str) -> bool:
     return not (len(word) >= 8 and any(c.isdigit() for c in word))
 
 
-def _drop_capitalised(match: re.Match[str]) -> str:
-    """A capitalised word in any script ("Álvarez", "CHEN") is a name: never a keyword."""
-    word = match.group(0)
-    return " " if word[0].isupper() else word
+def _sentence_start(text: str, start: int) -> bool:
+    """Whether the word at ``start`` opens the text, a line or a sentence (after ``.!?:``)."""
+    before = text[:start].rstrip(" \t\"'(*-•")
+    return not before or before[-1] in ".!?:\n"
+
+
+def _drop_capitalised(text: str) -> str:
+    """``text`` with capitalised words (in any script: "Álvarez", "CHEN") blanked: names are
+    never features. A word capitalised only because it opens a sentence ("Wire the funds") is
+    kept, lower-cased, when that tells nothing new: it is one of :data:`~.personal.COMMON_WORDS`
+    or the same word is written lower-case elsewhere in the text. A word followed by another
+    capitalised word ("Mei Chen asked") is a name's first part, never kept."""
+    plain = {m.group(0) for m in _LETTER_WORD.compiled.finditer(text) if not m.group(0)[0].isupper()}
+
+    def one(match: re.Match[str]) -> str:
+        word = match.group(0)
+        if not word[0].isupper():
+            return word
+        lower = word.lower()
+        if (
+            word[1:] == word[1:].lower()
+            and _sentence_start(text, match.start())
+            and (lower in plain or lower in COMMON_WORDS)
+            and not _NEXT_CAPITALISED.compiled.match(text, match.end())
+        ):
+            return lower
+        return " "
+
+    return _LETTER_WORD.sub(one, text)
 
 
 def _content_words(text: str) -> list[str]:
@@ -93,7 +119,7 @@ def _content_words(text: str) -> list[str]:
 
     The one hook where redaction happens before anything becomes a feature: both the
     keywords and the word hashes are read from this list, never from ``text`` itself."""
-    cleaned = _LETTER_WORD.sub(_drop_capitalised, redact_names(redact(text), " "))
+    cleaned = _drop_capitalised(redact_names(redact(text), " "))
     return [w for w in _WORD.findall(normalise_input(cleaned)) if _safe_word(w)]
 
 
