@@ -13,6 +13,8 @@ import ast
 import sys
 from pathlib import Path
 
+from source_trees import tree
+
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "infra"))
 
@@ -20,8 +22,7 @@ from mutation_targets import EQUIVALENT, TARGETS  # noqa: E402
 
 
 def _functions(module: str) -> set[str]:
-    tree = ast.parse((REPO / module).read_text())
-    return {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+    return {n.name for n in ast.walk(tree(REPO / module)) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
 
 
 def test_every_target_function_is_defined_in_its_module() -> None:
