@@ -71,3 +71,20 @@ def test_one_writer_per_folder(tmp_path: Path) -> None:
         Spool(tmp_path)
     writer.close()
     Spool(tmp_path)  # free again once the first writer closed
+
+
+def test_reading_resumes_mid_segment_in_a_later_segment(tmp_path: Path) -> None:
+    """A cursor inside the second segment, and a start inside the first: each read gives
+    exactly the records from there on, across the segment boundary (never from offset 0)."""
+    spool = Spool(tmp_path, segment_bytes=64)
+    for batch in range(10):
+        spool.append(_records(1, batch))
+    everything = spool.read()
+    assert [r.key for r in everything] == [f"k{i}".encode() for i in range(10)]
+    later = next(r for r in everything if r.position.segment > everything[0].position.segment
+                 and r.position.offset > 0)
+    assert [r.key for r in spool.read(everything[1].position)] == [f"k{i}".encode() for i in range(1, 10)]
+    assert [r.next_position for r in spool.read(everything[1].position)] == [r.next_position for r in everything[1:]]
+    spool.commit(later.position)  # drops the segments before the cursor's
+    after = [r.key for r in everything if r.position >= later.position]
+    assert [r.key for r in spool.read()] == after and 1 < len(after) < 10
