@@ -66,4 +66,76 @@ TARGETS: dict[str, Target] = {
     ),
 }
 
-EQUIVALENT: Equivalent = {}
+_SPOOL = "sdk/transport/spool.py"
+_FSYNC = ("whether fsync ran: the bytes are in the page cache either way, so only an OS crash or a power"
+          " loss could tell, which no test can stage (the spool's process-crash cases are tested)")
+_OWN_LENGTH = ("the valid length is a prefix of the file, so the file is never shorter: !=, >, >= and `is not`"
+               " differ only by truncating a file to its own length, which changes nothing")
+_NEVER_PAST = "records grow one at a time and the loop stops at max_records, so the count never passes it"
+_LAST_TAIL = ("a frame cut short can only be the last segment's tail (a failed append is rolled back before a"
+              " rotation, and a reader lists the segments once), so stopping or going on to a later segment"
+              " after it come to the same records")
+_POSITIONAL = "the keyword-only `*` as `/`: every caller passes the first argument by position and the rest by keyword"
+_ANNOTATION = "an annotation: the module has `from __future__ import annotations`, so it is a string never evaluated"
+
+EQUIVALENT: Equivalent = {
+    (_SPOOL, "append", "core/ReplaceOrWithAnd", "self._unsynced = self._unsynced and not sync"): _FSYNC,
+    (_SPOOL, "append", "core/AddNot", "if not sync:"): _FSYNC,
+    (_SPOOL, "append", "core/ReplaceTrueWithFalse",
+     "def append(self, records: Iterable[tuple[bytes, bytes]], *, sync: bool = False) -> int:"): _FSYNC,
+    **{
+        (_SPOOL, "_open_tail", op, line): _OWN_LENGTH
+        for op, line in (
+            ("core/ReplaceComparisonOperator_NotEq_GtE", "if self._file.seek(0, os.SEEK_END) >= valid_end:"),
+            ("core/ReplaceComparisonOperator_NotEq_Gt", "if self._file.seek(0, os.SEEK_END) > valid_end:"),
+            ("core/ReplaceComparisonOperator_NotEq_IsNot", "if self._file.seek(0, os.SEEK_END) is not valid_end:"),
+            ("core/NumberReplacer", "if self._file.seek( 1, os.SEEK_END) != valid_end:"),
+        )
+    },
+    (_SPOOL, "read", "core/ReplaceComparisonOperator_GtE_Eq",
+     "if len(records) == max_records or cursor < len(data) or len(data) == _READ_CHUNK:"): _NEVER_PAST,
+    (_SPOOL, "read", "core/ReplaceComparisonOperator_GtE_Gt",
+     "if len(records) > max_records or cursor < len(data) or len(data) == _READ_CHUNK:"): _NEVER_PAST,
+    (_SPOOL, "read", "core/ReplaceComparisonOperator_Lt_NotEq",
+     "while len(records) != max_records and cursor + _HEADER.size <= len(data):"): _NEVER_PAST,
+    (_SPOOL, "read", "core/ReplaceComparisonOperator_Lt_NotEq",
+     "if len(records) >= max_records or cursor != len(data) or len(data) == _READ_CHUNK:"):
+        "a frame's end is checked against the data before the cursor moves to it, so the cursor never passes"
+        " the data's end: != and < agree",
+    (_SPOOL, "read", "core/ReplaceComparisonOperator_Lt_Gt",
+     "if len(records) >= max_records or cursor > len(data) or len(data) == _READ_CHUNK:"): _LAST_TAIL,
+    (_SPOOL, "read", "core/ReplaceOrWithAnd",
+     "if len(records) >= max_records and cursor < len(data) or len(data) == _READ_CHUNK:"): _LAST_TAIL,
+    (_SPOOL, "read", "core/NumberReplacer",
+     "def read(self, start: SpoolPosition | None = None, *, max_records: int = 4999) -> list[SpoolRecord]:"):
+        "a default page size no caller relies on: the ingestor and the emitter pass max_records, has_pending 1",
+    (_SPOOL, "read", "core/ReplaceBinaryOperator_Mul_Div",
+     "def read(self, start: SpoolPosition | None = None, /, max_records: int = 5000) -> list[SpoolRecord]:"):
+        _POSITIONAL,
+    (_SPOOL, "read", "core/ReplaceBinaryOperator_BitOr_BitAnd",
+     "def read(self, start: SpoolPosition & None = None, *, max_records: int = 5000) -> list[SpoolRecord]:"):
+        _ANNOTATION,
+    (_SPOOL, "append", "core/ReplaceBinaryOperator_Mul_Div",
+     "def append(self, records: Iterable[tuple[bytes, bytes]], /, sync: bool = True) -> int:"): _POSITIONAL,
+    (_SPOOL, "committed", "core/NumberReplacer", "return SpoolPosition(segments[0] if segments else 1, 0)"):
+        "where a new spool's numbering starts is arbitrary: readers take segment numbers from the files and"
+        " a spool with no segment has no record whose position could disagree",
+    (_SPOOL, "append", "core/ReplaceUnaryOperator_Delete_Not", "self._unsynced = self._unsynced or  sync"): _FSYNC,
+    (_SPOOL, "read", "core/NumberReplacer",
+     "def read(self, start: SpoolPosition | None = None, *, max_records: int = 5001) -> list[SpoolRecord]:"):
+        "a default page size no caller relies on: the ingestor and the emitter pass max_records, has_pending 1",
+    (_SPOOL, "read", "core/ReplaceComparisonOperator_Eq_LtE",
+     "offset = position.offset if segment <= position.segment else 0"):
+        "only the start's segment and later ones are read, so <= holds exactly when == does",
+    (_SPOOL, "read", "core/ReplaceComparisonOperator_Eq_GtE",
+     "if len(records) >= max_records or cursor < len(data) or len(data) >= _READ_CHUNK:"):
+        "a read of _READ_CHUNK bytes never returns more, so >= and == agree",
+    (_SPOOL, "commit", "core/ReplaceTrueWithFalse", "self._segment_path(segment).unlink(missing_ok=False)"):
+        "it unlinks segments it has just listed, and with one reader at a time nothing else removes them",
+    (_SPOOL, "_rotate", "core/NumberReplacer",
+     "self._file, self._segment, self._good_end = following, self._segment + 2, 0"):
+        "segment numbers only have to increase: readers list the files in order, and a gap is never read",
+    (_SPOOL, "_rotate", "core/NumberReplacer",
+     'following = open(self._segment_path(self._segment + 2), "ab", buffering=0)  # noqa: SIM115'):
+        "segment numbers only have to increase: readers list the files in order, and a gap is never read",
+}

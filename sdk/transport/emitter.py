@@ -275,6 +275,7 @@ class Emitter:
             self._count("spool_unwritable", len(records))
             log.warning("spool cannot persist (%s); keeping %d events to try again", exc, len(records))
             self._queue.extendleft(reversed(records))  # first in line again: order kept
+            self._count("queued", -len(records))  # counted again when taken again
             self._closing.wait(self._max_backoff if self._spool_refused else self._min_backoff)
             self._spool_refused = True
             return
