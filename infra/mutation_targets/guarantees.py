@@ -31,7 +31,8 @@ TARGETS: dict[str, Target] = {
     "advice_effects": Target(
         "analytics/advice_effects.py",
         ("_diff", "_wilson", "_diff_rates", "verdict", "measure"),
-        ("tests/analytics/test_advice_effect_cost.py", "tests/analytics/test_advice_effect_intervals.py"),
+        ("tests/analytics/test_advice_effect_figures.py", "tests/analytics/test_advice_effect_cost.py",
+         "tests/analytics/test_advice_effect_intervals.py"),
     ),
     "otlp_decode": Target(
         "api/otlp_decode.py",
@@ -141,4 +142,12 @@ EQUIVALENT: Equivalent = {
     (_SPOOL, "_rotate", "core/NumberReplacer",
      'following = open(self._segment_path(self._segment + 2), "ab", buffering=0)  # noqa: SIM115'):
         "segment numbers only have to increase: readers list the files in order, and a gap is never read",
+    ("analytics/advice_effects.py", "measure", "core/ReplaceComparisonOperator_Eq_Is",
+     'diff = _diff if m is "cost_usd" else _diff_rates  # success, hand-off: yes/no'):
+        "m runs over METRICS, literals of this module, and CPython interns identifier-like string constants:"
+        " m and 'cost_usd' are one object exactly when they are equal",
+    ("analytics/advice_effects.py", "measure", "core/ReplaceComparisonOperator_Eq_GtE",
+     '"success": float(r["outcome"] >= "succeeded"),'):
+        "a judged row's outcome is a TaskOutcome (succeeded, failed, handed_off, cancelled) and every other"
+        " one sorts before 'succeeded', so >= holds exactly when == does",
 }
