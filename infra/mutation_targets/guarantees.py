@@ -150,4 +150,16 @@ EQUIVALENT: Equivalent = {
      '"success": float(r["outcome"] >= "succeeded"),'):
         "a judged row's outcome is a TaskOutcome (succeeded, failed, handed_off, cancelled) and every other"
         " one sorts before 'succeeded', so >= holds exactly when == does",
+    ("analytics/advice_effects.py", "verdict", "core/NumberReplacer",
+     'if price is not None and c["lo"] > -1 and c["lo"] > s["hi"] * price:'):
+        "the rule is reached only when success's upper bound is >= 0 (else the first rule answered), so the"
+        " successes' worth s_hi x price is >= 0 and a cost bound above it is above 0 anyway",
+    ("analytics/advice_effects.py", "_wilson", "core/NumberReplacer",
+     "return max( -1.0, centre - half), min(1.0, centre + half)"):
+        "Wilson's score interval lies within [0, 1]: the clamp only absorbs rounding (at a rate of 0 the"
+        " lower bound is 0 within ~1e-17), so -1.0 and 0.0 give the same figures to any tolerance",
+    ("analytics/advice_effects.py", "_diff", "core/ReplaceBinaryOperator_BitOr_BitAnd",
+     "def _diff(a: list[float], b: list[float]) -> dict[str, float & None]:"): _ANNOTATION,
+    ("analytics/advice_effects.py", "_diff_rates", "core/ReplaceBinaryOperator_BitOr_BitAnd",
+     "def _diff_rates(a: list[float], b: list[float]) -> dict[str, float & None]:"): _ANNOTATION,
 }

@@ -15,7 +15,7 @@ import pytest
 from retrylens.analytics.advice_effects import measure, verdict
 
 
-def _rows(status: str, outcomes: list[tuple[str, float]]) -> list[dict[str, Any]]:
+def _rows(status: str, outcomes: list[tuple[str, float | None]]) -> list[dict[str, Any]]:
     explanation = {"advice": [{"advice": "k", "status": status}]}
     return [{"failed": outcome != "succeeded", "outcome": outcome, "cost_usd": cost, "explanation": explanation}
             for outcome, cost in outcomes]
@@ -32,9 +32,11 @@ def test_the_success_interval_is_newcombes_hybrid_score_interval_of_his_worked_e
     assert (success["lo"], success["hi"]) == (pytest.approx(0.0524, abs=5e-4), pytest.approx(0.3339, abs=5e-4))
 
 
-def test_the_cost_interval_is_welchs_normal_interval() -> None:
-    a = [0.010, 0.020, 0.035, 0.050, 0.120]
-    b = [0.020, 0.020, 0.025, 0.031]
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [([0.010, 0.020, 0.035, 0.050, 0.120], [0.020, 0.020, 0.025, 0.031]), ([0.010, 0.030], [0.020, 0.024])],
+)
+def test_the_cost_interval_is_welchs_normal_interval(a: list[float], b: list[float]) -> None:
     given = [("succeeded", c) for c in a]
     withheld = [("succeeded", c) for c in b]
     (effect,) = measure(_rows("given", given) + _rows("withheld", withheld))
@@ -42,6 +44,25 @@ def test_the_cost_interval_is_welchs_normal_interval() -> None:
     se = math.sqrt(statistics.variance(a) / len(a) + statistics.variance(b) / len(b))
     cost = effect["cost_usd"]
     assert (cost["value"], cost["lo"], cost["hi"]) == pytest.approx((d, d - 1.96 * se, d + 1.96 * se))
+
+
+def test_an_arm_of_one_task_has_no_spread_of_its_own() -> None:
+    (effect,) = measure(_rows("given", [("succeeded", 0.05)]) + _rows("withheld", [("succeeded", 0.01)] * 2))
+    assert effect["cost_usd"] == pytest.approx({"value": 0.04, "lo": 0.04, "hi": 0.04})
+
+
+def test_a_kind_never_given_has_no_effect_figures_and_is_too_few_to_judge() -> None:
+    (effect,) = measure(_rows("withheld", [("succeeded", 0.01)] * 12))
+    assert effect["given"] == 0 and effect["verdict"] == "too few"
+    assert effect["success"] == effect["cost_usd"] == {"value": None, "lo": None, "hi": None}
+
+
+def test_pre_checks_whose_tasks_have_not_ended_are_left_out_and_the_rest_still_count() -> None:
+    pending = {"failed": None, "outcome": "", "cost_usd": 0.0,
+               "explanation": {"advice": [{"advice": "k", "status": "given"}]}}
+    rows = [pending] + _rows("given", [("succeeded", 0.0)] * 3) + _rows("withheld", [("failed", 0.0)] * 2)
+    (effect,) = measure(rows)
+    assert (effect["given"], effect["withheld"]) == (3, 2)
 
 
 def _effect(success: tuple[float, float], cost: tuple[float, float], price: float | None = None) -> dict[str, Any]:
@@ -52,8 +73,16 @@ def _effect(success: tuple[float, float], cost: tuple[float, float], price: floa
             "handoff": ci(-0.05, 0.05), "price_of_success": price}
 
 
-def test_a_cost_rise_without_a_clear_success_rise_hurts_however_small() -> None:
-    assert verdict(_effect((-0.05, 0.10), (0.002, 0.004)))[0] == "hurts"
+@pytest.mark.parametrize("success", [(-0.05, 0.10), (0.0, 0.10)])
+def test_a_cost_rise_without_a_clear_success_rise_hurts_however_small(success: tuple[float, float]) -> None:
+    kind, words = verdict(_effect(success, (0.002, 0.004)))
+    assert kind == "hurts" and words.startswith("it raises cost without clearly raising success")
+
+
+def test_clearly_fewer_hand_offs_help() -> None:
+    effect = _effect((-0.05, 0.10), (-0.01, 0.01))
+    effect["handoff"] = {"value": -0.2, "lo": -0.3, "hi": -0.1}
+    assert verdict(effect)[0] == "helps"
 
 
 def test_a_cost_fall_without_a_loss_of_success_helps() -> None:
@@ -65,3 +94,33 @@ def test_a_cost_rise_exactly_worth_the_successes_it_adds_is_kept() -> None:
     +0.01 USD a task for at most +50 % success at 0.02 USD a success is exactly worth it."""
     assert verdict(_effect((0.10, 0.5), (0.01, 0.03), price=0.02))[0] == "helps"
     assert verdict(_effect((0.10, 0.5), (0.0101, 0.03), price=0.02))[0] == "hurts"
+
+
+@pytest.mark.parametrize(
+    ("success", "cost", "handoff"),
+    [
+        ((-0.10, 0.0), (-0.01, 0.01), (-0.05, 0.05)),  # success may be lower, not clearly
+        ((-0.05, 0.10), (-0.01, 0.01), (-0.05, 0.05)),  # cost may be higher or lower
+        ((-0.05, 0.10), (-0.01, 0.01), (-0.10, 0.0)),  # hand-offs may be fewer, not clearly
+    ],
+)
+def test_an_effect_whose_intervals_all_reach_zero_is_unclear(success, cost, handoff) -> None:
+    effect = _effect(success, cost)
+    effect["handoff"] = {"value": sum(handoff) / 2, "lo": handoff[0], "hi": handoff[1]}
+    assert verdict(effect)[0] == "unclear"
+
+
+def test_more_hand_offs_without_more_success_hurt_and_the_words_say_hand_offs() -> None:
+    effect = _effect((-0.05, 0.10), (0.0, 0.01))  # cost may be unchanged: its lower bound is 0
+    effect["handoff"] = {"value": 0.2, "lo": 0.1, "hi": 0.3}
+    kind, words = verdict(effect)
+    assert kind == "hurts" and words.startswith("it raises hand-offs without clearly raising success")
+
+
+def test_hand_offs_count_only_handed_off_tasks_and_an_unknown_cost_counts_as_nothing() -> None:
+    given = [("succeeded", None)] * 10 + [("failed", None)] * 10
+    withheld = [("handed_off", 0.0)] * 10 + [("cancelled", 0.0)] * 10
+    (effect,) = measure(_rows("given", given) + _rows("withheld", withheld))
+    assert effect["handoff"]["value"] == pytest.approx(0.0 - 0.5)
+    assert effect["success"]["value"] == pytest.approx(0.5 - 0.0)
+    assert effect["cost_usd"]["value"] == 0.0
