@@ -162,4 +162,22 @@ EQUIVALENT: Equivalent = {
      "def _diff(a: list[float], b: list[float]) -> dict[str, float & None]:"): _ANNOTATION,
     ("analytics/advice_effects.py", "_diff_rates", "core/ReplaceBinaryOperator_BitOr_BitAnd",
      "def _diff_rates(a: list[float], b: list[float]) -> dict[str, float & None]:"): _ANNOTATION,
+    **{
+        ("analytics/advice_effects.py", "verdict", op, line):
+            "the rule is reached only when success's upper bound is >= 0 (else the first rule answered), so"
+            " the successes' worth s_hi x price is >= 0 and a cost bound above it is above 0 anyway"
+        for op, line in (
+            ("core/ReplaceComparisonOperator_Gt_GtE",
+             'if price is not None and c["lo"] >= 0 and c["lo"] > s["hi"] * price:'),
+            ("core/ReplaceComparisonOperator_Gt_NotEq",
+             'if price is not None and c["lo"] != 0 and c["lo"] > s["hi"] * price:'),
+        )
+    },
+    ("analytics/advice_effects.py", "measure", "core/ReplaceComparisonOperator_Eq_LtE",
+     'diff = _diff if m <= "cost_usd" else _diff_rates  # success, hand-off: yes/no'):
+        "m runs over METRICS (success, cost_usd, handoff) and only cost_usd sorts at or before 'cost_usd'",
+    ("analytics/advice_effects.py", "_wilson", "core/NumberReplacer",
+     "return max(0.0, centre - half), min( 2.0, centre + half)"):
+        "Wilson's score interval lies within [0, 1]: the clamp only absorbs rounding, so 2.0 and 1.0 give the"
+        " same figures to any tolerance",
 }
