@@ -180,4 +180,18 @@ EQUIVALENT: Equivalent = {
      "return max(0.0, centre - half), min( 2.0, centre + half)"):
         "Wilson's score interval lies within [0, 1]: the clamp only absorbs rounding, so 2.0 and 1.0 give the"
         " same figures to any tolerance",
+    **{
+        ("api/precheck_log.py", "close", op, line):
+            "close ends with a flush under the write lock, which waits for a flush in flight: whether it joins"
+            " the daemon thread first (or for 9, 10 or 11 s) changes nothing that is stored"
+        for op, line in (
+            ("core/AddNot", "if not thread is not None:"),
+            ("core/ReplaceComparisonOperator_IsNot_Is", "if thread is None:"),
+            ("core/NumberReplacer", "thread.join(timeout= 9)"),
+            ("core/NumberReplacer", "thread.join(timeout= 11)"),
+        )
+    },
+    ("api/precheck_log.py", "add", "core/ReplaceComparisonOperator_GtE_Eq", "if len(self._rows) == self._max:"):
+        "rows are added one at a time and never beyond the bound, so the count reaches it exactly before it"
+        " could pass it (a failed flush puts back only rows that were in the buffer)",
 }

@@ -89,3 +89,14 @@ def test_pre_checks_a_failed_insert_could_not_store_are_stored_by_the_next_flush
     assert _stored(store, [r.precheck_id for r in rows]) == 4
     assert _stored(store) == 4
     log.close()
+
+
+def test_the_buffer_keeps_at_most_max_buffer_rows_and_an_empty_flush_writes_nothing(store):
+    log = PrecheckLog(store, flush_s=3600, max_buffer=3)
+    assert log.flush() == 0
+    rows = [_row() for _ in range(5)]
+    for row in rows:
+        log.add(row)  # the last two are dropped (and counted): memory stays bounded
+    assert log.flush() == 3
+    assert _stored(store, [r.precheck_id for r in rows]) == 3
+    log.close()
