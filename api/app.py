@@ -103,8 +103,11 @@ def create_app(
 
     @app.get("/healthz", tags=["ops"], summary="Liveness (no auth)")
     async def healthz() -> dict[str, Any]:
+        """``ok``, or ``degraded`` with the reason while events cannot be persisted (still 200:
+        the process is alive and serves reads; the event routes answer 503 meanwhile)."""
         extra = health() if health is not None else {}
-        return {"status": "ok", "version": __version__, "uptime_s": round(time.time() - app.state.started, 3),
+        fault = {"status": "degraded", "reason": intake.fault} if intake.fault else {"status": "ok"}
+        return {**fault, "version": __version__, "uptime_s": round(time.time() - app.state.started, 3),
                 "store": "embedded" if settings.is_embedded_store else "server",
                 "ingest": "kafka" if settings.uses_kafka else "spool", **extra}
 

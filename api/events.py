@@ -10,6 +10,11 @@ embedded, they are appended (fsync'd) to this server's own spool folder
 way the answer says which items were accepted and why the others were rejected (422 when
 none was accepted, so a client that reads only the status sees the failure); a re-sent
 event is stored once (its ``event_id`` deduplicates).
+
+A batch the road cannot take (a broker that does not acknowledge, a spool on a full disk,
+which rolls the failed append back) is answered 503 with the reason, nothing of it
+acknowledged; until a batch goes through again :attr:`EventIntake.fault` holds that
+reason and ``/healthz`` reports ``degraded``.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from retrylens.config import Settings
+from retrylens.errors import SpoolWriteError
 from retrylens.ingest import InvalidMessage, SourceRef
 from retrylens.ingest.processor import validate
 from retrylens.ingest.redaction import redact_event_text
@@ -74,6 +80,8 @@ class EventIntake:
         self._lock = threading.Lock()
         self._spool: Spool | None = None
         self._producer: Any = None
+        #: Why the last batch could not be persisted; None once one went through.
+        self.fault: str | None = None
 
     @property
     def road(self) -> str:
@@ -84,12 +92,24 @@ class EventIntake:
         if not records:
             return
         with self._lock:
-            if self.settings.uses_kafka:
-                self._produce(records)
-            else:
-                if self._spool is None:
-                    self._spool = open_spool(self.settings, HTTP_SPOOL)
-                self._spool.append(records, sync=True)
+            try:
+                if self.settings.uses_kafka:
+                    self._produce(records)
+                else:
+                    self._append(records)
+            except IntakeUnavailable as exc:
+                self.fault = str(exc)
+                raise
+            self.fault = None
+
+    def _append(self, records: list[tuple[bytes, bytes]]) -> None:
+        try:
+            if self._spool is None:
+                self._spool = open_spool(self.settings, HTTP_SPOOL)
+            self._spool.append(records, sync=True)  # rolled back if it fails: nothing kept
+        except (SpoolWriteError, OSError) as exc:
+            log.warning("spool append failed: %s", exc)
+            raise IntakeUnavailable(f"the server cannot persist events: {exc}") from exc
 
     def _produce(self, records: list[tuple[bytes, bytes]]) -> None:
         from retrylens.ingest.kafka_clients import make_producer

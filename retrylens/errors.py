@@ -25,6 +25,7 @@ RetryLensError
 │   └── ModelNotFoundError      no trained risk model exists yet
 └── IngestError                 the event pipeline had to stop
     ├── SpoolLockedError        another process is writing this spool folder
+    ├── SpoolWriteError         records could not be persisted (a full disk); nothing of them kept
     └── InvalidBurstError       too many invalid messages: the consumer stops instead of
                                 draining the topic into the dead-letter queue
 
@@ -220,6 +221,11 @@ class IngestError(RetryLensError):
 
 class SpoolLockedError(IngestError):
     """Another process is writing this spool folder."""
+
+
+class SpoolWriteError(IngestError):
+    """An append could not be persisted (a full disk, an I/O error) and was rolled back:
+    none of its records was kept, so the caller must not acknowledge them; retry later."""
 
 
 class InvalidBurstError(IngestError):

@@ -132,6 +132,28 @@ def note_failure(
     log[2][same_request(request)] = physical
     seen = response if error is None else error
     log[3][id(seen)] = seen
+    if error is None:
+        _mark(response, log[3])
+
+
+#: Put on a failed response's ``extensions`` (the attempt's record of failures seen): a client
+#: that raises its error with a copy of the response (openai 3.63 copies it to strip
+#: credentials; the copy keeps the extensions) is still recognised as carrying that failure.
+_SEEN_EXTENSION = "retrylens.seen_failing"
+
+
+def _mark(response: Any, seen: dict[int, Any]) -> None:
+    try:
+        response.extensions[_SEEN_EXTENSION] = seen
+    except Exception:  # noqa: BLE001 - a response we cannot mark is recognised by identity only
+        return
+
+
+def _was_seen(response: Any, seen: dict[int, Any]) -> bool:
+    if seen.get(id(response)) is response:
+        return True
+    extensions = getattr(response, "extensions", None)
+    return isinstance(extensions, dict) and extensions.get(_SEEN_EXTENSION) is seen
 
 
 def note_error(scope: Any, error: BaseException) -> None:
@@ -167,7 +189,7 @@ def provider_error_behind(error: BaseException) -> BaseException | None:
         if isinstance(link, ResendRefused) or id(link) in seen:
             break
         response = getattr(link, "response", None)
-        if response is not None and seen.get(id(response)) is response:
+        if response is not None and _was_seen(response, seen):
             break
         link = link.__cause__ or link.__context__
     else:

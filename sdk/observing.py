@@ -219,6 +219,9 @@ class Observer:
         self.tracer_provider: Any = None
         #: (client, host) -> the compact event template of that call site, built once
         self._sites: dict[tuple[str, str], tuple[dict[str, Any], set[str]]] = {}
+        #: What the gap between a failed request and its resend is read on (seconds). A
+        #: test that must see "at once" on a loaded machine sets a clock that stands still.
+        self.clock: Callable[[], float] = time.monotonic
 
     @property
     def governor(self) -> Governor:
@@ -257,7 +260,7 @@ class Observer:
             if operation.requests or (spans if spans is not None else self._tracing()):
                 self._record(operation, attempts.of_response(request, response, latency_ms))
                 return
-            now = time.monotonic()
+            now = self.clock()
             g = self._governor or self.governor
             operation.host = attempts.host_of(request)
             operation.started = g.clock() - latency_ms / 1000
@@ -284,7 +287,7 @@ class Observer:
 
     # -- recording ------------------------------------------------------------------------
     def _record(self, op: _Operation, request: Physical) -> None:
-        now = time.monotonic()
+        now = self.clock()
         if self._tracing():
             from .observe_spans import attempt_span
 

@@ -12,6 +12,8 @@ import ast
 import tomllib
 from pathlib import Path
 
+from source_trees import tree, trees
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -29,7 +31,7 @@ def modules() -> dict[str, Path]:
 def _imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
     package = name if path.stem == "__init__" else name.rpartition(".")[0]
     targets: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(tree(path)):
         if isinstance(node, ast.Import):
             targets.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -48,6 +50,7 @@ def _imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
 def import_graph(prefix: str = "retrylens") -> dict[str, set[str]]:
     """Module → the project modules it imports, for the modules under ``prefix``."""
     known = modules()
+    trees(known.values())  # all at once: one child interpreter
     return {
         name: {t for t in _imports(name, path, known) if t == prefix or t.startswith(prefix + ".")}
         for name, path in known.items()

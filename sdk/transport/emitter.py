@@ -11,6 +11,12 @@ Whatever the sink cannot take — broker down, timeouts — goes to the spool, a
 replays the spool to the sink in order once it answers again. While older records wait in the spool, newer ones queue
 behind them there, so a task's events keep their order. With no sink (embedded mode)
 the spool *is* the destination: the store-owning process ingests it.
+
+A spool that cannot persist (a full disk) rolls its append back and says so
+(:class:`~retrylens.errors.SpoolWriteError`); the pump then keeps those records in memory,
+first in line, and tries again after a pause, so they land in order once space is back.
+Only what is still unwritten when the emitter closes, or what overflows a full queue
+meanwhile, is dropped, and counted (``dropped_spool_unwritable``).
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import weakref
 from collections import Counter, deque
 from typing import TYPE_CHECKING, Any, Protocol
 
-from retrylens.errors import EventTooLargeError
+from retrylens.errors import EventTooLargeError, SpoolWriteError
 
 from .serializer import event_bytes
 from .spool import Spool
@@ -76,13 +82,15 @@ class Emitter:
         self._max_backoff = max_backoff_s
         self._backoff = min_backoff_s
         self._next_drain = 0.0
+        self._spool_refused = False  # the last append failed: wait longer before the next
         self._spool_pending = spool is not None and sink is not None and spool.has_pending()
         self._pending_lock = threading.Lock()
         self._closing = threading.Event()
         self.rejected = 0
         #: What happened to emitted events, by outcome (``queued``, ``spooled``,
         #: ``spooled_queue_full``, ``dropped_queue_full``, ``dropped_no_spool``,
-        #: ``rejected_oversize``, ``rejected_unserializable``). Plain counters: an agent
+        #: ``spool_unwritable`` (a batch the spool refused, kept to try again),
+        #: ``dropped_spool_unwritable``, ``rejected_oversize``, ``rejected_unserializable``). Plain counters: an agent
         #: needs no metrics library; export them to yours if you want them scraped.
         self.stats: Counter[str] = Counter()
         self._stats_lock = threading.Lock()
@@ -129,9 +137,14 @@ class Emitter:
         if self._spool is None:
             self._count("dropped_queue_full")
             return False
-        with self._pending_lock:
-            self._spool.append([record], sync=False)
-            self._spool_pending = self._sink is not None
+        try:
+            with self._pending_lock:
+                self._spool.append([record], sync=False)
+                self._spool_pending = self._sink is not None
+        except SpoolWriteError as exc:  # emit() never raises into the agent
+            self._count("dropped_spool_unwritable")
+            log.error("queue full and the spool cannot persist: event dropped (%s)", exc)
+            return False
         self._count("spooled_queue_full")
         return True
 
@@ -220,15 +233,18 @@ class Emitter:
                     log.exception("emitter pump failed to route %d events", len(items))
                 finally:
                     self._settle()
-            elif self._spool is not None:
-                self._spool.sync()
-            if (
-                self._spool_pending
-                and self._sink is not None
-                and not self._closing.is_set()
-                and time.monotonic() >= self._next_drain
-            ):
-                self._drain_spool()
+            try:
+                if not items and self._spool is not None:
+                    self._spool.sync()
+                if (
+                    self._spool_pending
+                    and self._sink is not None
+                    and not self._closing.is_set()
+                    and time.monotonic() >= self._next_drain
+                ):
+                    self._drain_spool()
+            except Exception:  # noqa: BLE001 - the pump must survive anything (a full disk)
+                log.exception("emitter pump failed to sync or replay its spool")
             if self._closing.is_set() and self._idle():
                 return
 
@@ -247,9 +263,23 @@ class Emitter:
             self._count("dropped_no_spool", len(records))
             log.error("sink refused %d events and there is no spool: dropped", len(records))
             return
-        with self._pending_lock:
-            self._spool.append(records)
-            self._spool_pending = self._sink is not None
+        try:
+            with self._pending_lock:
+                self._spool.append(records)
+                self._spool_pending = self._sink is not None
+        except SpoolWriteError as exc:
+            if self._closing.is_set():
+                self._count("dropped_spool_unwritable", len(records))
+                log.error("closing and the spool cannot persist: %d events dropped (%s)", len(records), exc)
+                return
+            self._count("spool_unwritable", len(records))
+            log.warning("spool cannot persist (%s); keeping %d events to try again", exc, len(records))
+            self._queue.extendleft(reversed(records))  # first in line again: order kept
+            self._count("queued", -len(records))  # counted again when taken again
+            self._closing.wait(self._max_backoff if self._spool_refused else self._min_backoff)
+            self._spool_refused = True
+            return
+        self._spool_refused = False
         self._count("spooled", len(records))
 
     def _deliver(self, records: list[Record]) -> int:

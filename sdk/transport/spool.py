@@ -10,11 +10,21 @@ insert-deduplication token works identically for both roads.
 One writer per spool folder (an advisory lock enforces it); one reader at a time.
 A torn record at the tail (crash mid-append) is left for the writer to complete or, on
 reopen, truncated away.
+
+An append that fails (a full disk: ``ENOSPC`` after part of the frames was written) is
+rolled back before it raises :class:`~retrylens.errors.SpoolWriteError`: the segment is
+truncated to the end of the last complete append, so the next append starts on a frame
+boundary and readers and a reopen see every record written after the fault. If even the
+truncation fails, every later append is refused until it succeeds: a record is never
+written behind a torn frame, where no reader would find it.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
+import io
+import logging
 import os
 import struct
 import threading
@@ -23,7 +33,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from retrylens.errors import IngestError, SpoolLockedError
+from retrylens.errors import IngestError, SpoolLockedError, SpoolWriteError
+
+log = logging.getLogger(__name__)
 
 from .private_dirs import private_dir
 
@@ -58,7 +70,9 @@ class Spool:
         self._segment_bytes = segment_bytes
         self._lock = threading.Lock()
         self._lock_file = None
-        self._file = None
+        self._file: io.FileIO | None = None
+        self._good_end = 0  # where the open segment's last complete append ends
+        self._torn = False  # a failed append's bytes are still past _good_end
         self._unsynced = False
         if writer:
             self._acquire_writer_lock()
@@ -84,9 +98,11 @@ class Spool:
         self._segment = segments[-1] if segments else self.committed().segment
         path = self._segment_path(self._segment)
         valid_end = _valid_length(path) if path.exists() else 0
-        self._file = open(path, "ab")  # noqa: SIM115 - the spool's open segment
-        if self._file.tell() != valid_end:
+        # Unbuffered: a failed write leaves nothing in a buffer to reach the disk later.
+        self._file = open(path, "ab", buffering=0)  # noqa: SIM115 - the spool's open segment
+        if self._file.seek(0, os.SEEK_END) != valid_end:
             self._file.truncate(valid_end)
+        self._good_end = valid_end
 
     def append(self, records: Iterable[tuple[bytes, bytes]], *, sync: bool = True) -> int:
         """Append (key, value) records; with ``sync`` they are on disk when this returns."""
@@ -97,16 +113,38 @@ class Spool:
         ]
         if not frames:
             return 0
+        data = b"".join(frames)
         with self._lock:
-            if self._file.tell() >= self._segment_bytes:
-                self._rotate()
-            self._file.write(b"".join(frames))
-            self._file.flush()
-            if sync:
-                os.fsync(self._file.fileno())
-            else:
-                self._unsynced = True
+            try:
+                self._roll_back()  # a rollback that failed earlier: nothing lands behind it
+                if self._good_end >= self._segment_bytes:
+                    self._rotate()
+                _write_all(self._file, data)
+                if sync:
+                    os.fsync(self._file.fileno())
+            except OSError as exc:
+                self._torn = True
+                self._roll_back_quietly()
+                raise SpoolWriteError(
+                    f"spool {self.directory} could not persist {len(frames)} records "
+                    f"({exc.strerror or exc}); none was kept"
+                ) from exc
+            self._good_end += len(data)
+            self._unsynced = self._unsynced or not sync
         return len(frames)
+
+    def _roll_back(self) -> None:
+        """Cut what a failed append left past the last complete one (raises if it cannot)."""
+        if self._torn:
+            assert self._file is not None
+            os.ftruncate(self._file.fileno(), self._good_end)
+            self._torn = False
+
+    def _roll_back_quietly(self) -> None:
+        try:
+            self._roll_back()
+        except OSError:
+            log.warning("spool %s: rolling back a failed append failed; retried before the next", self.directory)
 
     def sync(self) -> None:
         with self._lock:
@@ -117,17 +155,19 @@ class Spool:
     def _rotate(self) -> None:
         assert self._file is not None
         os.fsync(self._file.fileno())
+        following = open(self._segment_path(self._segment + 1), "ab", buffering=0)  # noqa: SIM115
         self._file.close()
-        self._segment += 1
-        self._file = open(self._segment_path(self._segment), "ab")  # noqa: SIM115
+        self._file, self._segment, self._good_end = following, self._segment + 1, 0
 
     def close(self) -> None:
         with self._lock:
             if self._file is not None:
-                self._file.flush()
-                os.fsync(self._file.fileno())
-                self._file.close()
-                self._file = None
+                self._roll_back_quietly()
+                try:
+                    os.fsync(self._file.fileno())
+                finally:
+                    self._file.close()
+                    self._file = None
             if self._lock_file is not None:
                 self._lock_file.close()
                 self._lock_file = None
@@ -181,6 +221,16 @@ class Spool:
         for segment in self._segments():
             if segment < position.segment:
                 self._segment_path(segment).unlink(missing_ok=True)
+
+
+def _write_all(file: io.FileIO, data: bytes) -> None:
+    """Write all of ``data`` (an unbuffered write may take only part of it)."""
+    view = memoryview(data)
+    while view:
+        written = file.write(view)
+        if not written:
+            raise OSError(errno.ENOSPC, "the segment took no more bytes")
+        view = view[written:]
 
 
 def _valid_length(path: Path) -> int:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from retrylens.analytics.advice_effects import measure
 
 
@@ -53,3 +55,17 @@ def test_more_successes_bought_within_their_price_still_help() -> None:
     effect = _effect(given, WITHHELD)
     assert effect["cost_usd"]["lo"] > 0
     assert effect["verdict"] == "helps", effect["words"]
+
+
+def test_the_price_of_a_success_is_read_where_the_kind_was_withheld_even_from_a_small_holdout() -> None:
+    """A 10 % holdout (30 tasks) with 3 successes at ~0.001 USD a task: a success costs
+    ~0.010 USD there. Given to 300 tasks, the kind lifts success from 10 % to 60 % (at most
+    ~+0.64) for +0.009 USD a task, more than the ~0.0064 USD those successes are worth, so it
+    is retired. Priced at the given arm's ~0.017 USD a success it would wrongly "help"."""
+    withheld = [(True, 0.001)] * 3 + [(False, 0.001)] * 27
+    given = [(True, 0.010)] * 180 + [(False, 0.010)] * 120
+    effect = _effect(given, withheld)
+    assert effect["verdict"] == "hurts", effect["words"]
+    assert "more than the successes it adds are worth" in effect["words"]
+    assert effect["price_of_success"] == pytest.approx(0.030 / 3)
+    assert effect["success"]["lo"] > 0 and effect["success"]["hi"] * 0.010 / 0.6 > effect["cost_usd"]["lo"]

@@ -70,3 +70,33 @@ def test_the_apps_shutdown_stores_every_precheck_it_answered(api_settings, seede
         assert bad.status_code == 422  # refused clearly, stores nothing, loses nothing valid
     assert _stored(seeded, ids) == 3
     assert _stored(seeded) == 3
+
+
+def test_pre_checks_a_failed_insert_could_not_store_are_stored_by_the_next_flush(store):
+    """The store refuses an insert for real (its pre-check table is away for a moment):
+    the rows stay queued, in order, and the next flush stores every one of them, once."""
+    log = PrecheckLog(store, flush_s=3600)
+    rows = [_row() for _ in range(4)]
+    for row in rows[:3]:
+        log.add(row)
+    store.client.command(store.sql("RENAME TABLE [[db]].prechecks TO [[db]].prechecks_away"))
+    try:
+        assert log.flush() == 0  # refused: "table does not exist"
+    finally:
+        store.client.command(store.sql("RENAME TABLE [[db]].prechecks_away TO [[db]].prechecks"))
+    log.add(rows[3])
+    assert log.flush() == 4
+    assert _stored(store, [r.precheck_id for r in rows]) == 4
+    assert _stored(store) == 4
+    log.close()
+
+
+def test_the_buffer_keeps_at_most_max_buffer_rows_and_an_empty_flush_writes_nothing(store):
+    log = PrecheckLog(store, flush_s=3600, max_buffer=3)
+    assert log.flush() == 0
+    rows = [_row() for _ in range(5)]
+    for row in rows:
+        log.add(row)  # the last two are dropped (and counted): memory stays bounded
+    assert log.flush() == 3
+    assert _stored(store, [r.precheck_id for r in rows]) == 3
+    log.close()

@@ -161,3 +161,25 @@ def test_the_fleet_monitor_pools_the_projects_the_key_reads_and_no_other(app, st
     assert everyone["projects"] == "all" and sum(p["judged"] for p in everyone["over_time"]) == 7
     assert everyone["over_time"] == [{**p, "bucket": p["bucket"].isoformat()} for p in
                                      prechecks.calibration_over_time(store, None)]
+
+
+def test_a_calibration_rule_counts_only_pre_checks_whose_tasks_ended_toward_min_calls(store):
+    """Three pre-checked tasks failed (risk 0.1: off by 0.9) and seven are still running: a
+    rule needing five judged pre-checks stays quiet; once two more end, it fires."""
+    answered = datetime.now(UTC).replace(microsecond=0)
+    _ran_earlier(store, 1, [False] * 3, answered=answered)
+    running = [make_event(task_id=f"run-{i}", correlation_id=f"run-{i}/0", kind="task_started",
+                          ts=answered - timedelta(minutes=50 - i)) for i in range(7)]
+    insert(store, running)
+    prechecks.write_prechecks(store, [
+        prechecks.PrecheckRow(precheck_id=f"pc-run-{i}", ts=answered, project="acme", agent="planner",
+                              task_id=f"run-{i}", input_fingerprint="f" * 32, risk=0.1, model_version="v1",
+                              known_bad=False, advice=()) for i in range(7)])
+    rule = alerting.AlertRule(name="risk model drifts", metric="calibration_gap", op=">", threshold=0.3,
+                              window_minutes=120, where=Slice(project="acme"), min_calls=5)
+    alerting.save_rule(store, rule)
+    assert alerting.evaluate_alerts(store, now=answered) == []  # 3 judged of 10 pre-checked
+    insert(store, [make_event(task_id=f"run-{i}", correlation_id=f"run-{i}/0", kind="task_finished",
+                              ts=answered - timedelta(minutes=40 - i), outcome="failed") for i in range(2)])
+    (fired,) = alerting.evaluate_alerts(store, now=answered)
+    assert fired.status == "firing" and fired.value == pytest.approx(0.9)

@@ -67,6 +67,31 @@ def test_spools_while_the_sink_is_down_then_replays_in_order(tmp_path: Path) -> 
     assert Spool(tmp_path, writer=False).read() == []
 
 
+def test_a_replay_the_sink_acknowledges_in_part_leaves_the_rest_spooled_for_the_next(tmp_path: Path) -> None:
+    """A broker that acknowledges the first two records of each batch (the rest timed out):
+    the spool's cursor moves past those two only, so every event arrives, once, in order."""
+
+    class TwoAtATime(FlakySink):
+        def deliver(self, records: list[Record]) -> int:
+            self.attempts += 1
+            if self.down.is_set():
+                raise ConnectionError("broker unreachable")
+            self.delivered.extend(records[:2])
+            return min(2, len(records))
+
+    sink = TwoAtATime()
+    sink.down.set()
+    events = make_events(20)
+    emitter = Emitter(sink=sink, spool=Spool(tmp_path), min_backoff_s=0.001, max_backoff_s=0.002)
+    for event in events:
+        emitter.emit(event)
+    assert not emitter.flush(0.2)
+    sink.down.clear()
+    assert emitter.flush(10)
+    emitter.close()
+    assert _ids(sink.delivered) == [e.event_id.hex for e in events]
+
+
 def test_emit_never_raises_and_stays_fast_when_the_sink_fails(tmp_path: Path) -> None:
     sink = FlakySink()
     sink.down.set()

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from import_graph import cycles, import_graph
+from source_trees import trees
 
 from retrylens.analytics.rollups import open_select as live_open_select
 from retrylens.store import EventStore, schema
@@ -88,7 +89,7 @@ def _imports(name: str, *, top_level_only: bool = False) -> set[str]:
     reads its namespace: ``from . import y`` in a submodule imports its own package) and also
     ``X.y`` when that is a module."""
     path = MODULES[name]
-    tree = ast.parse(path.read_text(), filename=str(path))
+    tree = trees(MODULES.values())[path]  # all at once: one child interpreter
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     nodes: list[ast.AST] = []
     if top_level_only:

@@ -13,15 +13,22 @@ import ast
 import sys
 from pathlib import Path
 
+from source_trees import tree
+
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "infra"))
 
-from mutation_targets import EQUIVALENT, TARGETS  # noqa: E402
+from mutation_targets import (  # noqa: E402
+    EQUIVALENT,
+    EXEMPT,
+    GUARANTEE_FOLDERS,
+    GUARANTEE_MODULES,
+    TARGETS,
+)
 
 
 def _functions(module: str) -> set[str]:
-    tree = ast.parse((REPO / module).read_text())
-    return {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+    return {n.name for n in ast.walk(tree(REPO / module)) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
 
 
 def test_every_target_function_is_defined_in_its_module() -> None:
@@ -43,4 +50,27 @@ def test_every_equivalent_names_a_targets_module_and_a_function_it_defines() -> 
         for module, function, _operator, text in EQUIVALENT
         if function not in targeted.get(module, set()) or function not in _functions(module)
     ]
+    assert stray == []
+
+
+def _guarantee_modules() -> set[str]:
+    under = {
+        str(path.relative_to(REPO))
+        for folder in GUARANTEE_FOLDERS
+        for path in (REPO / folder).rglob("*.py")
+        if path.name != "__init__.py"
+    }
+    return under | set(GUARANTEE_MODULES)
+
+
+def test_every_guarantee_module_has_a_target_or_a_written_reason_why_not() -> None:
+    """A new module under ingest/, store/ or sdk/transport/ (or a named guarantee module)
+    fails here until it gets a target in infra/mutation_targets/ or an exemption with why."""
+    targeted = {target.module for target in TARGETS.values()}
+    uncovered = sorted(m for m in _guarantee_modules() if m not in targeted and not EXEMPT.get(m, "").strip())
+    assert uncovered == [], "give each a target (infra/mutation_targets/) or an EXEMPT reason (coverage.py)"
+
+
+def test_every_exemption_names_a_guarantee_module_that_exists() -> None:
+    stray = sorted(m for m in EXEMPT if m not in _guarantee_modules() or not (REPO / m).is_file())
     assert stray == []

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from source_trees import trees
 
 from retrylens.layers import SERVER_LIBRARIES, SERVER_PACKAGES
 
@@ -31,9 +32,8 @@ AGENT_SIDE_FILES = [
 
 
 def _imported_modules(path: Path) -> list[str]:
-    tree = ast.parse(path.read_text(), filename=str(path))
     names: list[str] = []
-    for node in ast.walk(tree):
+    for node in ast.walk(trees(AGENT_SIDE_FILES)[path]):  # all at once: one child interpreter
         if isinstance(node, ast.Import):
             names.extend(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:

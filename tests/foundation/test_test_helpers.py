@@ -13,13 +13,14 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from source_trees import tree, trees
+
 TESTS = Path(__file__).resolve().parents[1]
 
 
 def _conftest_imports(path: Path) -> list[str]:
-    tree = ast.parse(path.read_text())
     found = []
-    for node in ast.walk(tree):
+    for node in ast.walk(tree(path)):
         if isinstance(node, ast.ImportFrom) and node.module == "conftest" and node.level == 0:
             found.append(f"{path.relative_to(TESTS)}:{node.lineno}")
         elif isinstance(node, ast.Import) and any(alias.name == "conftest" for alias in node.names):
@@ -28,5 +29,7 @@ def _conftest_imports(path: Path) -> list[str]:
 
 
 def test_no_module_imports_a_conftest_by_name() -> None:
-    found = [hit for path in sorted(TESTS.rglob("*.py")) for hit in _conftest_imports(path)]
+    paths = sorted(TESTS.rglob("*.py"))
+    trees(paths)  # all at once: one child interpreter
+    found = [hit for path in paths for hit in _conftest_imports(path)]
     assert found == [], f"import these from a uniquely named helper module instead: {found}"

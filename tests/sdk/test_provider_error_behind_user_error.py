@@ -11,6 +11,7 @@ client and httpx, against the local fake provider server.
 
 from __future__ import annotations
 
+import copy
 import random
 from datetime import UTC, datetime
 
@@ -85,6 +86,31 @@ def test_a_user_error_raised_from_a_refused_httpx_resend_is_typed_by_the_429() -
         governor = virtual_governor(captured)
         assert governor.call(lambda: ask(fake.url), goal="g", agent="a") == "shipped"
         assert_two_rate_limits_then_the_answer(fake, captured)
+
+
+def test_an_error_carrying_a_copy_of_the_failed_response_is_typed_by_that_failure() -> None:
+    """A client that raises its error with a copy of the response (openai 3.63 copies it to
+    strip credentials from the request) still carries the 429 RetryLens saw fail."""
+
+    class ClientError(Exception):
+        def __init__(self, response: httpx.Response) -> None:
+            super().__init__(f"HTTP {response.status_code}")
+            self.response = response
+
+    def ask(url: str) -> str:
+        with httpx.Client() as client:
+            response = client.post(f"{url}/v1/chat/completions", json={"messages": HI})
+        if response.status_code == 429:
+            safe = copy.copy(response)  # not the response object that was seen: as openai 3.63 copies it
+            safe.extensions = response.extensions.copy()
+            raise LLMFailed("llm failed") from ClientError(safe)
+        return str(response.json()["choices"][0]["message"]["content"])
+
+    with FakeProvider(SCRIPT) as fake, capture_events() as captured:
+        governor = virtual_governor(captured)
+        assert governor.call(lambda: ask(fake.url), goal="g", agent="a") == "shipped"
+        assert_two_rate_limits_then_the_answer(fake, captured)
+        assert {e.error_detail.code for e in captured.of_kind(EventKind.ATTEMPT_FAILED)} == {"ClientError"}
 
 
 def test_a_user_error_with_no_provider_failure_behind_it_keeps_its_own_class() -> None:

@@ -17,6 +17,7 @@ import random
 import socket
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -27,7 +28,7 @@ from fake_provider import OVERLOADED, RATE_LIMITED, FakeProvider, Reply, openai_
 
 from retrylens.schemas import Decision, ErrorType, EventKind, TaskOutcome
 from retrylens.sdk import GaveUp, Governor, observe, observing
-from retrylens.sdk.observing import stop_observing
+from retrylens.sdk.observing import _backed_off, stop_observing
 from retrylens.testing import CapturedEvents, capture_events
 
 START = datetime(2026, 12, 1, tzinfo=UTC)
@@ -174,12 +175,37 @@ def captured() -> Iterator[CapturedEvents]:
             stop_observing()
 
 
+@contextmanager
+def no_time_passing() -> Iterator[None]:
+    """The observer's clock stands still: every resend is read as sent at once (a gap of 0).
+
+    A loop that resends at once is ``retry_same`` only while its gap stays under the 20 ms
+    rule, which a loaded machine can cross (CI recorded ``retry_backoff`` at a load of ~3);
+    with no time passing the reading no longer depends on the machine. The rule's boundary
+    itself is pinned exactly by ``test_a_resend_is_a_backoff_from_20_ms_or_the_retry_after_it_honoured``.
+    """
+    observer = observe()  # the active observer (observe() is idempotent)
+    observer.clock = lambda: 0.0
+    try:
+        yield
+    finally:
+        observer.clock = time.monotonic
+
+
+def test_a_resend_is_a_backoff_from_20_ms_or_the_retry_after_it_honoured() -> None:
+    """Gaps in milliseconds: 19 ms is the client's own overhead, 20 ms a wait it chose; a
+    shorter gap is a backoff only when it honoured the Retry-After (ms) it was asked for."""
+    assert [_backed_off(ms, None) for ms in (0, 1, 19, 20, 21, 1000)] == [False] * 3 + [True] * 3
+    assert [_backed_off(ms, 5) for ms in (0, 4, 5, 6)] == [False, False, True, True]
+    assert _backed_off(0, 0) is False  # "retry after 0 ms" asks for no wait at all
+
+
 def test_a_loop_to_a_known_provider_host_is_one_operation_with_its_requests(
     captured: CapturedEvents, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("RETRYLENS_PROVIDER_HOSTS", "127.0.0.1")
     script = [RATE_LIMITED_NO_HINT, RATE_LIMITED_NO_HINT, Reply(body=openai_completion("hi"))]
-    with FakeProvider(script) as fake:
+    with FakeProvider(script) as fake, no_time_passing():
         assert ask_with_a_loop(httpx, fake.url) == "hi"
         assert fake.count == 3
     assert counts(captured) == (3, 2)
@@ -202,7 +228,7 @@ def test_a_loop_that_gives_up_is_a_failed_operation_once_the_next_call_begins(
     captured: CapturedEvents, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("RETRYLENS_PROVIDER_HOSTS", "127.0.0.1")
-    with FakeProvider(default=RATE_LIMITED_NO_HINT) as fake:
+    with FakeProvider(default=RATE_LIMITED_NO_HINT) as fake, no_time_passing():
         with pytest.raises(httpx.HTTPStatusError):
             ask_with_a_loop(httpx, fake.url, tries=3)
         fake.script = [Reply(body=openai_completion("next"))]
@@ -228,9 +254,10 @@ def test_an_async_loop_that_resends_at_once_is_recorded_as_such_too(
                 response = await client.post(f"{url}/v1/chat/completions", json=BODY)
             response.raise_for_status()
 
-    for wait_s in (0.0, 0.08):
-        with FakeProvider([RATE_LIMITED_NO_HINT, Reply(body=openai_completion("hi"))]) as fake:
-            asyncio.run(ask(fake.url, wait_s))
+    with FakeProvider([RATE_LIMITED_NO_HINT, Reply(body=openai_completion("hi"))]) as fake, no_time_passing():
+        asyncio.run(ask(fake.url, 0.0))
+    with FakeProvider([RATE_LIMITED_NO_HINT, Reply(body=openai_completion("hi"))]) as fake:
+        asyncio.run(ask(fake.url, 0.08))
     assert captured.decisions() == [Decision.RETRY_SAME, Decision.RETRY_BACKOFF]
     assert captured.of_kind(EventKind.DECISION)[1].backoff_ms >= 80
 
@@ -253,7 +280,7 @@ def test_a_short_wait_the_provider_asked_for_is_a_backoff_and_ignoring_it_is_not
     monkeypatch.setenv("RETRYLENS_PROVIDER_HOSTS", "127.0.0.1")
     with FakeProvider([RATE_LIMITED, Reply(body=openai_completion("a"))]) as fake:
         assert ask_waiting(fake.url, 0.006) == "a"
-    with FakeProvider([RATE_LIMITED, Reply(body=openai_completion("b"))]) as fake:
+    with FakeProvider([RATE_LIMITED, Reply(body=openai_completion("b"))]) as fake, no_time_passing():
         assert ask_with_a_loop(httpx, fake.url) == "b"
     assert captured.decisions() == [Decision.RETRY_BACKOFF, Decision.RETRY_SAME]
 
