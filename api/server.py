@@ -25,6 +25,8 @@ from typing import Any
 
 import uvicorn
 
+from retrylens.analytics.alert_delivery import Dispatcher
+from retrylens.analytics.alert_outbox import Outbox
 from retrylens.analytics.alerts import run_periodically
 from retrylens.analytics.sealing import start_sealer
 from retrylens.config import Settings
@@ -87,13 +89,21 @@ class IngestThreads:
 
 
 def start_maintenance(store: EventStore, settings: Settings) -> Callable[[], None]:
-    """Seal closed rollup buckets and evaluate alert rules periodically; returns ``stop()``."""
+    """Seal closed rollup buckets, evaluate alert rules and post their pages; returns ``stop()``.
+
+    Evaluation queues pages in the outbox of the data directory; the dispatcher posts them
+    from threads of its own, so a slow receiver never holds up evaluation or another project."""
     stop_sealer = start_sealer(store, interval_s=settings.maintenance_interval_s)
+    outbox = Outbox.in_data_dir(settings.data_dir)
+    dispatcher = Dispatcher(outbox, allowed_hosts=settings.alert_webhook_hosts,
+                            timeout_s=settings.alert_delivery_timeout_s)
+    stop_dispatch = dispatcher.start()
     stop_alerts = threading.Event()
     alerts = threading.Thread(
         target=run_periodically,
         kwargs={"store": store, "interval_s": settings.maintenance_interval_s, "stop": stop_alerts,
-                "webhook_url": settings.alert_webhook_url, "allowed_hosts": settings.alert_webhook_hosts},
+                "webhook_url": settings.alert_webhook_url, "outbox": outbox, "dashboard_url": settings.dashboard_url,
+                "on_enqueue": dispatcher.wake},
         name="retrylens-alerts",
         daemon=True,
     )
@@ -103,6 +113,8 @@ def start_maintenance(store: EventStore, settings: Settings) -> Callable[[], Non
         stop_alerts.set()
         stop_sealer()
         alerts.join(timeout=30)
+        stop_dispatch()
+        outbox.close()
 
     return stop
 
