@@ -50,14 +50,17 @@ class Outcome:
 
 
 def safe_url(url: str) -> str:
-    """``url`` fit for a log line: no user or password, every query value masked."""
+    """``url`` fit for a log line: no user or password, every query value masked, and the path
+    after its first segment masked (Slack's and Teams' webhook URLs carry their secret there)."""
     parts = urlsplit(url)
     host = parts.hostname or ""
     if ":" in host:
         host = f"[{host}]"
     netloc = ("***@" if parts.username or parts.password else "") + host + (f":{parts.port}" if parts.port else "")
     query = urlencode([(name, "***") for name, _ in parse_qsl(parts.query, keep_blank_values=True)])
-    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+    first, *rest = parts.path.lstrip("/").split("/", 1)
+    path = f"/{first}" + ("/***" if rest and rest[0] else "") if parts.path else ""
+    return urlunsplit((parts.scheme, netloc, path, query, ""))
 
 
 def judge(status: int, retry_after: str | None = None) -> Outcome:
