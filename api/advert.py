@@ -14,8 +14,7 @@ import os
 from pathlib import Path
 
 from retrylens.config import Settings
-
-ADVERT_FILE = "server.json"
+from retrylens.store.owner import ADVERT_FILE
 
 
 def advert_path(settings: Settings) -> Path:

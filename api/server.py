@@ -30,7 +30,6 @@ from retrylens.analytics.alert_outbox import Outbox
 from retrylens.analytics.alerts import run_periodically
 from retrylens.analytics.sealing import start_sealer
 from retrylens.config import Settings
-from retrylens.ingest.consumer import IngestConsumer
 from retrylens.ingest.spool_ingestor import SpoolIngestor
 from retrylens.store import EventStore, open_store
 
@@ -41,13 +40,21 @@ from .heap import freeze_startup_heap
 log = logging.getLogger("retrylens.serve")
 
 
+def _kafka_consumer(settings: Settings, store: EventStore) -> Any:
+    """The Kafka consumer, imported only when Kafka is configured: kafka-python is heavy to
+    import and warns on import, and an embedded server without Kafka never needs it."""
+    from retrylens.ingest.consumer import IngestConsumer
+
+    return IngestConsumer(settings, store)
+
+
 class IngestThreads:
     """The ingestion a store-owning server runs beside its API (nothing with a ClickHouse server)."""
 
     def __init__(self, settings: Settings, store: EventStore, *, spool_interval_s: float = 0.5) -> None:
         self.settings = settings
         self.spool = SpoolIngestor(settings, store) if settings.is_embedded_store else None
-        self.consumer = IngestConsumer(settings, store) if settings.is_embedded_store and settings.uses_kafka else None
+        self.consumer = _kafka_consumer(settings, store) if settings.is_embedded_store and settings.uses_kafka else None
         self._consumer_thread: threading.Thread | None = None
         self._spool_interval_s = spool_interval_s
         self.consumer_error: str | None = None
@@ -131,7 +138,7 @@ def serve(settings: Settings, *, host: str | None = None, port: int | None = Non
     # handler that was installed before it; make that one harmless so that the ingest
     # threads are stopped below and the process exits 0 after a clean shutdown.
     for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: log.info("shutdown already in progress"))
+        signal.signal(signum, lambda *_: None)  # the re-raised signal of a shutdown already under way
     ingest.start()
     stop_maintenance = start_maintenance(store, settings)
     if settings.is_embedded_store:
