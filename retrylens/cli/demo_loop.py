@@ -89,7 +89,9 @@ def ingest(settings: Settings, road: Road, emitter: Emitter, *, expect: int, tim
     flushed = emitter.flush(timeout_s=300)
     if road.store is not None:
         if settings.uses_kafka:
-            from retrylens.ingest.consumer import IngestConsumer  # kafka-python only when Kafka is configured
+            from retrylens.ingest.consumer import (
+                IngestConsumer,  # kafka-python only when Kafka is configured
+            )
 
             IngestConsumer(settings, road.store).run(idle_exit_s=5)
         else:
