@@ -83,6 +83,15 @@ def patterns(store: EventStore, _settings: Settings, *, project: str | None = No
     return [asdict(p) for p in failure_patterns(store, Slice(project=project), phase=phase, min_support=min_support)]
 
 
+@operation("tasks")
+def tasks(store: EventStore, _settings: Settings, *, outcome: str | None = None, only_retried: bool = False,
+          limit: int = 20, **where: Any) -> Any:
+    """Recent tasks, newest first, with the usual filters (:mod:`.task_list`)."""
+    from .task_list import recent_tasks
+
+    return recent_tasks(store, _slice(**where), outcome=outcome, only_retried=only_retried, limit=limit)
+
+
 @operation("train")
 def train(store: EventStore, settings: Settings, *, project: str | None = None,
           in_memory_limit: int = 200_000) -> Any:
