@@ -72,6 +72,12 @@ def test_serve_ingests_http_events_refuses_a_second_owner_and_exits_0_on_sigterm
         assert "owned by another process" in said and "RETRYLENS_API_URL" in said
         assert f"API at {url}" in said and str(other_port) not in said  # the running server's address
 
+        again = subprocess.run([sys.executable, "-m", "retrylens.cli.main", "up", "--port", str(_free_port())],
+                               env=_env(tmp_path, port), capture_output=True, text=True, timeout=60)
+        said = " ".join(again.stderr.split())
+        assert again.returncode == 1 and f"already runs on this data directory at {url}" in said
+        assert "API on" not in again.stdout + said  # it does not announce that server as its own
+
         server.send_signal(signal.SIGTERM)
         assert server.wait(timeout=30) == 0
         stopped = server.stderr.read()
