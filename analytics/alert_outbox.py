@@ -61,7 +61,7 @@ CREATE INDEX IF NOT EXISTS deliveries_due ON deliveries (state, next_at);
 
 def backoff_s(attempts: int) -> float:
     """Seconds to wait after the ``attempts``-th failed try: 5, 10, 20 … capped at 300."""
-    return min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2 ** max(0, attempts - 2))
+    return min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2 ** max(0, attempts - 1))
 
 
 def dedup_key(rule_id: str, slice_value: str, opened_at: float) -> str:
