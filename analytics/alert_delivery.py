@@ -32,7 +32,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import httpx
 
-from .alert_outbox import Delivery, Outbox
+from .alert_outbox import Delivery, Outbox, State
 from .webhook_targets import webhook_refusal
 
 log = logging.getLogger("retrylens.alerts")
@@ -117,16 +117,17 @@ class Dispatcher:
             sent = 0
             while not self._stop.is_set():
                 delivery = self.outbox.head(lane, self.clock())
-                if delivery is None or not self._attempt(delivery):
-                    break
-                sent += 1
+                state = "pending" if delivery is None else self._attempt(delivery)
+                if state == "pending":
+                    break  # nothing due, or the head waits for its retry: the lane keeps its order
+                sent += state == "delivered"
             return sent
         finally:
             with self._busy_lock:
                 self._busy.discard(lane)
 
-    def _attempt(self, delivery: Delivery) -> bool:
-        """One try of ``delivery``; ``True`` when the lane may go on to its next one."""
+    def _attempt(self, delivery: Delivery) -> State:
+        """One try of ``delivery``; its state after it (``pending``: the lane waits for its retry)."""
         refusal = None if delivery.trusted else webhook_refusal(delivery.receiver, self.allowed_hosts)
         outcome = Outcome("give_up", refusal) if refusal else self._post(
             delivery.receiver, delivery, timeout_s=self.timeout_s)
@@ -136,15 +137,15 @@ class Dispatcher:
             self.outbox.record_success(delivery, now=now)
             if delivery.attempts:
                 log.info("%s delivered after %d failed tries", where, delivery.attempts)
-            return True
+            return "delivered"
         if outcome.verdict == "give_up":
             self.outbox.record_give_up(delivery, outcome.reason, now=now)
             log.error("%s given up: %s", where, outcome.reason)
-            return True  # this page is done with; the lane's next one may still be taken
+            return "gave_up"  # this page is done with; the lane's next one may still be taken
         state = self.outbox.record_failure(delivery, outcome.reason, now=now, retry_after_s=outcome.retry_after_s)
         log.error("%s failed (try %d): %s; %s", where, delivery.attempts + 1, outcome.reason,
                   "given up" if state == "gave_up" else "will retry")
-        return state == "gave_up"
+        return state
 
     def run_once(self) -> int:
         """Send every due lane in this thread; returns the deliveries acknowledged."""

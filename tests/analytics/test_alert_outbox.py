@@ -3,7 +3,10 @@ virtual time, against real local receivers. Fast, so the mutation targets can ru
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +32,12 @@ def receiver():
 
 
 def test_the_backoff_doubles_from_five_seconds_up_to_five_minutes() -> None:
-    assert [backoff_s(n) for n in range(1, 9)] == [5, 10, 20, 40, 80, 160, 300, 300]
+    assert [backoff_s(n) for n in range(0, 9)] == [5, 5, 10, 20, 40, 80, 160, 300, 300]
+
+
+def test_an_incident_key_names_the_rule_the_slice_and_the_opening_millisecond() -> None:
+    digest = hashlib.sha256(b"planner").hexdigest()[:12]
+    assert dedup_key("r1", "planner", T + 0.25) == f"retrylens-r1-{digest}-1800000000250"
 
 
 def test_an_open_incident_keeps_its_key_until_it_is_closed() -> None:
@@ -111,8 +119,31 @@ def test_a_delivery_is_given_up_once_a_day_old_not_before() -> None:
     (delivery,) = outbox.deliveries()
     assert outbox.record_failure(delivery, "down", now=T + GIVE_UP_AFTER_S) == "gave_up"
     (delivery,) = outbox.deliveries()
-    assert delivery.state == "gave_up" and delivery.attempts == 2 and "last: down" in delivery.last_error
+    assert delivery.state == "gave_up" and delivery.attempts == 2
+    assert delivery.last_error == "not acknowledged within 24 h; last: down"
     assert outbox.due_lanes(T + 10 * GIVE_UP_AFTER_S) == []
+
+
+def test_a_delivery_first_failing_long_after_a_day_is_given_up_at_once() -> None:
+    outbox = Outbox()
+    outbox.enqueue(project="p", receiver="http://x.invalid/", trusted=True, payload=page(), now=T)
+    (delivery,) = outbox.deliveries()
+    assert outbox.record_failure(delivery, "down", now=T + 2 * GIVE_UP_AFTER_S) == "gave_up"
+
+
+def test_the_tries_are_counted_to_the_acknowledgement_and_to_the_give_up(receiver: Receiver) -> None:
+    outbox, clock = Outbox(), Clock(T)
+    receiver.fail_next = [503, 503]
+    outbox.enqueue(project="p", receiver=receiver.url, trusted=True, payload=page(key="acked"), now=T)
+    dispatcher = Dispatcher(outbox, clock=clock)
+    for _ in range(3):
+        dispatcher.run_once()
+        clock.advance(60)
+    receiver.fail_next = [404]
+    outbox.enqueue(project="p", receiver=receiver.url, trusted=True, payload=page(key="refused"), now=clock.now)
+    dispatcher.run_once()
+    tries = {d.dedup_key: (d.state, d.attempts) for d in outbox.deliveries()}
+    assert tries == {"acked": ("delivered", 3), "refused": ("gave_up", 1)}
 
 
 @pytest.mark.parametrize(("status", "verdict"), [
@@ -151,6 +182,7 @@ def test_a_rule_webhook_is_checked_before_each_post_and_the_operators_is_not(
     ("https://:secret@[::1]:8443/h", "https://***@[::1]:8443/h"),
     ("https://hooks.example/services/T0/B0/XyZ#frag", "https://hooks.example/services/***"),  # Slack's secret
     ("http://relay.internal", "http://relay.internal"),
+    ("https://hooks.example/services//T0/secret", "https://hooks.example/services/***"),  # an empty segment
 ])
 def test_a_logged_url_carries_no_credentials(url: str, shown: str) -> None:
     assert safe_url(url) == shown
@@ -162,3 +194,49 @@ def test_every_post_carries_the_incidents_key_as_its_idempotency_key(receiver: R
     Dispatcher(outbox, clock=Clock(T)).run_once()
     assert receiver.headers[0]["Idempotency-Key"] == "retrylens-r1-x-1"
     assert receiver.headers[0]["Content-Type"] == "application/json"
+
+
+def test_the_reason_names_what_the_receiver_answered() -> None:
+    assert judge(301).reason == "HTTP 301: redirects are not followed; give the final URL"
+    assert judge(399).reason.startswith("HTTP 399: redirects")
+    assert judge(400).reason == "HTTP 400: the receiver refuses this page"
+    assert judge(503).reason == "HTTP 503"
+
+
+def test_one_lane_has_one_sender_at_a_time(receiver: Receiver) -> None:
+    """A second worker on a busy lane sends nothing: the lane's order and its single sender are kept."""
+    outbox, clock = Outbox(), Clock(T)
+    receiver.delay_s = 0.5
+    outbox.enqueue(project="p", receiver=receiver.url, trusted=True, payload=page(), now=T)
+    dispatcher = Dispatcher(outbox, clock=clock)
+    first = threading.Thread(target=dispatcher.deliver_lane, args=(("p", receiver.url),))
+    first.start()
+    time.sleep(0.2)
+    assert dispatcher.deliver_lane(("p", receiver.url)) == 0
+    first.join()
+    assert len(receiver.posts) == 1
+
+
+def test_a_page_given_up_for_age_lets_the_lanes_next_page_go_and_says_so(
+    receiver: Receiver, caplog: pytest.LogCaptureFixture,
+) -> None:
+    outbox, clock = Outbox(), Clock(T + GIVE_UP_AFTER_S)
+    receiver.fail_next = [503]
+    outbox.enqueue(project="p", receiver=receiver.url, trusted=True, payload=page(key="old"), now=T)
+    outbox.enqueue(project="p", receiver=receiver.url, trusted=True, payload=page(key="new"), now=clock.now)
+    with caplog.at_level(logging.ERROR, logger="retrylens.alerts"):
+        assert Dispatcher(outbox, clock=clock).run_once() == 1
+    assert [r["dedup_key"] for r in receiver.received] == ["new"]
+    assert "failed (try 1): HTTP 503; given up" in caplog.text
+
+
+def test_a_failed_try_is_logged_with_its_number_and_what_comes_next(caplog: pytest.LogCaptureFixture) -> None:
+    outbox, clock = Outbox(), Clock(T)
+    outbox.enqueue(project="p", receiver="http://127.0.0.1:9/down", trusted=True, payload=page(), now=T)
+    dispatcher = Dispatcher(outbox, clock=clock)
+    with caplog.at_level(logging.ERROR, logger="retrylens.alerts"):
+        dispatcher.run_once()
+        clock.advance(5)
+        dispatcher.run_once()
+    assert "failed (try 1): ConnectError" in caplog.text and "failed (try 2): ConnectError" in caplog.text
+    assert caplog.text.count("will retry") == 2
