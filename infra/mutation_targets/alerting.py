@@ -48,6 +48,12 @@ EQUIVALENT: Equivalent = {
     ("analytics/alert_outbox.py", "close_incident", "core/ReplaceBinaryOperator_Mul_Div",
      "def close_incident(self, rule_id: str, slice_value: str, /, opened_at: float, now: float) -> str:"):
         "every caller passes the rule and slice by position and the times by name: the same calls",
+    ("analytics/alert_outbox.py", "enqueue", "core/ReplaceBinaryOperator_Mul_Div",
+     "def enqueue(self, /, project: str, receiver: str, trusted: bool, payload: dict[str, Any], now: float) -> bool:"):
+        "every caller passes every argument by name: making only self positional changes no call",
+    ("analytics/alert_outbox.py", "head", "core/ReplaceBinaryOperator_BitOr_BitAnd",
+     "def head(self, lane: tuple[str, str], now: float) -> Delivery & None:"):
+        "an annotation, never evaluated (from __future__ import annotations)",
     ("analytics/alert_outbox.py", "enqueue", "core/ReplaceComparisonOperator_Eq_GtE",
      "return cursor.rowcount >= 1"): "an INSERT of one row reports 0 or 1 rows: >= 1 is == 1",
     ("analytics/alert_delivery.py", "_attempt", "core/ReplaceComparisonOperator_Eq_Is",
