@@ -59,6 +59,34 @@ EQUIVALENT: Equivalent = {
     ("analytics/alert_delivery.py", "_attempt", "core/ReplaceComparisonOperator_Eq_Is",
      'if outcome.verdict is "delivered":'):
         "verdicts are string literals, which CPython interns: `is` holds exactly when `==` does",
+    ("analytics/alert_delivery.py", "_attempt", "core/ReplaceComparisonOperator_Eq_LtE",
+     'if outcome.verdict <= "delivered":'):
+        'the verdicts are "delivered", "give_up" and "retry": only "delivered" sorts at or before it',
+    ("analytics/alert_delivery.py", "deliver_lane", "core/ReplaceComparisonOperator_Eq_LtE",
+     'sent += state <= "delivered"'):
+        'the states reaching it are "delivered" and "gave_up" ("pending" stops the lane): only the first sorts before',
+    ("analytics/alert_delivery.py", "_attempt", "core/ReplaceComparisonOperator_Eq_Is",
+     'if outcome.verdict is "give_up":'):
+        "verdicts are string literals, which CPython interns: `is` holds exactly when `==` does",
+    ("analytics/alert_delivery.py", "_attempt", "core/ReplaceComparisonOperator_Eq_Is",
+     '"given up" if state is "gave_up" else "will retry")'):
+        "states are string literals, which CPython interns: `is` holds exactly when `==` does",
+    ("analytics/alert_delivery.py", "judge", "core/NumberReplacer",
+     "if 299 <= status < 400:"): "a 299 has returned as delivered two lines above",
+    ("analytics/alert_delivery.py", "deliver_lane", "core/ReplaceComparisonOperator_Eq_GtE",
+     'if state >= "pending":'): 'of "delivered", "gave_up" and "pending" only "pending" sorts at or after it',
+    ("analytics/alert_delivery.py", "deliver_lane", "core/ReplaceComparisonOperator_Eq_Is",
+     'sent += state is "delivered"'):
+        "states are string literals, which CPython interns: `is` holds exactly when `==` does",
+    ("analytics/alert_delivery.py", "_attempt", "core/ReplaceComparisonOperator_Eq_LtE",
+     'if outcome.verdict <= "give_up":'):
+        'a "delivered" verdict has returned above; of "give_up" and "retry" only "give_up" sorts at or before it',
+    ("analytics/alert_delivery.py", "deliver_lane", "core/ReplaceComparisonOperator_Eq_Is",
+     'if state is "pending":'):
+        "states are string literals, which CPython interns: `is` holds exactly when `==` does",
+    ("analytics/alert_delivery.py", "_attempt", "core/ReplaceComparisonOperator_Eq_LtE",
+     '"given up" if state <= "gave_up" else "will retry")'):
+        'record_failure returns "gave_up" or "pending", and "pending" sorts after "gave_up"',
     ("analytics/alert_delivery.py", "safe_url", "core/NumberReplacer",
      'path = f"/{first}" + ("/***" if rest and rest[ -1] else "") if parts.path else ""'):
         "split(..., 1) leaves at most one element in rest: rest[-1] is rest[0]",

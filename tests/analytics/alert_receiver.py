@@ -32,6 +32,7 @@ class Receiver:
         self.headers: list[dict[str, str]] = []
         self.fail_next: list[int] = []
         self.retry_after: str | None = None
+        self.location: str | None = None  # sent with a 3xx answer
         self.delay_s = 0.0
         self._server: ThreadingHTTPServer | None = None
 
@@ -54,6 +55,8 @@ class Receiver:
                 self.send_response(status)
                 if owner.retry_after and status >= 400:
                     self.send_header("Retry-After", owner.retry_after)
+                if owner.location and 300 <= status < 400:
+                    self.send_header("Location", owner.location)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 

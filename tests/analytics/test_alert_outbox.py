@@ -131,17 +131,24 @@ def test_a_delivery_first_failing_long_after_a_day_is_given_up_at_once() -> None
     assert outbox.record_failure(delivery, "down", now=T + 2 * GIVE_UP_AFTER_S) == "gave_up"
 
 
-def test_the_tries_are_counted_to_the_acknowledgement_and_to_the_give_up(receiver: Receiver) -> None:
+def test_the_tries_are_counted_to_the_acknowledgement_and_to_the_give_up(
+    receiver: Receiver, caplog: pytest.LogCaptureFixture,
+) -> None:
     outbox, clock = Outbox(), Clock(T)
     receiver.fail_next = [503, 503]
     outbox.enqueue(project="p", receiver=receiver.url, trusted=True, payload=page(key="acked"), now=T)
     dispatcher = Dispatcher(outbox, clock=clock)
-    for _ in range(3):
-        dispatcher.run_once()
-        clock.advance(60)
+    with caplog.at_level(logging.INFO, logger="retrylens.alerts"):
+        for _ in range(3):
+            dispatcher.run_once()
+            clock.advance(60)
+    assert "delivered after 2 failed tries" in caplog.text
+    caplog.clear()
     receiver.fail_next = [404]
     outbox.enqueue(project="p", receiver=receiver.url, trusted=True, payload=page(key="refused"), now=clock.now)
-    dispatcher.run_once()
+    with caplog.at_level(logging.INFO, logger="retrylens.alerts"):
+        dispatcher.run_once()
+    assert "delivered after" not in caplog.text  # a first-time delivery or a give-up says nothing of earlier tries
     tries = {d.dedup_key: (d.state, d.attempts) for d in outbox.deliveries()}
     assert tries == {"acked": ("delivered", 3), "refused": ("gave_up", 1)}
 
@@ -182,6 +189,7 @@ def test_a_rule_webhook_is_checked_before_each_post_and_the_operators_is_not(
     ("https://:secret@[::1]:8443/h", "https://***@[::1]:8443/h"),
     ("https://hooks.example/services/T0/B0/XyZ#frag", "https://hooks.example/services/***"),  # Slack's secret
     ("http://relay.internal", "http://relay.internal"),
+    ("https://hooks.example/x?token=", "https://hooks.example/x?token=%2A%2A%2A"),  # even a blank value's name
     ("https://hooks.example/services//T0/secret", "https://hooks.example/services/***"),  # an empty segment
 ])
 def test_a_logged_url_carries_no_credentials(url: str, shown: str) -> None:
@@ -197,9 +205,12 @@ def test_every_post_carries_the_incidents_key_as_its_idempotency_key(receiver: R
 
 
 def test_the_reason_names_what_the_receiver_answered() -> None:
+    assert judge(300).reason == "HTTP 300: redirects are not followed; give the final URL"
     assert judge(301).reason == "HTTP 301: redirects are not followed; give the final URL"
     assert judge(399).reason.startswith("HTTP 399: redirects")
     assert judge(400).reason == "HTTP 400: the receiver refuses this page"
+    assert judge(404).reason == "HTTP 404: the receiver refuses this page"
+    assert judge(499).verdict == "give_up"  # a client error however close to 500
     assert judge(503).reason == "HTTP 503"
 
 
@@ -240,3 +251,18 @@ def test_a_failed_try_is_logged_with_its_number_and_what_comes_next(caplog: pyte
         dispatcher.run_once()
     assert "failed (try 1): ConnectError" in caplog.text and "failed (try 2): ConnectError" in caplog.text
     assert caplog.text.count("will retry") == 2
+
+
+def test_a_redirect_is_never_followed_so_a_receiver_cannot_bounce_the_page_inward(receiver: Receiver) -> None:
+    inside = Receiver().start()
+    try:
+        receiver.fail_next, receiver.location = [307], inside.url
+        outbox = Outbox()
+        outbox.enqueue(project="p", receiver=receiver.url, trusted=True, payload=page(), now=T)
+        Dispatcher(outbox, clock=Clock(T)).run_once()
+        assert inside.posts == []
+        (delivery,) = outbox.deliveries()
+        assert (delivery.state, delivery.last_error) == (
+            "gave_up", "HTTP 307: redirects are not followed; give the final URL")
+    finally:
+        inside.stop()
