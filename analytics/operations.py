@@ -84,6 +84,15 @@ def patterns(store: EventStore, _settings: Settings, *, project: str | None = No
     return [asdict(p) for p in failure_patterns(store, Slice(project=project), phase=phase, min_support=min_support)]
 
 
+@operation("tasks")
+def tasks(store: EventStore, _settings: Settings, *, outcome: str | None = None, only_retried: bool = False,
+          limit: int = 20, **where: Any) -> Any:
+    """Recent tasks, newest first, with the usual filters (:mod:`.task_list`)."""
+    from .task_list import recent_tasks
+
+    return recent_tasks(store, _slice(**where), outcome=outcome, only_retried=only_retried, limit=limit)
+
+
 @operation("train")
 def train(store: EventStore, settings: Settings, *, project: str | None = None,
           in_memory_limit: int = 200_000, days: float | None = None, start: str | None = None,
@@ -158,6 +167,7 @@ def alerts_add(store: EventStore, settings: Settings, *, name: str, metric: str,
                             window_minutes=window_minutes, per=per, min_calls=min_calls, webhook_url=webhook,
                             where=Slice(**{k: where.get(k) for k in _WHERE_FIELDS}))
     _check_webhook(rule.webhook_url, settings)
+    alerts.check_rule_cap(store, rule.where.project, settings.alert_rules_per_project)
     alerts.save_rule(store, rule)
     return {"rule_id": rule.rule_id, "name": rule.name}
 
@@ -218,10 +228,20 @@ def alerts_delete(store: EventStore, _settings: Settings, *, rule_id: str) -> An
 
 @operation("alerts.evaluate")
 def alerts_evaluate(store: EventStore, settings: Settings, *, webhook: str = "") -> Any:
+    """Evaluate once and try the due pages once, here; what is not acknowledged stays queued in
+    the outbox for the server's dispatcher (or the next evaluation) to retry."""
     from . import alerts
+    from .alert_delivery import Dispatcher
+    from .alert_outbox import Outbox
 
-    sent = alerts.evaluate_alerts(store, webhook_url=webhook or settings.alert_webhook_url,
-                                  allowed_hosts=settings.alert_webhook_hosts)
+    outbox = Outbox.in_data_dir(settings.data_dir)
+    try:
+        sent = alerts.evaluate_alerts(store, webhook_url=webhook or settings.alert_webhook_url, outbox=outbox,
+                                      dashboard_url=settings.dashboard_url)
+        Dispatcher(outbox, allowed_hosts=settings.alert_webhook_hosts,
+                   timeout_s=settings.alert_delivery_timeout_s).run_once()
+    finally:
+        outbox.close()
     return [n.payload() for n in sent]
 
 

@@ -15,8 +15,7 @@ from pathlib import Path
 
 from retrylens.config import Settings
 from retrylens.sdk.transport.private_dirs import private_dir
-
-ADVERT_FILE = "server.json"
+from retrylens.store.owner import ADVERT_FILE
 
 
 def advert_path(settings: Settings) -> Path:

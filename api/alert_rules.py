@@ -8,7 +8,10 @@ The rule's slice is always the path's project, which the key must be allowed to 
 every project route, :mod:`.auth`); a rule of another project answers 404 like one that
 does not exist. ``GET /v1/projects/{project}/alerts`` (:mod:`.reads`) lists the rules with
 their states. The server evaluates rules every ``maintenance_interval_s`` and posts each
-firing or resolution to the rule's webhook (else ``alert_webhook_url``).
+firing or resolution to the rule's webhook (else ``alert_webhook_url``), retried until
+acknowledged (:mod:`retrylens.analytics.alert_delivery`). Deleting or disabling a firing
+rule sends its resolution at the next evaluation. A project has at most
+``alert_rules_per_project`` rules: one more answers 409 with the reason.
 """
 
 from __future__ import annotations
@@ -137,11 +140,20 @@ def _out(rule: alerting.AlertRule) -> dict[str, Any]:
 
 
 @router.post("/projects/{project}/alerts/rules", status_code=201, response_model=AlertRuleOut,
-             summary="Create an alert rule on the project")
+             summary="Create an alert rule on the project", responses={409: {"description": "The project has as many rules as it may"}})
 async def create_rule(body: AlertRuleBody, project: ProjectDep, request: Request) -> dict[str, Any]:
     await run_in_threadpool(_check_webhook, body, request)
     rule = body.rule(project)
-    await run_in_threadpool(alerting.save_rule, _store(request), rule)
+    store, cap = _store(request), request.app.state.settings.alert_rules_per_project
+
+    def create() -> None:
+        try:
+            alerting.check_rule_cap(store, project, cap)
+        except ValueError as exc:
+            raise HTTPException(409, str(exc)) from exc
+        alerting.save_rule(store, rule)
+
+    await run_in_threadpool(create)
     return _out(rule)
 
 

@@ -15,6 +15,8 @@ from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request
 from retrylens.analytics import advice_effects, prechecks
 from retrylens.analytics import alerts as alerting
 from retrylens.analytics.advice_book import book_for_projects
+from retrylens.analytics.alert_delivery import annotate_history
+from retrylens.analytics.alert_outbox import Outbox
 from retrylens.analytics.failure_groups import failure_groups
 from retrylens.analytics.filters import Slice
 from retrylens.analytics.fingerprints import fingerprint_stats, top_failing_fingerprints
@@ -183,16 +185,21 @@ def get_pollution_report(store: StoreDep, where: SliceDep) -> dict[str, Any]:
 
 
 @router.get("/projects/{project}/alerts", summary="Alert rules of the project, their states and history")
-def get_alerts(store: StoreDep, project: ProjectDep, history_limit: Limit = 100) -> dict[str, Any]:
+def get_alerts(request: Request, store: StoreDep, project: ProjectDep, history_limit: Limit = 100) -> dict[str, Any]:
     rules = [r for r in alerting.list_rules(store) if r.where.project == project]
-    ids = {r.rule_id for r in rules}
     states = [s for r in rules for s in alerting.alert_states(store, r.rule_id)]
-    history = [h for h in alerting.alert_history(store, limit=max(history_limit * 10, 1000)) if h["rule_id"] in ids]
+    ids = alerting.project_rule_ids(store, project)  # deleted rules' history is the project's too
+    history = alerting.alert_history(store, limit=history_limit, rule_ids=ids)
+    outbox = Outbox.in_data_dir(request.app.state.settings.data_dir)
+    try:
+        history = annotate_history(history, outbox.deliveries(project=project, rule_ids=ids, limit=history_limit * 4))
+    finally:
+        outbox.close()
     return {
         "rules": plain(rules),
         "states": plain(states),
         "firing": plain([s for s in states if s["status"] == "firing"]),
-        "history": plain(history[:history_limit]),
+        "history": plain(history),
     }
 
 

@@ -26,10 +26,11 @@ from typing import Any
 
 import uvicorn
 
+from retrylens.analytics.alert_delivery import Dispatcher
+from retrylens.analytics.alert_outbox import Outbox
 from retrylens.analytics.alerts import run_periodically
 from retrylens.analytics.sealing import start_sealer
 from retrylens.config import Settings
-from retrylens.ingest.consumer import IngestConsumer
 from retrylens.ingest.spool_ingestor import SpoolIngestor
 from retrylens.store import EventStore, open_store
 
@@ -41,13 +42,21 @@ from .heap import freeze_startup_heap
 log = logging.getLogger("retrylens.serve")
 
 
+def _kafka_consumer(settings: Settings, store: EventStore) -> Any:
+    """The Kafka consumer, imported only when Kafka is configured: kafka-python is heavy to
+    import and warns on import, and an embedded server without Kafka never needs it."""
+    from retrylens.ingest.consumer import IngestConsumer
+
+    return IngestConsumer(settings, store)
+
+
 class IngestThreads:
     """The ingestion a store-owning server runs beside its API (nothing with a ClickHouse server)."""
 
     def __init__(self, settings: Settings, store: EventStore, *, spool_interval_s: float = 0.5) -> None:
         self.settings = settings
         self.spool = SpoolIngestor(settings, store) if settings.is_embedded_store else None
-        self.consumer = IngestConsumer(settings, store) if settings.is_embedded_store and settings.uses_kafka else None
+        self.consumer = _kafka_consumer(settings, store) if settings.is_embedded_store and settings.uses_kafka else None
         self._consumer_thread: threading.Thread | None = None
         self._spool_interval_s = spool_interval_s
         self.consumer_error: str | None = None
@@ -89,13 +98,21 @@ class IngestThreads:
 
 
 def start_maintenance(store: EventStore, settings: Settings) -> Callable[[], None]:
-    """Seal closed rollup buckets and evaluate alert rules periodically; returns ``stop()``."""
+    """Seal closed rollup buckets, evaluate alert rules and post their pages; returns ``stop()``.
+
+    Evaluation queues pages in the outbox of the data directory; the dispatcher posts them
+    from threads of its own, so a slow receiver never holds up evaluation or another project."""
     stop_sealer = start_sealer(store, interval_s=settings.maintenance_interval_s)
+    outbox = Outbox.in_data_dir(settings.data_dir)
+    dispatcher = Dispatcher(outbox, allowed_hosts=settings.alert_webhook_hosts,
+                            timeout_s=settings.alert_delivery_timeout_s)
+    stop_dispatch = dispatcher.start()
     stop_alerts = threading.Event()
     alerts = threading.Thread(
         target=run_periodically,
         kwargs={"store": store, "interval_s": settings.maintenance_interval_s, "stop": stop_alerts,
-                "webhook_url": settings.alert_webhook_url, "allowed_hosts": settings.alert_webhook_hosts},
+                "webhook_url": settings.alert_webhook_url, "outbox": outbox, "dashboard_url": settings.dashboard_url,
+                "on_enqueue": dispatcher.wake},
         name="retrylens-alerts",
         daemon=True,
     )
@@ -105,6 +122,8 @@ def start_maintenance(store: EventStore, settings: Settings) -> Callable[[], Non
         stop_alerts.set()
         stop_sealer()
         alerts.join(timeout=30)
+        stop_dispatch()
+        outbox.close()
 
     return stop
 
@@ -126,7 +145,7 @@ def serve(settings: Settings, *, host: str | None = None, port: int | None = Non
     # handler that was installed before it; make that one harmless so that the ingest
     # threads are stopped below and the process exits 0 after a clean shutdown.
     for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: log.info("shutdown already in progress"))
+        signal.signal(signum, lambda *_: None)  # the re-raised signal of a shutdown already under way
     ingest.start()
     stop_maintenance = start_maintenance(store, settings)
     if settings.is_embedded_store:

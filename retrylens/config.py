@@ -167,7 +167,19 @@ class Settings(BaseSettings):
     alert_webhook_url: str = Field(default="", description="Webhook that `serve` notifies of alerts (empty = log only).")
     alert_webhook_hosts: list[str] = Field(
         default_factory=list,
-        description='Hosts an alert rule\'s own webhook may reach although they are private or loopback addresses, JSON: `["relay.internal"]`. Other rule webhooks must reach public addresses (a project key must not make the server post into its own network).',
+        description='Hosts (and ports) an alert rule\'s own webhook may reach although they are private or loopback addresses, JSON: `["relay.internal:9000"]`; a host without a port allows ports 80 and 443 only, `host:*` any port. Other rule webhooks must reach public addresses (a project key must not make the server post into its own network).',
+    )
+    alert_rules_per_project: int = Field(
+        default=50, ge=1, le=10_000,
+        description="The most alert rules one project may have (a new one beyond it is refused with the reason).",
+    )
+    alert_delivery_timeout_s: float = Field(
+        default=5.0, gt=0, le=120,
+        description="How long one webhook post may take; a slower receiver is retried later and delays only its own project's pages.",
+    )
+    dashboard_url: str = Field(
+        default="http://127.0.0.1:8501",
+        description="Where the dashboard is reached; alert pages link to its task and alert pages.",
     )
     maintenance_interval_s: float = Field(
         default=60.0, gt=0, description="How often `serve` seals rollups and evaluates alert rules."

@@ -23,6 +23,8 @@ from retrylens.config import Settings
 from retrylens.errors import StoreError, StoreLockedError
 from retrylens.sdk.transport.private_dirs import private_dir
 
+from .owner import announced_url
+
 _clients: dict[str, Client] = {}
 _clients_lock = threading.Lock()
 
@@ -48,7 +50,7 @@ def connect(settings: Settings) -> Client:
             if "Cannot lock file" in text or "Another server instance" in text or (
                 "Error initializing EmbeddedServer" in text
             ):
-                raise StoreLockedError(path, settings.effective_api_url) from exc
+                raise StoreLockedError(path, announced_url(settings.data_dir) or settings.effective_api_url) from exc
             if "already initialized with path" in text:
                 raise StoreError(
                     f"this process already opened another embedded store; chDB allows one data "

@@ -29,7 +29,6 @@ _BROKER = "its logic runs only against a Kafka broker; a mutant would need the b
 _DDL = "schema text, frozen once released (tests/foundation/test_migrations_frozen.py) and checked against the live schema"
 
 EXEMPT: dict[str, str] = {
-    "analytics/alerts.py": "its target comes with branch alerts (issue 38): drop this line when that lands",
     "ingest/binding.py": _TO_WRITE + "the tenant refusal it decides is pinned through the encoder target's tests",
     "ingest/breaker.py": _TO_WRITE + "the invalid-burst stop (tests/foundation/test_batch_parts.py)",
     "ingest/consumer.py": _BROKER + "what it hands on and commits is the chain target's",

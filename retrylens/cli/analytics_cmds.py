@@ -10,17 +10,21 @@ import json
 import logging
 import signal
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import typer
+from rich.console import Console
 
 from retrylens.analytics.sealing import DEFAULT_GRACE
 from retrylens.analytics.traces import read_traces
 from retrylens.errors import RetryLensError
 
-from .common import ConfigOption, console, handle_errors, settings_from
+from .common import ConfigOption, console, handle_errors, progress_bars, settings_from
 from .road import store_operation
+from .views import alerts_table, train_summary
 
 alerts_app = typer.Typer(help="Alert rules: add, update, delete, list, evaluate, watch.", no_args_is_help=True)
 rollups_app = typer.Typer(help="Rollup maintenance: seal closed buckets.", no_args_is_help=True)
@@ -132,15 +136,27 @@ def train(
     start: str | None = typer.Option(None, "--start", help="Window start (ISO time, inclusive)."),
     end: str | None = typer.Option(None, "--end", help="Window end (ISO time, exclusive)."),
     force: bool = typer.Option(False, "--force", help="Make the new model current even if worse than the current."),
+    as_json: bool = JsonOption,
 ) -> None:
     """Train the failure classifier and save a new model version; from the store it becomes current
     only if no worse than the current model on the recent held-out tasks (both figures shown;
     ``--force`` overrides), else it is kept as a candidate."""
     settings = settings_from(config)
-    if traces is None:
-        _echo_json(store_operation(settings, "train", project=project, in_memory_limit=in_memory_limit,
-                                   days=days, start=start, end=end, force=force))
+    with _working(f"training the risk model on {traces or 'the store'}", quiet=as_json):
+        result = _train(settings, traces, project, in_memory_limit,
+                        window={"days": days, "start": start, "end": end}, force=force)
+    if as_json:
+        _echo_json(result)
         return
+    for line in train_summary(result):
+        typer.echo(line)
+
+
+def _train(settings: Any, traces: Path | None, project: str | None, in_memory_limit: int, *,
+           window: dict[str, Any], force: bool) -> dict[str, Any]:
+    if traces is None:
+        return store_operation(settings, "train", project=project, in_memory_limit=in_memory_limit,
+                               force=force, **window)
     from retrylens.analytics.model_store import ModelStore, models_dir
     from retrylens.analytics.training import train_from_traces
 
@@ -148,7 +164,16 @@ def train(
     summary = {k: v for k, v in result.meta.items() if k not in {"features"}}
     for section in [summary.get("metrics", {}), *summary.get("baselines", {}).values()]:
         section.pop("calibration", None)
-    _echo_json({"version": result.version, **summary})
+    return {"version": result.version, **summary}
+
+
+@contextmanager
+def _working(description: str, *, quiet: bool) -> Iterator[None]:
+    """A live line on stderr with the time spent, while a long step runs (nothing with --json)."""
+    with progress_bars(Console(stderr=True, quiet=quiet), counts=False) as progress:
+        task = progress.add_task(description, total=None)
+        yield
+        progress.update(task, total=1, completed=1)
 
 
 @handle_errors
@@ -239,9 +264,13 @@ def alerts_delete(
 
 @alerts_app.command("list")
 @handle_errors
-def alerts_list(config: Path | None = ConfigOption) -> None:
+def alerts_list(config: Path | None = ConfigOption, as_json: bool = JsonOption) -> None:
     """Rules and the state of each firing slice."""
-    _echo_json(store_operation(settings_from(config), "alerts.list"))
+    data = store_operation(settings_from(config), "alerts.list")
+    if as_json:
+        _echo_json(data)
+        return
+    Console(soft_wrap=False).print(alerts_table(data))
 
 
 @alerts_app.command("evaluate")

@@ -8,6 +8,7 @@ both on Ctrl-C or SIGTERM.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -15,9 +16,11 @@ import sys
 import time
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import typer
 
+from retrylens.errors import RetryLensError
 from retrylens.sdk.client import is_healthy, wait_until_healthy
 
 from .common import ConfigOption, console, handle_errors, settings_from
@@ -102,6 +105,37 @@ def _stop(processes: list[subprocess.Popen[bytes]], *, grace_s: float = 20.0) ->
             process.wait()
 
 
+def _refuse_a_running_server(settings: Any) -> None:
+    """``up`` starts a server of its own: when one already owns this data directory's store, or
+    anything answers on the API's address, say so (with its URL) instead of announcing that
+    server as this command's."""
+    from retrylens.api.advert import advertised_url
+
+    owner = advertised_url(settings) if settings.is_embedded_store else None
+    if owner is not None:
+        raise RetryLensError(
+            f"a RetryLens server already runs on this data directory at {owner}; open its dashboard with "
+            "`retrylens dashboard`, or stop that server before `retrylens up`")
+    if is_healthy(settings.effective_api_url):
+        raise RetryLensError(
+            f"a server already answers at {settings.effective_api_url}; stop it or give `retrylens up` another "
+            "--api-port")
+
+
+def _ours(settings: Any, server: subprocess.Popen[bytes]) -> bool:
+    """Whether the server that answers is the one this command started (its announcement names its pid)."""
+    if server.poll() is not None:
+        return False
+    if not settings.is_embedded_store:
+        return True
+    from retrylens.api.advert import advert_path
+
+    try:
+        return int(json.loads(advert_path(settings).read_text())["pid"]) == server.pid
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
 @handle_errors
 def up(
     host: str = HostOption,
@@ -113,6 +147,7 @@ def up(
 ) -> None:
     """Start the API server (owner of the embedded store) and the dashboard; stop both on Ctrl-C/SIGTERM."""
     settings = settings_from(config, api_host=api_host, api_port=api_port)
+    _refuse_a_running_server(settings)
     settings_env = {"RETRYLENS_API_HOST": settings.api_host, "RETRYLENS_API_PORT": str(settings.api_port)}
     cli = [sys.executable, "-m", "retrylens.cli.main"]
     config_args = ["--config", str(config.resolve())] if config else []
@@ -130,7 +165,8 @@ def up(
             env=_environment(config, "auto", **settings_env),
         )
         children.append(server)
-        if not wait_until_healthy(settings.effective_api_url, server, timeout_s=startup_timeout):
+        if not wait_until_healthy(settings.effective_api_url, server, timeout_s=startup_timeout) or not _ours(
+                settings, server):
             console.print(f"[red]error:[/red] the API server did not come up at {settings.effective_api_url}")
             raise typer.Exit(1)
         console.print(f"API on {settings.effective_api_url}; dashboard on http://{host}:{port}")

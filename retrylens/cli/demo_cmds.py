@@ -25,7 +25,6 @@ from rich.progress import Progress
 from rich.table import Table
 
 from retrylens.config import Settings
-from retrylens.ingest.kafka_clients import ensure_topics
 from retrylens.sdk.transport import build_emitter
 from retrylens.simulation import load_scenario, run_fleet
 from retrylens.simulation.fleet import fleet_policy
@@ -65,6 +64,10 @@ def demo(
     fault_model = load_scenario(scenario)
     road = open_road(settings)
     if settings.uses_kafka:
+        from retrylens.ingest.kafka_clients import (
+            ensure_topics,  # kafka-python only when Kafka is configured
+        )
+
         ensure_topics(settings)
     loop = driver == "governor" and learn_share > 0 and tasks >= 40
     first = range(0, int(tasks * learn_share) if loop else tasks)

@@ -29,7 +29,6 @@ from typing import Any
 import httpx
 
 from retrylens.config import Settings
-from retrylens.ingest.consumer import IngestConsumer
 from retrylens.ingest.spool_ingestor import SpoolIngestor
 from retrylens.sdk.preflight import Preflight
 from retrylens.sdk.transport import Emitter
@@ -90,6 +89,10 @@ def ingest(settings: Settings, road: Road, emitter: Emitter, *, expect: int, tim
     flushed = emitter.flush(timeout_s=300)
     if road.store is not None:
         if settings.uses_kafka:
+            from retrylens.ingest.consumer import (
+                IngestConsumer,  # kafka-python only when Kafka is configured
+            )
+
             IngestConsumer(settings, road.store).run(idle_exit_s=5)
         else:
             SpoolIngestor(settings, road.store).drain()

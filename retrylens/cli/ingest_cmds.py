@@ -7,14 +7,16 @@ import logging
 import sys
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from prometheus_client import start_http_server
 
-from retrylens.ingest.dlq import replay_dead_letters
-from retrylens.ingest.group import ConsumerGroup
 from retrylens.ingest.spool_ingestor import SpoolIngestor
 from retrylens.store import open_store
+
+if TYPE_CHECKING:
+    from retrylens.ingest.group import ConsumerGroup
 
 from .common import ConfigOption, console, handle_errors, settings_from
 from .road import owning_server
@@ -63,6 +65,10 @@ def consume(
         raise typer.Exit(2)
     if settings.metrics_port:
         start_http_server(settings.metrics_port)
+    from retrylens.ingest.group import (
+        ConsumerGroup,  # kafka-python: imported by the Kafka commands only
+    )
+
     group = ConsumerGroup(settings, open_store(settings))
     group.install_signal_handlers()
     done = threading.Event()
@@ -112,5 +118,9 @@ def dlq_replay(
     if not settings.uses_kafka:
         console.print("[red]error:[/red] KAFKA_BOOTSTRAP_SERVERS is not set")
         raise typer.Exit(2)
+    from retrylens.ingest.dlq import (
+        replay_dead_letters,  # kafka-python: imported by the Kafka commands only
+    )
+
     result = replay_dead_letters(settings, reason=reason, max_messages=max_messages, idle_timeout_s=idle_timeout)
     typer.echo(json.dumps(result.__dict__))

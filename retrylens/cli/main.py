@@ -13,6 +13,7 @@ from . import (
     report_cmds,
     sdk_cmds,
     store_cmds,
+    task_cmds,
 )
 
 app = typer.Typer(
@@ -22,7 +23,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-for module in (demo_cmds, ingest_cmds, store_cmds, sdk_cmds, analytics_cmds, api_cmds, dashboard_cmds, report_cmds):
+for module in (demo_cmds, ingest_cmds, store_cmds, sdk_cmds, analytics_cmds, task_cmds, api_cmds, dashboard_cmds,
+               report_cmds):
     module.register(app)
 
 

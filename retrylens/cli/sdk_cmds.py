@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.table import Table
 
 from retrylens.errors import ConfigError
 
-from .common import console, handle_errors
+from .common import ConfigOption, console, handle_errors, settings_from
 
 policy_app = typer.Typer(help="Retry policy files.", no_args_is_help=True)
 
@@ -55,6 +56,12 @@ def simulate(
         max=100_000,
         help="Multi-step tasks with unkeyed tools, run under three wirings (0: skip).",
     ),
+    record: bool = typer.Option(
+        False, "--record",
+        help="Also write the governed fleet's events into the store (through the running server when one owns it), "
+        "ending now, so the dashboard shows them.",
+    ),
+    config: Path | None = ConfigOption,
 ) -> None:
     """Run the same seeded fleet under a naive retry policy and under the governor; then
     multi-step tasks whose tools take no idempotency key under a naive per-call loop, the
@@ -63,10 +70,12 @@ def simulate(
     from retrylens.simulation.unkeyed_tools import WIRINGS, run_unkeyed
 
     fleet = load_scenario(scenario)
-    results = {
-        driver: run_fleet(fleet, tasks=tasks, seed=seed, driver=driver, validate_events=False)
-        for driver in ("naive", "governor")
-    }
+    results = {"naive": run_fleet(fleet, tasks=tasks, seed=seed, driver="naive", validate_events=False)}
+    recorded = None
+    if record:
+        results["governor"], recorded = _recorded_fleet(fleet, tasks=tasks, seed=seed, config=config)
+    else:
+        results["governor"] = run_fleet(fleet, tasks=tasks, seed=seed, driver="governor", validate_events=False)
     payload = {
         "scenario": fleet.name,
         "tasks": tasks,
@@ -79,6 +88,8 @@ def simulate(
             for driver, result in results.items()
         },
     }
+    if recorded is not None:
+        payload["recorded"] = recorded
     if unkeyed_tasks:
         payload["unkeyed_tools"] = {
             wiring: run_unkeyed(wiring, tasks=unkeyed_tasks, seed=seed).to_dict()
@@ -94,6 +105,9 @@ def simulate(
     for key in COMPARED:
         table.add_row(key, str(payload["naive"][key]), str(payload["governor"][key]))
     console.print(table)
+    if recorded is not None:
+        console.print(f"Recorded the governed fleet: {recorded['events_emitted']} events emitted, "
+                      f"{recorded['events_stored']} new in the store ({recorded['store']}).")
     if unkeyed_tasks:
         steps = Table(
             title=f"{unkeyed_tasks} multi-step tasks, tools with no idempotency key, seed {seed}"
@@ -104,6 +118,35 @@ def simulate(
         for key in ("succeeded", "handed_off", "failed", "tool_calls", "duplicate_side_effects"):
             steps.add_row(key, *(str(payload["unkeyed_tools"][w][key]) for w in WIRINGS))
         console.print(steps)
+
+
+def _recorded_fleet(fleet: Any, *, tasks: int, seed: int, config: Path | None) -> tuple[Any, dict[str, Any]]:
+    """Run the governed fleet with its events sent into the store (as ``demo`` records its fleet),
+    ending now; returns the fleet's result and what reached the store."""
+    from datetime import UTC, datetime, timedelta
+
+    from retrylens.sdk.transport import build_emitter
+    from retrylens.simulation import run_fleet
+
+    from . import demo_loop
+    from .road import open_road
+
+    settings = settings_from(config)
+    road = open_road(settings)
+    if settings.uses_kafka:
+        from retrylens.ingest.kafka_clients import ensure_topics
+
+        ensure_topics(settings)
+    before = road.run("store.stats")["events"]
+    emitter = build_emitter(settings, name="simulate")
+    start = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=fleet.span_hours)
+    result = run_fleet(fleet, tasks=tasks, seed=seed, driver="governor", emit=emitter.emit, start=start)
+    flushed = demo_loop.ingest(settings, road, emitter, expect=before + result.events_emitted)
+    emitter.close()
+    stored = road.run("store.stats")["events"] - before
+    where = settings.effective_dsn if settings.is_embedded_store else settings.clickhouse_dsn
+    return result, {"events_emitted": result.events_emitted, "events_stored": stored, "flushed": flushed,
+                    "store": road.url or where}
 
 
 @policy_app.command("validate")

@@ -35,9 +35,9 @@ from pathlib import Path
 
 from retrylens.errors import IngestError, SpoolLockedError, SpoolWriteError
 
-log = logging.getLogger(__name__)
-
 from .private_dirs import private_dir
+
+log = logging.getLogger(__name__)
 
 _HEADER = struct.Struct(">IIH")  # value length, crc32(key + value), key length
 _SEGMENT_SUFFIX = ".log"

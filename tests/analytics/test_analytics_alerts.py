@@ -11,6 +11,8 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import pytest
 from analytics_eventset import T0, T1, load
 
+from retrylens.analytics.alert_delivery import Dispatcher
+from retrylens.analytics.alert_outbox import Outbox
 from retrylens.analytics.alerts import (
     AlertRule,
     alert_history,
@@ -58,36 +60,45 @@ def test_rules_round_trip(store):
     assert list_rules(store) == [rule]
 
 
+def _deliver(outbox: Outbox, allowed_hosts: tuple[str, ...] = ()) -> None:
+    """Post what is queued, as at the last evaluation of these tests (every page is due, none a day old)."""
+    at = (T1 + timedelta(hours=3)).timestamp()
+    Dispatcher(outbox, allowed_hosts=allowed_hosts, timeout_s=2, clock=lambda: at).run_once()
+
+
 def test_fires_once_per_breach_then_resolves(store, webhook, caplog):
     url, received = webhook
-    local = ("127.0.0.1",)  # the test's receiver: a private address, allowed as an operator would allow a relay
+    local = ("127.0.0.1:*",)  # the test's receiver: a private address, allowed as an operator would allow a relay
     load(store)
     save_rule(store, AlertRule(name="planner retries", metric="retry_rate", op=">", threshold=0.3,
                                window_minutes=60, where=Slice(project="alpha"), per="agent", webhook_url=url))
-    during = T0 + timedelta(minutes=55)
+    during, outbox = T0 + timedelta(minutes=55), Outbox()
     with caplog.at_level(logging.WARNING, logger="retrylens.alerts"):
-        fired = evaluate_alerts(store, now=during, allowed_hosts=local)
+        fired = evaluate_alerts(store, now=during, outbox=outbox)
     assert [(n.slice_value, n.status) for n in fired] == [("planner", "firing")]
     assert fired[0].value == pytest.approx(0.5)
-    assert "planner retries [agent_name=planner]: retry_rate = 0.5 breached > 0.3" in caplog.text
-    assert evaluate_alerts(store, now=during + timedelta(minutes=1), allowed_hosts=local) == []  # still breached
-    resolved = evaluate_alerts(store, now=T1 + timedelta(hours=3), allowed_hosts=local)  # window holds no planner calls
+    assert "FIRING alpha · planner retries (agent planner): retry_rate = 0.5, above 0.3 over the last 60 min" in caplog.text
+    assert evaluate_alerts(store, now=during + timedelta(minutes=1), outbox=outbox) == []  # still breached
+    resolved = evaluate_alerts(store, now=T1 + timedelta(hours=3), outbox=outbox)  # window holds no planner calls
     assert [(n.slice_value, n.status) for n in resolved] == [("planner", "resolved")]
+    _deliver(outbox, local)
     assert [r["status"] for r in received] == ["firing", "resolved"]
     assert received[0]["rule_name"] == "planner retries"
     assert [s["status"] for s in alert_states(store)] == ["resolved"]
     assert [h["status"] for h in alert_history(store)] == ["resolved", "firing"]
-    assert all(h["delivered"] for h in alert_history(store))
 
 
 def test_unreachable_webhook_is_logged_not_raised(store, caplog):
     load(store)
     save_rule(store, AlertRule(name="handoffs", metric="handoffs", op=">=", threshold=1, window_minutes=60,
                                where=Slice(project="alpha"), webhook_url="http://127.0.0.1:9/none"))
+    outbox = Outbox()
     with caplog.at_level(logging.ERROR, logger="retrylens.alerts"):
-        fired = evaluate_alerts(store, now=T0 + timedelta(minutes=55), allowed_hosts=("127.0.0.1",))
+        fired = evaluate_alerts(store, now=T0 + timedelta(minutes=55), outbox=outbox)
+        _deliver(outbox, ("127.0.0.1:9",))
     assert [n.status for n in fired] == ["firing"]
-    assert "alert webhook" in caplog.text and not alert_history(store)[0]["delivered"]
+    assert "alert webhook" in caplog.text and "will retry" in caplog.text
+    assert [d.state for d in outbox.deliveries()] == ["pending"] and not alert_history(store)[0]["delivered"]
 
 
 def test_a_rule_webhook_to_a_private_address_is_refused_unless_its_host_is_allowed(store, webhook, caplog):
@@ -96,12 +107,15 @@ def test_a_rule_webhook_to_a_private_address_is_refused_unless_its_host_is_allow
     load(store)
     save_rule(store, AlertRule(name="handoffs", metric="handoffs", op=">=", threshold=1, window_minutes=60,
                                where=Slice(project="alpha"), webhook_url=url))
+    outbox = Outbox()
     with caplog.at_level(logging.ERROR, logger="retrylens.alerts"):
-        fired = evaluate_alerts(store, now=T0 + timedelta(minutes=55))
+        fired = evaluate_alerts(store, now=T0 + timedelta(minutes=55), outbox=outbox)
+        _deliver(outbox)
     assert [n.status for n in fired] == ["firing"]  # the alert fires and is recorded; only the post is refused
-    assert received == [] and not alert_history(store)[0]["delivered"]
+    assert received == [] and [d.state for d in outbox.deliveries()] == ["gave_up"]
     assert "127.0.0.1" in caplog.text and "RETRYLENS_ALERT_WEBHOOK_HOSTS" in caplog.text
-    resolved = evaluate_alerts(store, now=T1 + timedelta(hours=3), allowed_hosts=("127.0.0.1",))
+    resolved = evaluate_alerts(store, now=T1 + timedelta(hours=3), outbox=outbox)
+    _deliver(outbox, ("127.0.0.1:*",))
     assert [n.status for n in resolved] == ["resolved"] and [r["status"] for r in received] == ["resolved"]
 
 
@@ -110,5 +124,15 @@ def test_the_servers_own_webhook_is_the_operators_choice_and_not_refused(store, 
     load(store)
     save_rule(store, AlertRule(name="handoffs", metric="handoffs", op=">=", threshold=1, window_minutes=60,
                                where=Slice(project="alpha")))
-    evaluate_alerts(store, now=T0 + timedelta(minutes=55), webhook_url=url)
+    outbox = Outbox()
+    evaluate_alerts(store, now=T0 + timedelta(minutes=55), webhook_url=url, outbox=outbox)
+    _deliver(outbox)
     assert [r["status"] for r in received] == ["firing"]
+
+
+def test_a_rule_with_a_receiver_and_no_outbox_is_an_error_not_a_silent_drop(store):
+    load(store)
+    save_rule(store, AlertRule(name="handoffs", metric="handoffs", op=">=", threshold=1, window_minutes=60,
+                               where=Slice(project="alpha"), webhook_url="https://8.8.8.8/hook"))
+    with pytest.raises(ValueError, match="no outbox"):
+        evaluate_alerts(store, now=T0 + timedelta(minutes=55))

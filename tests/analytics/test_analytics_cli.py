@@ -24,9 +24,9 @@ def env(settings, monkeypatch):
 
 
 def test_train_then_evaluate_prints_one_json_object(env):
-    trained = runner.invoke(app, ["train", "--traces", str(SAMPLE)])
+    trained = runner.invoke(app, ["train", "--traces", str(SAMPLE), "--json"])
     assert trained.exit_code == 0, trained.output
-    assert json.loads(trained.output)["version"] == "v0001"
+    assert json.loads(trained.stdout)["version"] == "v0001"
     result = runner.invoke(app, ["evaluate", "--traces", str(SAMPLE), "--json"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
@@ -69,7 +69,7 @@ def test_metrics_json(env, store):
 def test_alerts_add_list_evaluate(env, store):
     added = runner.invoke(app, ["alerts", "add", "--name", "r", "--metric", "retry_rate", "--threshold", "0.3"])
     assert added.exit_code == 0, added.output
-    listed = json.loads(runner.invoke(app, ["alerts", "list"]).output)
+    listed = json.loads(runner.invoke(app, ["alerts", "list", "--json"]).output)
     assert [r["name"] for r in listed["rules"]] == ["r"]
     evaluated = runner.invoke(app, ["alerts", "evaluate"])
     assert evaluated.exit_code == 0 and json.loads(evaluated.output.strip().splitlines()[-1]) == []
@@ -85,11 +85,53 @@ def test_alerts_add_refuses_a_webhook_into_the_servers_network_and_says_how_to_a
     assert refused.exit_code == 2 and "RETRYLENS_ALERT_WEBHOOK_HOSTS" in refused.output, refused.output
     # the user's argument is refused, not the configuration: the message says so and names the option
     assert refused.output.startswith("invalid argument: --webhook host '169.254.169.254'"), refused.output
-    assert json.loads(runner.invoke(app, ["alerts", "list"]).output)["rules"] == []
+    assert json.loads(runner.invoke(app, ["alerts", "list", "--json"]).output)["rules"] == []
     monkeypatch.setenv("RETRYLENS_ALERT_WEBHOOK_HOSTS", '["169.254.169.254"]')
     assert runner.invoke(app, inward).exit_code == 0
-    rule_id = json.loads(runner.invoke(app, ["alerts", "list"]).output)["rules"][0]["rule_id"]
+    rule_id = json.loads(runner.invoke(app, ["alerts", "list", "--json"]).output)["rules"][0]["rule_id"]
     monkeypatch.delenv("RETRYLENS_ALERT_WEBHOOK_HOSTS")
     changed = runner.invoke(app, ["alerts", "update", rule_id, "--webhook", "http://10.1.2.3/hook"])
     assert changed.exit_code == 2 and "10.1.2.3" in changed.output, changed.output
     assert changed.output.startswith("invalid argument: --webhook host '10.1.2.3'"), changed.output
+
+
+def test_train_says_what_it_is_doing_then_prints_a_short_summary(env):
+    trained = runner.invoke(app, ["train", "--traces", str(SAMPLE)])
+    assert trained.exit_code == 0, trained.output
+    lines = trained.stdout.splitlines()
+    assert lines[0] == "Trained risk model v0001 from traces:agent_traces_sample.jsonl"
+    assert any(line.strip().startswith("held-out: roc_auc") for line in lines) and len(lines) < 12
+    assert "training the risk model on" in trained.stderr  # the live line while it works
+
+
+@pytest.mark.clickhouse
+def test_tasks_lists_the_newest_first_with_their_filters(env, store):
+    load(store)
+    listed = runner.invoke(app, ["tasks", "--project", "alpha", "--json"])
+    assert listed.exit_code == 0, listed.output
+    rows = json.loads(listed.stdout)
+    assert [r["task_id"] for r in rows] == ["task-E", "task-D", "task-C", "task-B", "task-A"]
+    assert [(r["attempts"], r["failures"], r["outcome"]) for r in rows][2] == (3, 2, "succeeded")
+    failed = json.loads(runner.invoke(app, ["tasks", "--project", "alpha", "--outcome", "failed", "--json"]).stdout)
+    assert [r["task_id"] for r in failed] == ["task-E"]
+    retried = json.loads(runner.invoke(app, ["tasks", "--retried", "--agent", "planner", "--json"]).stdout)
+    assert sorted((r["project"], r["task_id"]) for r in retried) == [("alpha", "task-A"), ("alpha", "task-B")]
+    shown = runner.invoke(app, ["tasks", "--project", "alpha", "--limit", "2"], env={"COLUMNS": "160"})
+    assert shown.exit_code == 0 and "task-E" in shown.stdout and "task-C" not in shown.stdout
+    assert "attempts" in shown.stdout and "{" not in shown.stdout
+    bad = runner.invoke(app, ["tasks", "--outcome", "exploded"])
+    assert bad.exit_code == 2 and "unknown outcome 'exploded'" in bad.output
+
+
+@pytest.mark.clickhouse
+def test_alerts_list_is_a_table_and_json_only_when_asked(env, store):
+    added = runner.invoke(app, ["alerts", "add", "--name", "slow planner", "--metric", "retry_rate",
+                                "--threshold", "0.3", "--project", "alpha",
+                                "--webhook", "https://ops:pw@hooks.example/services/T0/B0/secret"])
+    assert added.exit_code == 0, added.output
+    shown = runner.invoke(app, ["alerts", "list"], env={"COLUMNS": "200"})
+    assert shown.exit_code == 0, shown.output
+    assert "slow planner" in shown.stdout and "retry_rate > 0.3 over 15 min" in shown.stdout
+    assert "project=alpha" in shown.stdout and "secret" not in shown.stdout and "{" not in shown.stdout
+    data = json.loads(runner.invoke(app, ["alerts", "list", "--json"]).stdout)
+    assert [r["name"] for r in data["rules"]] == ["slow planner"]

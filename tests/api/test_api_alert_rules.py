@@ -21,7 +21,7 @@ RULE = {"name": "busy", "metric": "calls", "op": ">", "threshold": 0, "window_mi
 @pytest.fixture
 def api_settings(settings):
     """The receiver below listens on 127.0.0.1: allowed as an operator allows an internal relay."""
-    return settings.model_copy(update={"api_keys": dict(KEYS), "alert_webhook_hosts": ["127.0.0.1"]})
+    return settings.model_copy(update={"api_keys": dict(KEYS), "alert_webhook_hosts": ["127.0.0.1:*"]})
 
 
 @pytest.fixture
@@ -122,3 +122,36 @@ def test_a_project_key_cannot_point_a_webhook_into_the_servers_network(client, u
                          headers=ACME)
     assert changed.status_code == 422, changed.text
     assert [r["webhook_url"] for r in client.get("/v1/projects/acme/alerts", headers=ACME).json()["rules"]] == [""]
+
+
+def test_a_project_has_at_most_its_cap_of_rules_and_another_project_is_not_held_by_it(
+    api_settings, seeded, acme: RetryLensClient,
+) -> None:
+    from fastapi.testclient import TestClient
+
+    from retrylens.api.app import create_app
+
+    capped = create_app(api_settings.model_copy(update={"alert_rules_per_project": 2}), seeded)
+    with TestClient(capped) as client:
+        for n in range(2):
+            assert client.post("/v1/projects/acme/alerts/rules", json={**RULE, "name": f"r{n}"},
+                               headers=ACME).status_code == 201
+        third = client.post("/v1/projects/acme/alerts/rules", json=RULE, headers=ACME)
+        assert third.status_code == 409 and "alert_rules_per_project = 2" in third.text
+        assert client.post("/v1/projects/globex/alerts/rules", json=RULE, headers=GLOBEX).status_code == 201
+
+
+def test_a_projects_alert_history_is_filtered_before_the_newest_cut(client, seeded, acme: RetryLensClient) -> None:
+    """A busy project's 1,001 newer notifications must not push a quiet project's out of its history."""
+    from datetime import UTC, datetime, timedelta
+
+    ours = acme.add_alert_rule("acme", RULE)
+    theirs = RetryLensClient("http://testserver", KEYS["globex"], http=client).add_alert_rule("globex", RULE)
+    old = datetime.now(UTC) - timedelta(days=1)
+    columns = ["ts", "rule_id", "rule_name", "slice_value", "status", "value", "threshold", "message", "delivered"]
+    rows = [[old, ours["rule_id"], "busy", "", "firing", 1.0, 0.0, "acme's page", True]]
+    rows += [[old + timedelta(seconds=1 + n), theirs["rule_id"], "busy", "", "firing", 1.0, 0.0, "globex", True]
+             for n in range(1_001)]
+    seeded.client.insert(f"{seeded.database}.alert_log", rows, column_names=columns)
+    history = acme.alerts("acme")["history"]
+    assert [h["message"] for h in history] == ["acme's page"]

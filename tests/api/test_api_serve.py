@@ -30,7 +30,8 @@ def _free_port() -> int:
 def _env(data_dir: Path, port: int) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RETRYLENS_") and k != "KAFKA_BOOTSTRAP_SERVERS"}
     env.update({"RETRYLENS_DATA_DIR": str(data_dir), "RETRYLENS_API_KEYS": json.dumps({"acme": "serve-key"}),
-                "RETRYLENS_API_PORT": str(port), "RETRYLENS_BATCH_MAX_SECONDS": "0.2"})
+                "RETRYLENS_API_PORT": str(port), "RETRYLENS_BATCH_MAX_SECONDS": "0.2",
+                "PYTHONWARNINGS": "always::ResourceWarning"})  # an unclosed socket at stop must show
     return env
 
 
@@ -63,13 +64,25 @@ def test_serve_ingests_http_events_refuses_a_second_owner_and_exits_0_on_sigterm
             tasks = metrics["metrics"]["tasks"]
         assert tasks == 10
 
-        second = subprocess.run([sys.executable, "-m", "retrylens.cli.main", "serve", "--port", str(_free_port())],
-                                env=_env(tmp_path, port), capture_output=True, text=True, timeout=60)
+        other_port = _free_port()
+        second = subprocess.run([sys.executable, "-m", "retrylens.cli.main", "serve", "--port", str(other_port)],
+                                env=_env(tmp_path, other_port), capture_output=True, text=True, timeout=60)
         assert second.returncode == 1
-        assert "owned by another process" in second.stderr and "RETRYLENS_API_URL" in second.stderr
+        said = " ".join(second.stderr.split())  # rich wraps long lines
+        assert "owned by another process" in said and "RETRYLENS_API_URL" in said
+        assert f"API at {url}" in said and str(other_port) not in said  # the running server's address
+
+        again = subprocess.run([sys.executable, "-m", "retrylens.cli.main", "up", "--port", str(_free_port())],
+                               env=_env(tmp_path, port), capture_output=True, text=True, timeout=60)
+        said = " ".join(again.stderr.split())
+        assert again.returncode == 1 and f"already runs on this data directory at {url}" in said
+        assert "API on" not in again.stdout + said  # it does not announce that server as its own
 
         server.send_signal(signal.SIGTERM)
         assert server.wait(timeout=30) == 0
+        stopped = server.stderr.read()
+        assert "Application shutdown complete" in stopped
+        assert "shutdown already in progress" not in stopped and "ResourceWarning" not in stopped
     finally:
         if server.poll() is None:
             server.kill()

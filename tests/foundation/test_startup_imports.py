@@ -10,6 +10,7 @@ waiting for it.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -43,3 +44,16 @@ def test_the_command_line_starts_without_the_model_and_replay_libraries() -> Non
     )
     loaded = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
     assert loaded == []
+
+
+def test_an_embedded_server_and_the_command_line_never_import_kafka_python() -> None:
+    """kafka-python takes seconds to import and warns (DeprecationWarning) on import: a server
+    with an embedded store and no Kafka, and the CLI beside it, must never load it."""
+    code = (
+        "import sys, json; import retrylens.cli.main, retrylens.api.server, retrylens.api.app, "
+        "retrylens.ingest.spool_ingestor, retrylens.cli.demo_loop; "
+        "print(json.dumps(sorted(m for m in sys.modules if m == 'kafka' or m.startswith('kafka.'))[:5]))"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RETRYLENS_", "KAFKA_"))}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    assert json.loads(done.stdout) == []

@@ -112,3 +112,22 @@ def test_policy_validate_cli(tmp_path: Path) -> None:
     assert ok.exit_code == 0 and json.loads(ok.stdout)["version"] == "3"
     failed = CliRunner().invoke(app, ["policy", "validate", str(bad)])
     assert failed.exit_code == 2 and "breaker.failure_ratio" in failed.output
+
+
+@pytest.mark.clickhouse
+def test_simulate_record_writes_the_governed_fleets_events_into_the_store(settings, store, monkeypatch) -> None:
+    """So a fresh install can feed its dashboard: every emitted event stored once, ending now."""
+    monkeypatch.setenv("RETRYLENS_DATA_DIR", str(settings.data_dir))
+    monkeypatch.setenv("RETRYLENS_CLICKHOUSE_DSN", settings.clickhouse_dsn)
+    monkeypatch.setenv("RETRYLENS_CLICKHOUSE_DATABASE", settings.clickhouse_database)
+    monkeypatch.delenv("RETRYLENS_KAFKA_BOOTSTRAP_SERVERS", raising=False)
+    result = CliRunner().invoke(app, ["simulate", "--tasks", "30", "--seed", "5", "--unkeyed-tasks", "0",
+                                      "--record", "--json"])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    recorded = payload["recorded"]
+    assert recorded["events_emitted"] == payload["governor"]["events_emitted"] > 0
+    assert recorded["events_stored"] == recorded["events_emitted"]
+    tasks, newest = store.client.query(
+        f"SELECT uniqExact(task_id), max(ts) FROM {store.database}.events").result_rows[0]
+    assert tasks == 30 and abs((datetime.now(UTC) - newest.replace(tzinfo=UTC)).total_seconds()) < 6 * 3600
