@@ -135,3 +135,14 @@ def test_alerts_list_is_a_table_and_json_only_when_asked(env, store):
     assert "project=alpha" in shown.stdout and "secret" not in shown.stdout and "{" not in shown.stdout
     data = json.loads(runner.invoke(app, ["alerts", "list", "--json"]).stdout)
     assert [r["name"] for r in data["rules"]] == ["slow planner"]
+
+
+def test_train_summary_says_whether_the_new_model_became_current_with_both_figures() -> None:
+    from retrylens.cli.views import train_summary
+
+    reason = "worse than v0001 (Brier 0.2 vs 0.1 on 30 recent held-out tasks): kept as a candidate; --force makes it current"
+    kept = train_summary({"version": "v0002", "promotion": {"promoted": False, "reason": reason}})
+    assert f"  kept as a candidate: {reason}" in kept
+    made = train_summary({"version": "v0003", "promotion": {"promoted": True, "reason": "no worse than v0001: Brier 0.1 vs 0.1"}})
+    assert "  now current: no worse than v0001: Brier 0.1 vs 0.1" in made
+    assert not any("candidate" in line or "current" in line for line in train_summary({"version": "v0004"}))
