@@ -35,7 +35,9 @@ def markdown_strings(node) -> Iterator[tuple[str, str]]:
     """(where, string) of every string of the page that Streamlit renders as Markdown."""
     from streamlit.testing.v1 import element_tree as tree
 
-    if isinstance(node, tree.Markdown | tree.HeadingBase | tree.AlertBase | tree.PageLink):
+    # PageLink is not in the element tree of every Streamlit the project allows (1.63 lacks it)
+    kinds = tuple(getattr(tree, name) for name in ("Markdown", "HeadingBase", "AlertBase", "PageLink") if hasattr(tree, name))
+    if isinstance(node, kinds):
         yield type(node).__name__, node.value
     for attribute in ("label", "help"):
         value = getattr(node, attribute, None) if not isinstance(node, tree.Block) or attribute == "label" else None
