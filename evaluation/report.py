@@ -319,5 +319,11 @@ def recommendation_lines(report: dict[str, Any]) -> list[str]:
     for c in report.get("candidates", []):
         v = verdicts.get(c["name"], {})
         lines.append(f"  candidate {c['name']}: {describe_changes(c.get('changes', []), limit=20)}"
-                     + (f"; {VERDICT_WORDS.get(v['verdict'], v['verdict'])}: {v['why']}" if v else ""))
+                     + (f"; {_verdict_and_why(v)}" if v else ""))
     return lines
+
+
+def _verdict_and_why(verdict: dict[str, Any]) -> str:
+    """The verdict's words, then why; once, where the why already opens with them."""
+    words = VERDICT_WORDS.get(verdict["verdict"], verdict["verdict"])
+    return verdict["why"] if verdict["why"].startswith(f"{words}:") else f"{words}: {verdict['why']}"

@@ -42,6 +42,7 @@ def test_the_cli_lines_say_not_supported_and_how_to_get_the_evidence(report) -> 
     assert "not supported by the log" in line
     assert "shadow.explore_stops 0.2 for about" in line and "canary on about" in line
     assert "not supported by the log: retry-429" in lines[0]
+    assert not any(line.count("not supported by the log:") > 1 for line in lines)  # said once a line
 
 
 def test_the_html_report_says_not_supported(report, tmp_path) -> None:
