@@ -18,6 +18,7 @@ import asyncio
 import socket
 import warnings
 from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any
 
@@ -30,8 +31,12 @@ from retrylens.sdk import CallbackChannel, Governor
 from retrylens.testing import CapturedEvents, capture_events
 
 START = datetime(2026, 12, 1, tzinfo=UTC)
-CLIENT_TIMEOUT_S = 1.0  # the client's timeout and the deadlines: generous for a loaded machine
+STALL_TIMEOUT_S = 1.0  # the client's timeout and the deadlines where the server stalls
 STALL_S = 3.0  # a stalled server answers long after
+#: The client's timeout in force. Only a stall needs a short one; every other shape fails
+#: at once, and a short timeout there could turn a refused or reset request into a timeout
+#: on a loaded machine (a different shape than the test means), so they get a long one.
+CLIENT_TIMEOUT: ContextVar[float] = ContextVar("client_timeout", default=60.0)
 
 AFTER = {
     "reset": Reply(reset=True),
@@ -56,7 +61,7 @@ CHAT = [{"role": "user", "content": "charge it"}]
 def httpx_sync(base: str) -> Any:
     import httpx
 
-    response = httpx.post(f"{base}/v1/charges", json=BODY, timeout=CLIENT_TIMEOUT_S)
+    response = httpx.post(f"{base}/v1/charges", json=BODY, timeout=CLIENT_TIMEOUT.get())
     response.raise_for_status()
     return response.json()
 
@@ -64,7 +69,7 @@ def httpx_sync(base: str) -> Any:
 def requests_sync(base: str) -> Any:
     import requests
 
-    response = requests.post(f"{base}/v1/charges", json=BODY, timeout=CLIENT_TIMEOUT_S)
+    response = requests.post(f"{base}/v1/charges", json=BODY, timeout=CLIENT_TIMEOUT.get())
     response.raise_for_status()
     return response.json()
 
@@ -73,7 +78,7 @@ def openai_sync(base: str) -> Any:
     import openai
 
     client = openai.OpenAI(
-        base_url=f"{base}/v1", api_key="k", max_retries=0, timeout=CLIENT_TIMEOUT_S
+        base_url=f"{base}/v1", api_key="k", max_retries=0, timeout=CLIENT_TIMEOUT.get()
     )
     return client.chat.completions.create(model="gpt-4o", messages=CHAT).id  # type: ignore[arg-type]
 
@@ -82,15 +87,15 @@ def anthropic_sync(base: str) -> Any:
     import anthropic
 
     client = anthropic.Anthropic(
-        base_url=base, api_key="k", max_retries=0, timeout=CLIENT_TIMEOUT_S
+        base_url=base, api_key="k", max_retries=0, timeout=CLIENT_TIMEOUT.get()
     )
     return client.messages.create(model="claude-x", max_tokens=8, messages=CHAT).id  # type: ignore[arg-type]
 
 
-async def httpx_async(base: str, timeout: float | None = CLIENT_TIMEOUT_S) -> Any:
+async def httpx_async(base: str, *, no_timeout: bool = False) -> Any:
     import httpx
 
-    async with httpx.AsyncClient(timeout=timeout) as client:
+    async with httpx.AsyncClient(timeout=None if no_timeout else CLIENT_TIMEOUT.get()) as client:
         response = await client.post(f"{base}/v1/charges", json=BODY)
         response.raise_for_status()
         return response.json()
@@ -99,7 +104,7 @@ async def httpx_async(base: str, timeout: float | None = CLIENT_TIMEOUT_S) -> An
 async def aiohttp_async(base: str) -> Any:
     import aiohttp
 
-    timeout = aiohttp.ClientTimeout(total=CLIENT_TIMEOUT_S)
+    timeout = aiohttp.ClientTimeout(total=CLIENT_TIMEOUT.get())
     async with (
         aiohttp.ClientSession(timeout=timeout) as session,
         session.post(f"{base}/v1/charges", json=BODY) as response,
@@ -112,7 +117,7 @@ async def openai_async(base: str) -> Any:
     import openai
 
     client = openai.AsyncOpenAI(
-        base_url=f"{base}/v1", api_key="k", max_retries=0, timeout=CLIENT_TIMEOUT_S
+        base_url=f"{base}/v1", api_key="k", max_retries=0, timeout=CLIENT_TIMEOUT.get()
     )
     return (await client.chat.completions.create(model="gpt-4o", messages=CHAT)).id  # type: ignore[arg-type]
 
@@ -121,20 +126,20 @@ async def anthropic_async(base: str) -> Any:
     import anthropic
 
     client = anthropic.AsyncAnthropic(
-        base_url=base, api_key="k", max_retries=0, timeout=CLIENT_TIMEOUT_S
+        base_url=base, api_key="k", max_retries=0, timeout=CLIENT_TIMEOUT.get()
     )
     return (await client.messages.create(model="claude-x", max_tokens=8, messages=CHAT)).id  # type: ignore[arg-type]
 
 
 async def wait_for_deadline(base: str) -> Any:
     """No client timeout: the caller's ``asyncio.wait_for`` cuts the call."""
-    return await asyncio.wait_for(httpx_async(base, timeout=None), CLIENT_TIMEOUT_S)
+    return await asyncio.wait_for(httpx_async(base, no_timeout=True), STALL_TIMEOUT_S)
 
 
 async def timeout_block_deadline(base: str) -> Any:
     """No client timeout: the caller's ``async with asyncio.timeout`` cuts the call."""
-    async with asyncio.timeout(CLIENT_TIMEOUT_S):
-        return await httpx_async(base, timeout=None)
+    async with asyncio.timeout(STALL_TIMEOUT_S):
+        return await httpx_async(base, no_timeout=True)
 
 
 SYNC = {"httpx": httpx_sync, "requests": requests_sync, "openai": openai_sync,
@@ -175,6 +180,14 @@ class Rig:
             if e.kind is EventKind.SIDE_EFFECT
             for s in e.side_effects
         ]
+
+
+@pytest.fixture(autouse=True)
+def _client_timeout_reset() -> Iterator[None]:
+    """A test that shortens the client's timeout never leaves it short for the next."""
+    token = CLIENT_TIMEOUT.set(CLIENT_TIMEOUT.get())
+    yield
+    CLIENT_TIMEOUT.reset(token)
 
 
 @pytest.fixture
@@ -267,6 +280,8 @@ def test_a_sync_side_effect_failing_after_the_server_processed_it_is_never_repea
     client: str, shape: str, unsafe: bool, rig: Rig
 ) -> None:
     g = rig.g
+    if shape == "stall":
+        CLIENT_TIMEOUT.set(STALL_TIMEOUT_S)
     with FakeProvider(default=AFTER[shape]) as server:
         charge = _tool(g, SYNC[client], _targets(server, before=False), unsafe)
         with pytest.raises(HandedOff) as stopped:
@@ -294,6 +309,8 @@ def test_an_async_side_effect_failing_after_the_server_processed_it_is_never_rep
     client: str, shape: str, unsafe: bool, rig: Rig
 ) -> None:
     g = rig.g
+    if shape == "stall":
+        CLIENT_TIMEOUT.set(STALL_TIMEOUT_S)
     with FakeProvider(default=AFTER[shape]) as server:
         charge = _async_tool(g, ASYNC[client], _targets(server, before=False), unsafe)
         with pytest.raises(HandedOff) as stopped:
@@ -308,11 +325,11 @@ def test_a_deadline_around_the_side_effect_inside_the_task_hands_off_instead_of_
     g = rig.g
     with FakeProvider(default=AFTER["stall"]) as server:
         charge = _async_tool(
-            g, lambda base: httpx_async(base, timeout=None), _targets(server, False), False
+            g, lambda base: httpx_async(base, no_timeout=True), _targets(server, False), False
         )
 
         async def agent() -> Any:
-            return await asyncio.wait_for(charge(), CLIENT_TIMEOUT_S)
+            return await asyncio.wait_for(charge(), STALL_TIMEOUT_S)
 
         with pytest.raises(HandedOff) as stopped:
             asyncio.run(g.acall(agent, goal="charge the order"))
@@ -342,7 +359,7 @@ def test_a_task_cancelled_from_outside_propagates_the_cancellation_and_repeats_n
         started.set()
         if where == "before":
             await asyncio.sleep(5)  # cut before anything is sent
-        return await httpx_async(base, timeout=None)
+        return await httpx_async(base, no_timeout=True)
 
     async def main(server: FakeProvider) -> None:
         charge = _async_tool(g, send, _targets(server, False), False)
