@@ -107,6 +107,7 @@ class TaskRun(RunRecords, RunEvents, RunSteps):
         self._source_policy = source_policy or governor.source.current
         self._logged_full = False
         self._observed: set[str] = set()
+        self._unrecovered: dict[str, bool] = {}  # a failure fed to a breaker, not yet retried
         self._finished = False
         self._calls: dict[str, int] = {}  # calls of @governor.tool tools in this pass
 
@@ -325,9 +326,17 @@ class TaskRun(RunRecords, RunEvents, RunSteps):
         return dependency
 
     def observe(self, dependency: str, success: bool) -> None:
-        """Feed one call's outcome to the dependency's breaker and retry throttle."""
+        """Feed one call's outcome to the dependency's breaker and retry throttle.
+
+        A success after this task's failure of the same dependency is its recovery: the
+        breaker counts the blip and the recovery as one success (:mod:`.breaker`).
+        """
         self._observed.add(dependency)
-        self.g.breakers[dependency].record(success)
+        if success:  # one recovery takes back one failure: a run of several still counts
+            recovers = self._unrecovered.pop(dependency, False)
+        else:
+            recovers, self._unrecovered[dependency] = False, True
+        self.g.breakers[dependency].record(success, recovers=recovers)
         self.g.throttles[dependency].record(success)
 
     def check_cancelled(self) -> None:
