@@ -62,7 +62,8 @@ TARGETS: dict[str, Target] = {
     "replay_history": Target(
         "evaluation/history.py",
         ("build_history",),
-        ("tests/evaluation/test_replay_planted_budgets.py", "tests/evaluation/test_eval_budget_steps.py",
+        # The exact arrays first (2 s): with -x most mutants stop there.
+        ("tests/evaluation/test_history_arrays.py", "tests/evaluation/test_replay_planted_budgets.py", "tests/evaluation/test_eval_budget_steps.py",
          "tests/evaluation/test_eval_replay.py"),
     ),
 }
