@@ -38,6 +38,7 @@ TARGETS: dict[str, Target] = {
         "api/otlp_decode.py",
         ("decode", "_from_protobuf", "_from_json", "_json_span", "_hex_id", "_pb_id", "_uint", "_exception"),
         (
+            "tests/api/test_otlp_decode_exact.py",  # pure, under a second: most mutants stop here (-x)
             "tests/api/test_otlp_delivery_guarantees.py",
             "tests/api/test_otlp_status_codes.py",
             "tests/api/test_otlp.py::test_otlp_json_a_failed_last_attempt_is_an_inferred_give_up",
