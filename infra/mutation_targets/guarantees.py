@@ -26,6 +26,7 @@ TARGETS: dict[str, Target] = {
             "--deselect", f"{_EMITTER}::test_embedded_mode_spools_then_the_ingestor_stores_each_event_once",
             "--deselect", f"{_EMITTER}::test_kafka_fallback_spools_are_left_to_their_own_emitter",
             "tests/foundation/test_emitter_full_disk.py",
+            "tests/foundation/test_emitter_pacing.py",
         ),
     ),
     "advice_effects": Target(
