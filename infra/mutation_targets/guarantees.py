@@ -54,7 +54,7 @@ TARGETS: dict[str, Target] = {
     "precheck_monitor": Target(
         "analytics/prechecks.py",
         ("auc", "judge", "precheck_measures"),
-        ("tests/api/test_api_precheck_monitor.py",),
+        ("tests/analytics/test_precheck_figures_exact.py", "tests/api/test_api_precheck_monitor.py"),
     ),
     "replay_limits": Target(
         "evaluation/limits.py",
