@@ -84,3 +84,31 @@ def test_a_full_queue_on_a_full_disk_drops_the_event_and_says_so_without_raising
     assert emitter.stats["dropped_spool_unwritable"] == 10
     emitter.close(timeout_s=0.2)
     assert emitter.stats["dropped_spool_unwritable"] == 15  # the five queued, at close
+
+
+def test_a_refusal_after_a_good_append_is_retried_soon_and_a_second_one_waits_longer(
+    disk: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The spool's waits: min_backoff_s after a first refusal, max_backoff_s after a refusal
+    in a row; a good append starts over (a disk full once a day is not waited on for long)."""
+    folder = disk / "agent"
+    events = make_events(41)
+    emitter = Emitter(sink=None, spool=Spool(folder), min_backoff_s=0.01, max_backoff_s=3.0)
+    assert emitter.emit(events[0])
+    assert emitter.flush(5)  # a good append
+    fill(disk)
+    for event in events[1:]:
+        assert emitter.emit(event)
+
+    def refusals() -> int:
+        return sum("spool cannot persist" in r.getMessage() for r in caplog.records)
+
+    deadline = time.monotonic() + 1.5
+    while refusals() < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert refusals() == 2  # refused, 10 ms, refused again, then 3 s
+    emitter.close(timeout_s=0.1)
+    free(disk)
+    kept = _spooled_ids(folder)
+    assert kept == [e.event_id.hex for e in events[: len(kept)]]
+    assert emitter.stats["dropped_spool_unwritable"] == len(events) - len(kept)
