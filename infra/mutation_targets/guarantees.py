@@ -197,6 +197,12 @@ EQUIVALENT: Equivalent = {
     ("sdk/transport/emitter.py", "_overflow", "core/ReplaceFalseWithTrue", "self._spool.append([record], sync=True)"):
         _FSYNC + "; it costs the agent's thread one fsync per event past a full queue, which the never-blocks"
         " test's median wall time shows only on a disk whose fsync takes over 1 ms (not this machine's)",
+    **{
+        ("sdk/transport/emitter.py", function, "core/ReplaceComparisonOperator_Lt_NotEq", line):
+            "a sink returns how many records of the batch it acknowledged, a prefix: never more than it was"
+            " given, so != and < agree"
+        for function, line in (("_route", "if delivered != len(records):"), ("_deliver", "if delivered != len(records):"))
+    },
     ("api/precheck_log.py", "add", "core/ReplaceComparisonOperator_GtE_Eq", "if len(self._rows) == self._max:"):
         "rows are added one at a time and never beyond the bound, so the count reaches it exactly before it"
         " could pass it (a failed flush puts back only rows that were in the buffer)",

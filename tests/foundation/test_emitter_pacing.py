@@ -89,3 +89,44 @@ def test_what_close_could_not_deliver_in_time_is_spooled_not_sent_to_the_slow_si
     assert len(delivered) <= 1  # at most the batch in flight when close() gave up
     spooled = [(r.key, r.value) for r in Spool(tmp_path, writer=False).read()]
     assert _ids(delivered + spooled) == [e.event_id.hex for e in events]
+
+
+class BlockingSink(RecordingSink):
+    """Holds the first delivery until ``release`` is set (a broker that does not answer yet)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def deliver(self, records: list[Record]) -> int:
+        self.entered.set()
+        self.release.wait(10)
+        return super().deliver(records)
+
+
+def test_without_a_spool_an_event_past_a_full_queue_is_refused_and_counted() -> None:
+    sink = BlockingSink()
+    events = make_events(5)
+    emitter = Emitter(sink=sink, spool=None, queue_size=2, batch_size=1)
+    assert emitter.emit(events[0])
+    assert sink.entered.wait(10)  # the pump holds events[0], waiting on the sink
+    assert [emitter.emit(e) for e in events[1:]] == [True, True, False, False]
+    assert emitter.stats["dropped_queue_full"] == 2
+    sink.release.set()
+    assert emitter.flush(10)
+    emitter.close()
+    assert _ids([r for b in sink.batches for r in b]) == [e.event_id.hex for e in events[:3]]
+
+
+def test_a_healthy_sinks_events_never_go_through_the_spool(tmp_path: Path) -> None:
+    sink = RecordingSink()
+    events = make_events(6)
+    emitter = Emitter(sink=sink, spool=Spool(tmp_path))
+    for part in (events[:3], events[3:]):
+        for event in part:
+            assert emitter.emit(event)
+        assert emitter.flush(10)
+    emitter.close()
+    assert emitter.stats["spooled"] == 0 and emitter.stats["queued"] == 6
+    assert _ids([r for b in sink.batches for r in b]) == [e.event_id.hex for e in events]
