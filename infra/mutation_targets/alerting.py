@@ -25,6 +25,7 @@ TARGETS: dict[str, Target] = {
         (
             "tests/analytics/test_alert_receivers.py",
             "tests/api/test_api_alert_rules.py::test_a_project_has_at_most_its_cap_of_rules_and_another_project_is_not_held_by_it",
+            "tests/api/test_api_alert_rules.py::test_a_cap_lowered_below_what_a_project_has_refuses_its_next_rule",
         ),
     ),
     "alerts": Target(
