@@ -91,6 +91,13 @@ build_venv() {
   # (tests/sdk/test_sdk_bfcl_acceptance.py). Its declared dependencies pull torch; its tool
   # classes need only mpmath, so it is installed without them, pinned.
   "$UV" pip install --quiet --compile-bytecode --python "$VPY" --no-deps "bfcl-eval==2026.3.23" "mpmath==1.4.1"
+  # litellm, for the test that its own retries under observe() are one task's attempts
+  # (tests/sdk/test_litellm_observed.py): not a dependency of the project (with its declared
+  # dependencies +139 MB, and it would move python-dateutil), so it is installed without
+  # them, pinned, with the three modules its import needs that the locked set lacks
+  # (~70 MB, in the test venv only). 1.81.13 was released before litellm's compromised releases.
+  "$UV" pip install --quiet --compile-bytecode --python "$VPY" --no-deps "litellm==1.81.13" \
+    "tiktoken==0.14.0" "tokenizers==0.23.3" "fastuuid==0.14.0"
   # The suite must see the venv's packages and nothing else.
   "$VPY" - <<'EOF'
 import sys, sysconfig

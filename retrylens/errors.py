@@ -14,6 +14,7 @@ RetryLensError
 │   │   └── ChainCancelled      cancel_chain() was called for the task or its parent
 │   ├── SideEffectError         a guarded side effect is in an unknown or failed state
 │   ├── AsyncToolInPlainCall    a step of a plain call returned an awaitable (use acall)
+│   ├── CoroutineNeverAwaited   governed code created a coroutine and dropped it unawaited
 │   └── HandoffError            a hand-off channel could not deliver the package
 ├── ApiError                    the RetryLens API answered with an error status
 ├── OtlpDecodeError             a body sent to /v1/traces is not an OTLP trace export (400)
@@ -147,6 +148,17 @@ class SideEffectError(GovernorError):
 class AsyncToolInPlainCall(GovernorError, TypeError):
     """A step or side effect of a plain ``call`` returned an awaitable: a usage error, not a
     failed attempt, so it is raised at once instead of being retried."""
+
+
+class CoroutineNeverAwaited(GovernorError, TypeError):
+    """Code run by a governed attempt created a coroutine and dropped it without awaiting
+    it (``charge(10)`` where ``await charge(10)`` was meant): nothing of it ran, so the
+    attempt is not a success. A usage error, raised at once instead of being retried;
+    ``coroutines`` names the dropped ones (their qualified names)."""
+
+    def __init__(self, message: str, *, coroutines: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.coroutines = coroutines
 
 
 class HandoffError(GovernorError):

@@ -2,6 +2,12 @@
 
 Counting is over the last ``window`` calls (at least ``min_calls`` before it may open);
 time comes from the injected clock, so tests and the simulated fleet are exact.
+
+A blip the task's retry recovers from is one success, not a failure and a success: the
+recovery (``record(True, recovers=True)``) takes back one failure still in the window. So
+a long task whose every step fails once and then succeeds leaves its dependency closed
+(counted plainly, failing every other call opens it after five steps), while a dependency
+that stays failing, or fails most tries before one gets through, still opens it.
 """
 
 from __future__ import annotations
@@ -70,7 +76,9 @@ class CircuitBreaker:
         """Open right now (read-only: does not take a probe)."""
         return self.policy.enabled and self.state is BreakerState.OPEN
 
-    def record(self, success: bool) -> None:
+    def record(self, success: bool, *, recovers: bool = False) -> None:
+        """Count one call's outcome; ``recovers``: a success that retried a failure of this
+        dependency, whose failure it takes back (the latest one still in the window)."""
         with self._lock:
             state = self._current()
             if state is BreakerState.HALF_OPEN:
@@ -80,6 +88,8 @@ class CircuitBreaker:
                 else:
                     self._trip()
                 return
+            if success and recovers:
+                self._take_back_a_failure()
             self._outcomes.append(success)
             failures = self._outcomes.count(False)
             if (
@@ -87,6 +97,17 @@ class CircuitBreaker:
                 and failures / len(self._outcomes) >= self.policy.failure_ratio
             ):
                 self._trip()
+
+    def _take_back_a_failure(self) -> None:
+        for i in range(len(self._outcomes) - 1, -1, -1):
+            if not self._outcomes[i]:
+                del self._outcomes[i]
+                return
+
+    def outcomes(self) -> list[bool]:
+        """The outcomes in the window, oldest first (a copy)."""
+        with self._lock:
+            return list(self._outcomes)
 
     def _trip(self) -> None:
         self._state, self._opened_at, self._probes = BreakerState.OPEN, self._clock(), 0

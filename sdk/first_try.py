@@ -144,8 +144,8 @@ class FirstTry:
         Tokens and cost are read off ``result`` when it carries a usage (see :mod:`.usage`).
         """
         if self.run is not None and self.attempt is not None:
-            self.run.succeed(self.run.last_attempt or self.attempt, result)
-            self.run.finish()
+            with self.run:  # a refused success (a coroutine dropped unawaited) ends it failed
+                self.run.succeed(self.run.last_attempt or self.attempt, result)
             return
         g = self.g
         event = compact_event(g, self.template, self.task_id, self.started, result)

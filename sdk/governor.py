@@ -133,6 +133,9 @@ class Governor(GovernorTools):
         from . import provider_hook  # provider clients' own retries become governed attempts
 
         provider_hook.install()
+        from . import unawaited  # a coroutine governed code drops unawaited is no success
+
+        unawaited.install()
         self._emit = emit or (lambda event: None)
         if otel if otel is not None else _otel_configured():
             from .otel import traced

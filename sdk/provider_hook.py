@@ -29,9 +29,15 @@ observer instead, grouped into one operation per client call (the stainless
 known provider host or :func:`~retrylens.sdk.observing.model_call`); what the call
 returns or raises is untouched.
 
+litellm retries around its client calls (``num_retries``): its ``completion`` and
+``acompletion`` are wrapped too once ``litellm`` is imported, so that under ``observe()``
+one litellm call is one operation whatever its clients and retries send
+(:mod:`.litellm_calls`).
+
 This module installs and removes the hook; what it does per request is
-:mod:`.provider_send`, per stainless client call :mod:`.provider_calls` (both load with
-the first module patched, or with :func:`install` given an observer).
+:mod:`.provider_send`, per stainless client call :mod:`.provider_calls`, per litellm call
+:mod:`.litellm_calls` (each loads with the first module it patches, or with
+:func:`install` given an observer).
 """
 
 from __future__ import annotations
@@ -44,8 +50,9 @@ if TYPE_CHECKING:
     from .provider_send import Observer
 
 _HTTP_MODULES = ("httpx", "httpx2")
+_LITELLM = "litellm"  # its completion functions, see :mod:`.litellm_calls`
 _lock = _thread.allocate_lock()
-_patched: list[tuple[type, str, Any]] = []  # (class, attribute, original) to undo
+_patched: list[tuple[Any, str, Any]] = []  # (class or module, attribute, original) to undo
 _finder: _PostImportFinder | None = None
 _sending: Any = None  # the provider_send module, once loaded
 
@@ -101,10 +108,18 @@ def stop_observing() -> None:
 
 
 def _FOR(name: str) -> bool:  # noqa: N802 - reads as "is this module one to patch"
-    return name in _HTTP_MODULES or name.endswith("._base_client")
+    return name in _HTTP_MODULES or name.endswith("._base_client") or name == _LITELLM
 
 
 def _patch_module(name: str, module: Any) -> None:
+    if name == _LITELLM:  # its own retries around its client calls: one operation per call
+        from . import litellm_calls
+
+        for attribute, is_async in litellm_calls.WRAPPED:
+            if callable(module.__dict__.get(attribute)):
+                wrap = litellm_calls.wrap_acompletion if is_async else litellm_calls.wrap_completion
+                _patch(module, attribute, wrap)
+        return
     if name in _HTTP_MODULES:
         send = _send()
         for cls_name, wrap in (("Client", send.wrap_send), ("AsyncClient", send.wrap_asend)):
@@ -170,7 +185,7 @@ def _bound(descriptor: Any) -> Any:
     return call
 
 
-def _patch(cls: type, attribute: str, wrap: Any) -> None:
+def _patch(cls: Any, attribute: str, wrap: Any) -> None:
     original = cls.__dict__[attribute]
     if getattr(original, "__retrylens_original__", None) is not None:
         return  # patched already

@@ -15,6 +15,7 @@ from retrylens.schemas.taxonomy import Decision, ErrorType, EventKind, TaskOutco
 from .awaitables import is_awaitable, refuse
 from .chain import is_async_cancellation
 from .sanitizer import Failure, classify
+from .unawaited import refuse_success
 from .usage import usage_of
 from .verdicts import record_failure
 
@@ -36,6 +37,7 @@ class RunRecords:
     _debts: list[tuple[str, str, Hook]]
     _undoable: list[tuple[str, str, Hook, str]]
     _observed: set[str]
+    unawaited: list[str]
 
     def succeed(
         self,
@@ -54,6 +56,8 @@ class RunRecords:
         """
         if is_awaitable(output):
             refuse(output, "the governed function")
+        if self.unawaited:
+            self._refuse_unawaited(attempt, "the governed function")
         s = self.state
         if s.success_check is not None and not s.success_check(output):
             raise Failure(
@@ -82,6 +86,15 @@ class RunRecords:
             else None,
         )
         self.outcome = TaskOutcome.SUCCEEDED
+
+    def _refuse_unawaited(self, attempt: Attempt, where: str) -> None:
+        """The attempt dropped a coroutine unawaited: recorded failed, the usage error raised."""
+        try:
+            refuse_success(self.unawaited, where)
+        except Exception as error:
+            usage = Failure(ErrorType.LOGIC, str(error), retryable=False, code=type(error).__name__)
+            self.record_failure(attempt, usage)
+            raise
 
     def record_failure(
         self,

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from retrylens.errors import AsyncToolInPlainCall, TaskStopped
+from retrylens.errors import AsyncToolInPlainCall, CoroutineNeverAwaited, TaskStopped
 from retrylens.schemas.taxonomy import Decision, EventKind, TaskOutcome
 
 from .attempts import AttemptScope
@@ -107,8 +107,11 @@ class TaskRun(RunRecords, RunEvents, RunSteps):
         self._source_policy = source_policy or governor.source.current
         self._logged_full = False
         self._observed: set[str] = set()
+        self._unrecovered: dict[str, bool] = {}  # a failure fed to a breaker, not yet retried
         self._finished = False
         self._calls: dict[str, int] = {}  # calls of @governor.tool tools in this pass
+        #: coroutines the attempt created and dropped unawaited (:mod:`.unawaited`)
+        self.unawaited: list[str] = []
 
     def __repr__(self) -> str:
         return f"<TaskRun {self.state!r} outcome={self.outcome}>"
@@ -295,10 +298,11 @@ class TaskRun(RunRecords, RunEvents, RunSteps):
         """Whether ``error`` ending an attempt is recorded and decided (else it propagates).
 
         Every exception is, except :class:`TaskStopped` (the task already stopped) and
-        :class:`AsyncToolInPlainCall` (a usage error: retrying cannot help); of the other
+        :class:`AsyncToolInPlainCall` and :class:`CoroutineNeverAwaited` (usage errors:
+        retrying cannot help); of the other
         base exceptions only the asyncio cancellation that ``cancel_chain`` caused.
         """
-        if isinstance(error, TaskStopped | AsyncToolInPlainCall):
+        if isinstance(error, TaskStopped | AsyncToolInPlainCall | CoroutineNeverAwaited):
             return False
         if isinstance(error, Exception):
             return True
@@ -325,9 +329,17 @@ class TaskRun(RunRecords, RunEvents, RunSteps):
         return dependency
 
     def observe(self, dependency: str, success: bool) -> None:
-        """Feed one call's outcome to the dependency's breaker and retry throttle."""
+        """Feed one call's outcome to the dependency's breaker and retry throttle.
+
+        A success after this task's failure of the same dependency is its recovery: the
+        breaker counts the blip and the recovery as one success (:mod:`.breaker`).
+        """
         self._observed.add(dependency)
-        self.g.breakers[dependency].record(success)
+        if success:  # one recovery takes back one failure: a run of several still counts
+            recovers = self._unrecovered.pop(dependency, False)
+        else:
+            recovers, self._unrecovered[dependency] = False, True
+        self.g.breakers[dependency].record(success, recovers=recovers)
         self.g.throttles[dependency].record(success)
 
     def check_cancelled(self) -> None:

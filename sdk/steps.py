@@ -33,6 +33,7 @@ class RunSteps:
     _debts: list[tuple[str, str, Hook]]
     _undoable: list[tuple[str, str, Hook, str]]
     _calls: dict[str, int]
+    unawaited: list[str]
 
     # -- steps -----------------------------------------------------------------------------
     def step(
@@ -100,7 +101,10 @@ class RunSteps:
         )
 
     def step_succeeded(self, name: str, output: Any, dependency: str) -> None:
-        """A step's tool answered: its dependency is healthy, its usage charged, its output kept."""
+        """A step's tool answered: its dependency is healthy, its usage charged, its output kept
+        (unless it dropped a coroutine unawaited: then it failed, see :mod:`.unawaited`)."""
+        if self.unawaited and self.last_attempt is not None:
+            self._refuse_unawaited(self.last_attempt, f"step {name!r}")  # type: ignore[attr-defined]
         if dependency:
             self.observe(dependency, True)  # type: ignore[attr-defined]
         attempt = self.last_attempt

@@ -1,16 +1,16 @@
 """Every mutation target and written-down equivalent mutant, one file per area.
 
-Each area's file (``sdk_core``, ``sdk_text``, ``sdk_http``, ``mapping``, ``server``, ``guarantees``, ``alerting``) defines ``TARGETS`` and
+Each area's file (``sdk_core``, ``sdk_text``, ``sdk_http``, ``mapping``, ``server``, ``guarantees``, ``alerting``, ``ingest_store``) defines ``TARGETS`` and
 ``EQUIVALENT``; this module merges them so that ``infra/mutate.py`` sees one table.
 """
 
 from __future__ import annotations
 
-from . import alerting, guarantees, mapping, sdk_core, sdk_http, sdk_text, server
+from . import alerting, guarantees, ingest_store, mapping, sdk_core, sdk_http, sdk_text, server
 from .coverage import EXEMPT, GUARANTEE_FOLDERS, GUARANTEE_MODULES
 from .target import Equivalent, Target
 
-_AREAS = (sdk_core, sdk_text, sdk_http, mapping, server, guarantees, alerting)
+_AREAS = (sdk_core, sdk_text, sdk_http, mapping, server, guarantees, alerting, ingest_store)
 
 TARGETS: dict[str, Target] = {name: t for area in _AREAS for name, t in area.TARGETS.items()}
 EQUIVALENT: Equivalent = {key: why for area in _AREAS for key, why in area.EQUIVALENT.items()}

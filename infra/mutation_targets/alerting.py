@@ -17,16 +17,23 @@ TARGETS: dict[str, Target] = {
         ("safe_url", "judge", "post_page", "deliver_lane", "_attempt", "run_once"),
         ("tests/analytics/test_alert_outbox.py",),
     ),
+    "alert_receivers": Target(
+        "analytics/alerts.py",
+        # Which receivers get a page (issue 38 round two, bug 5) and the per-project cap: a
+        # pure test first, then one API test (seconds a mutant).
+        ("receivers", "check_rule_cap"),
+        (
+            "tests/analytics/test_alert_receivers.py",
+            "tests/api/test_api_alert_rules.py::test_a_project_has_at_most_its_cap_of_rules_and_another_project_is_not_held_by_it",
+            "tests/api/test_api_alert_rules.py::test_a_cap_lowered_below_what_a_project_has_refuses_its_next_rule",
+        ),
+    ),
     "alerts": Target(
         "analytics/alerts.py",
-        # Which receivers get a page, when a rule fires or resolves, what is queued and stored,
-        # the resolution of a rule deleted or disabled while firing, the per-project cap.
-        # chDB tests: about a minute a mutant on a quiet machine.
-        ("receivers", "evaluate_rule", "_record", "_retire", "check_rule_cap"),
-        (
-            "tests/analytics/test_alert_delivery.py",
-            "tests/api/test_api_alert_rules.py::test_a_project_has_at_most_its_cap_of_rules_and_another_project_is_not_held_by_it",
-        ),
+        # When a rule fires or resolves, what is queued and stored, the resolution of a rule
+        # deleted or disabled while firing. chDB tests: about a minute a mutant on a quiet machine.
+        ("evaluate_rule", "_record", "_retire"),
+        ("tests/analytics/test_alert_delivery.py",),
     ),
 }
 

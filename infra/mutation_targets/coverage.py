@@ -29,10 +29,7 @@ _BROKER = "its logic runs only against a Kafka broker; a mutant would need the b
 _DDL = "schema text, frozen once released (tests/foundation/test_migrations_frozen.py) and checked against the live schema"
 
 EXEMPT: dict[str, str] = {
-    "ingest/binding.py": _TO_WRITE + "the tenant refusal it decides is pinned through the encoder target's tests",
-    "ingest/breaker.py": _TO_WRITE + "the invalid-burst stop (tests/foundation/test_batch_parts.py)",
     "ingest/consumer.py": _BROKER + "what it hands on and commits is the chain target's",
-    "ingest/dead_letter_file.py": _TO_WRITE + "the spool road's dead letters",
     "ingest/dlq.py": _BROKER + "the dead-letter topic's produce",
     "ingest/encode_pool.py": "process-pool plumbing; the order of its results is pinned by the chain target's poll",
     "ingest/group.py": _BROKER + "consumer-group members as threads",
@@ -41,16 +38,11 @@ EXEMPT: dict[str, str] = {
     "ingest/redaction.py": _TO_WRITE + "which event texts are cleaned before storage; the patterns "
     "themselves are the sdk_text targets' (sdk/redaction.py), the roads are pinned by tests/api/test_server_redaction.py",
     "ingest/spool_ingestor.py": _TO_WRITE + "the spool source of the chain (commit after store)",
-    "ingest/status.py": _TO_WRITE + "throughput and lag figures",
-    "sdk/transport/private_dirs.py": _TO_WRITE + "data folders created 0700 (tests/foundation/test_private_dirs.py)",
     "sdk/transport/build.py": "wiring: which sink and spool folder an emitter gets",
     "sdk/transport/kafka.py": _BROKER + "the acknowledged-prefix count of a produce",
-    "sdk/transport/serializer.py": _TO_WRITE + "the event's wire bytes (round-trips pinned in tests/sdk)",
     "sdk/transport/settings.py": "reading settings from the environment: no data kept",
     "store/owner.py": "reads the URL another process announced in server.json, for an error message: no data kept",
     "store/client.py": "opening a connection (chDB or a server): no data logic",
-    "store/migrator.py": _TO_WRITE + "each migration applied once and recorded",
-    "store/native_block.py": _TO_WRITE + "rows to a Native block (compared with the JSON road in the insert_lines tests)",
     "store/schema.py": "the live schema's DDL and shared SQL text: " + _DDL,
     "store/sql.py": "identifier filling and parameter binding: every store test runs through it",
     **{

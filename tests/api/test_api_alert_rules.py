@@ -141,6 +141,21 @@ def test_a_project_has_at_most_its_cap_of_rules_and_another_project_is_not_held_
         assert client.post("/v1/projects/globex/alerts/rules", json=RULE, headers=GLOBEX).status_code == 201
 
 
+def test_a_cap_lowered_below_what_a_project_has_refuses_its_next_rule(api_settings, seeded) -> None:
+    """Three rules made under a cap of 3; the operator lowers it to 2: the next is refused too."""
+    from fastapi.testclient import TestClient
+
+    from retrylens.api.app import create_app
+
+    for cap, names, status in ((3, ("r0", "r1", "r2"), 201), (2, ("r3",), 409)):
+        app = create_app(api_settings.model_copy(update={"alert_rules_per_project": cap}), seeded)
+        with TestClient(app) as client:
+            for name in names:
+                answer = client.post("/v1/projects/acme/alerts/rules", json={**RULE, "name": name}, headers=ACME)
+                assert answer.status_code == status, answer.text
+    assert "acme' has 3 alert rules" in answer.text and "alert_rules_per_project = 2" in answer.text
+
+
 def test_a_projects_alert_history_is_filtered_before_the_newest_cut(client, seeded, acme: RetryLensClient) -> None:
     """A busy project's 1,001 newer notifications must not push a quiet project's out of its history."""
     from datetime import UTC, datetime, timedelta

@@ -100,3 +100,28 @@ def test_the_buffer_keeps_at_most_max_buffer_rows_and_an_empty_flush_writes_noth
     assert log.flush() == 3
     assert _stored(store, [r.precheck_id for r in rows]) == 3
     log.close()
+
+
+def test_a_full_batch_after_a_failed_insert_is_written_without_waiting_for_the_interval(store, caplog):
+    """A failed insert puts its rows back; the next pre-check, with more than a batch waiting,
+    wakes the writer at once instead of leaving them all for the timer (here an hour)."""
+    log = PrecheckLog(store, flush_s=3600, batch_rows=3)
+    rows = [_row() for _ in range(4)]
+    store.client.command(store.sql("RENAME TABLE [[db]].prechecks TO [[db]].prechecks_away"))
+    try:
+        for row in rows[:3]:
+            log.add(row)  # the third wakes the writer, whose insert is refused
+        deadline = time.monotonic() + 10
+        while "cannot store 3 pre-checks" not in caplog.text and time.monotonic() < deadline:
+            time.sleep(0.01)
+        while len(log._rows) < 3 and time.monotonic() < deadline:  # put back, in order
+            time.sleep(0.01)
+        assert len(log._rows) == 3
+    finally:
+        store.client.command(store.sql("RENAME TABLE [[db]].prechecks_away TO [[db]].prechecks"))
+    log.add(rows[3])  # four waiting, batch_rows three: write now
+    deadline = time.monotonic() + 10
+    while _stored(store) < 4 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _stored(store, [r.precheck_id for r in rows]) == 4
+    log.close()

@@ -97,13 +97,19 @@ def test_emit_never_raises_and_stays_fast_when_the_sink_fails(tmp_path: Path) ->
     sink.down.set()
     emitter = Emitter(sink=sink, spool=Spool(tmp_path), queue_size=100)
     events = make_events(2_000)
-    latencies = []
+    walls, cpus = [], []
     for event in events:
-        started = time.perf_counter()
+        started, started_cpu = time.perf_counter(), time.thread_time()
         assert emitter.emit(event)
-        latencies.append(time.perf_counter() - started)
-    latencies.sort()
-    assert latencies[int(len(latencies) * 0.99)] < 0.001
+        walls.append(time.perf_counter() - started)
+        cpus.append(time.thread_time() - started_cpu)
+    # The work emit() does on the agent's thread, in CPU time (a loaded machine preempts
+    # the thread, which a wall-clock p99 counted: a flake at a load of ~3), and no wait
+    # in it: a blocking emit blocks every call once the queue is full, so the median wall
+    # time shows it, while preemption reaches only a few calls.
+    cpus.sort()
+    assert cpus[int(len(cpus) * 0.99)] < 0.001
+    assert sorted(walls)[len(walls) // 2] < 0.001
     sink.down.clear()
     assert emitter.flush(10)
     emitter.close()

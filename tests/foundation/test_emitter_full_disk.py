@@ -7,6 +7,7 @@ exactly once, in order, and nothing is written behind a torn frame (issue 36).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -48,6 +49,8 @@ def test_events_emitted_while_the_disk_is_full_are_spooled_in_order_once_space_i
     emitter.close()
     assert _spooled_ids(folder) == [e.event_id.hex for e in events]
     assert emitter.stats["dropped_spool_unwritable"] == 0
+    # a refused batch is counted queued once, when it is finally taken: 60 emitted, 60 queued
+    assert (emitter.stats["queued"], emitter.stats["spooled"]) == (60, 60)
 
 
 def test_an_emitter_closed_while_the_disk_is_full_counts_what_it_could_not_keep(disk: Path) -> None:
@@ -64,3 +67,48 @@ def test_an_emitter_closed_while_the_disk_is_full_counts_what_it_could_not_keep(
     assert emitter.stats["dropped_spool_unwritable"] == 20
     free(disk)
     assert _spooled_ids(folder) == [e.event_id.hex for e in events[:10]]
+
+
+def test_a_full_queue_on_a_full_disk_drops_the_event_and_says_so_without_raising(disk: Path) -> None:
+    """emit() answers False (and counts it) for an event neither the queue nor the spool can take."""
+    folder = disk / "agent"
+    events = make_events(15)
+    emitter = Emitter(sink=None, spool=Spool(folder), queue_size=5, min_backoff_s=30, max_backoff_s=30)
+    fill(disk)
+    for event in events[:5]:
+        assert emitter.emit(event)
+    deadline = time.monotonic() + 10
+    while not (emitter.stats["spool_unwritable"] and len(emitter._queue) == 5) and time.monotonic() < deadline:
+        time.sleep(0.01)  # the pump's append is refused: the five are put back, the pump waits 30 s
+    assert [emitter.emit(event) for event in events[5:]] == [False] * 10
+    assert emitter.stats["dropped_spool_unwritable"] == 10
+    emitter.close(timeout_s=0.2)
+    assert emitter.stats["dropped_spool_unwritable"] == 15  # the five queued, at close
+
+
+def test_a_refusal_after_a_good_append_is_retried_soon_and_a_second_one_waits_longer(
+    disk: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The spool's waits: min_backoff_s after a first refusal, max_backoff_s after a refusal
+    in a row; a good append starts over (a disk full once a day is not waited on for long)."""
+    folder = disk / "agent"
+    events = make_events(41)
+    emitter = Emitter(sink=None, spool=Spool(folder), min_backoff_s=0.01, max_backoff_s=3.0)
+    assert emitter.emit(events[0])
+    assert emitter.flush(5)  # a good append
+    fill(disk)
+    for event in events[1:]:
+        assert emitter.emit(event)
+
+    def refusals() -> int:
+        return sum("spool cannot persist" in r.getMessage() for r in caplog.records)
+
+    deadline = time.monotonic() + 1.5
+    while refusals() < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert refusals() == 2  # refused, 10 ms, refused again, then 3 s
+    emitter.close(timeout_s=0.1)
+    free(disk)
+    kept = _spooled_ids(folder)
+    assert kept == [e.event_id.hex for e in events[: len(kept)]]
+    assert emitter.stats["dropped_spool_unwritable"] == len(events) - len(kept)

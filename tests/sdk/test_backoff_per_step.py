@@ -93,3 +93,39 @@ def test_a_task_failing_twice_on_every_call_still_stops_after_a_few_steps() -> N
     except Exception as stopped:  # noqa: BLE001 - TaskStopped, read below
         assert "task retry allowance" in str(stopped)
     assert len(steps_done) <= 5
+
+
+def test_a_twenty_step_task_with_one_blip_per_step_finishes_when_its_dependency_is_named() -> None:
+    """The default breaker watches the named dependency: a blip the retry recovers from is
+    one success to it (a failing-every-other-call count would open it after 5 steps)."""
+    tool = tool_failing(dict.fromkeys(range(20), 1))
+    with capture_events() as captured:
+        gov = Governor.with_virtual_time(
+            RetryPolicy(), start=START, emit=captured.emit, rng=random.Random(7)
+        )
+
+        def task() -> None:
+            for i in range(20):
+                gov.step(f"call-{i}", tool, i, dependency="crm")
+
+        gov.call(task, goal="a 20-step task on the crm", agent="ops")
+    assert list(captured.outcomes().values()) == [TaskOutcome.SUCCEEDED]
+    assert len(backoffs(captured)) == 20
+    assert not gov.breaker_open("crm")
+
+
+def test_a_dead_named_dependency_still_opens_its_breaker_under_the_defaults() -> None:
+    """Failures nobody recovers from still count: ten tasks on a dead dependency open it."""
+    gov = Governor.with_virtual_time(RetryPolicy(), start=START, rng=random.Random(7))
+
+    def dead() -> str:
+        raise TimeoutError("the crm does not answer")
+
+    for n in range(10):
+        try:
+            gov.call(lambda: gov.step("read", dead, dependency="crm"), goal=f"task {n}", agent="ops")
+        except Exception:  # noqa: BLE001, S112 - each task gives up; the breaker is read below
+            continue
+        if gov.breaker_open("crm"):
+            break
+    assert gov.breaker_open("crm")

@@ -1,7 +1,8 @@
 """An observed call begins and ends its operation through one guard, for every kind of client.
 
-A stainless client's call (:mod:`retrylens.sdk.provider_calls`) and a plain httpx request
-to a provider (:mod:`retrylens.sdk.plain_calls`) are both operations of the observer; the
+A stainless client's call (:mod:`retrylens.sdk.provider_calls`), a litellm call
+(:mod:`retrylens.sdk.litellm_calls`) and a plain httpx request to a provider
+(:mod:`retrylens.sdk.plain_calls`) are all operations of the observer; the
 guard that keeps a failing observer from changing the call is one function pair
 (:mod:`retrylens.sdk.operations`), not a copy per road.
 """
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from retrylens.sdk import operations, plain_calls, provider_calls
+from retrylens.sdk import litellm_calls, operations, plain_calls, provider_calls
 
 
 class BrokenObserver:
@@ -32,7 +33,7 @@ class BrokenObserver:
 
 
 def test_both_roads_use_the_one_guard() -> None:
-    for road in (plain_calls, provider_calls):
+    for road in (plain_calls, provider_calls, litellm_calls):
         for name in ("_begin", "_end", "begin", "end"):
             own = vars(road).get(name)
             assert own is None or own is getattr(operations, name.lstrip("_")), (road, name)

@@ -26,6 +26,7 @@ DEFERRED = (
     "retrylens.sdk.provider_hook",
     "retrylens.sdk.provider_send",
     "retrylens.sdk.provider_calls",
+    "retrylens.sdk.litellm_calls",
     "retrylens.sdk.observing",
 )
 
