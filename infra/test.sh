@@ -15,7 +15,7 @@
 # Environment: DEPS (above); PYTEST_ARGS (extra pytest arguments, e.g. -m "not browser");
 # RETRYLENS_TEST_VENV (where the venv goes; default .venv-test-$DEPS, recreated each run);
 # PYTHON (interpreter the venv is built from; default python3); KAFKA_PORT (default 9092);
-# PYTEST_WORKERS (pytest-xdist worker processes; default 2, 0 = none);
+# PYTEST_WORKERS (pytest-xdist worker processes; default two per core, 0 = none);
 # RETRYLENS_TEST_STEP: all (default: build, then run), build (only steps 1-2: the venv,
 # no broker, no pytest) or run (only step 3, in the venv an earlier `build` left): .ci/run
 # builds the lowest run's venv in the background while the locked run's tests run.
@@ -136,11 +136,19 @@ unset PYTHONDONTWRITEBYTECODE
 extra=()
 if [[ -n "${PYTEST_ARGS:-}" ]]; then eval "extra=(${PYTEST_ARGS})"; fi
 set +e
-# Both cores: pytest-xdist workers, whole modules per worker (a module's fixtures, private
-# brokers and ports stay in one process), handed out in collection order, which
-# tests/conftest.py makes longest module first. PYTEST_WORKERS=0 runs in this process.
-workers=(-n "${PYTEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder)
-if [[ "${PYTEST_WORKERS:-2}" == "0" ]]; then workers=(-p no:xdist); fi
+# pytest-xdist workers, whole modules per worker (a module's fixtures, private brokers and
+# ports stay in one process), handed out in collection order, which tests/conftest.py makes
+# longest module first. Two workers per core, not one: a worker spends about half its wall
+# time waiting (on a CLI, server or demo subprocess starting, on the broker, on a receiver's
+# timeout), so two workers left a core idle half the run (session 12's locked run at load 1-4: 514.6 s
+# of CPU in 478 s on 2 cores, 54 %). Four workers on a quiet 2-core machine still leave each
+# at least half a core; session 16 ran 1,830 of the tests in one process at a load of 16-19
+# (a ninth of a core each) with only two timing checks failing (alert delivery's black hole,
+# on the old tree too, and a 1 s deadline around a refused connect). PYTEST_WORKERS=N sets
+# the count; 0 runs in this process.
+default_workers=$(( 2 * $(nproc 2>/dev/null || echo 1) ))
+workers=(-n "${PYTEST_WORKERS:-$default_workers}" --dist loadfile --no-loadscope-reorder)
+if [[ "${PYTEST_WORKERS:-$default_workers}" == "0" ]]; then workers=(-p no:xdist); fi
 "$VPY" -m pytest "${workers[@]}" "${extra[@]}" "$@"
 status=$?
 wait "$kafka_start"

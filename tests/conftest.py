@@ -167,6 +167,7 @@ def kafka_settings(settings: Settings, kafka_bootstrap: str) -> Settings:
 # one-test Kafka-cluster module, 24 s, was a worker's last 24 s while the other sat idle 16 s).
 LONG_MODULES = (
     "tests/foundation/test_kafka_pipeline.py",
+    "tests/bench/test_bench_smoke.py",  # session 16: 29 bench processes, 116 s of CPU without the Kafka one
     "tests/api/test_api_schemathesis.py",
     "tests/foundation/test_kafka_sasl.py",
     "tests/api/test_cli_beside_server.py",

@@ -140,6 +140,9 @@ OVERLOADED = Reply(
 )
 
 
+#: how often the server's loop looks for a shutdown (the stdlib's default 0.5 s was most of a test)
+POLL_S = 0.01
+
 class FakeProvider:
     """The server: ``script`` answers requests in order; past its end, ``default`` answers."""
 
@@ -208,7 +211,10 @@ class FakeProvider:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._server.server_port}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        # A short poll: shutdown() waits for serve_forever's next look at its flag, which the
+        # default 0.5 s poll made up to half a second per server (a test starts hundreds).
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": POLL_S},
+                                        daemon=True)
 
     def __enter__(self) -> FakeProvider:
         self._thread.start()

@@ -18,6 +18,14 @@ from pathlib import Path
 
 import pytest
 
+# slow: CI's locked run only. A bench is run by hand in the project's locked environment
+# (`make bench`, `.venv` installed from the lock), never on the lowest versions, and the code it
+# drives is the product's, which the lowest run's own tests prove at the floors; the smoke runs
+# (29 processes, each importing the server stack: the 28 without a broker took 116 s of CPU,
+# the lowest run's costliest module) keep a bench from rotting, which one run does. (The floor bug a smoke run once found,
+# session 14, was in bench/ingest.py's own settings call, not in the product.)
+pytestmark = pytest.mark.slow
+
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 SCRIPTS = sorted(p for p in BENCH.glob("*.py") if 'if __name__ == "__main__"' in p.read_text())
 

@@ -6,7 +6,10 @@ too.
 
 from __future__ import annotations
 
+import pytest
 from import_graph import cycles, import_graph
+
+pytestmark = pytest.mark.source_only  # no installed package's version can change it (pyproject.toml, markers)
 
 
 def test_the_graph_sees_the_project() -> None:

@@ -13,6 +13,7 @@ import ast
 import sys
 from pathlib import Path
 
+import pytest
 from source_trees import tree
 
 REPO = Path(__file__).resolve().parents[2]
@@ -25,6 +26,8 @@ from mutation_targets import (  # noqa: E402
     GUARANTEE_MODULES,
     TARGETS,
 )
+
+pytestmark = pytest.mark.source_only  # no installed package's version can change it (pyproject.toml, markers)
 
 
 def _functions(module: str) -> set[str]:

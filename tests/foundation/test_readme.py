@@ -30,7 +30,7 @@ def test_the_makefile_demo_target_is_the_readme_install_and_run_command() -> Non
 
 def test_ci_runs_exactly_the_readme_test_command() -> None:
     ci = [line for line in (REPO / ".ci" / "run").read_text().splitlines() if line.startswith("make")]
-    assert ci == ['make test DEPS=locked', """make test DEPS=lowest PYTEST_ARGS='-m "not browser and not slow"'"""]
+    assert ci == ['make test DEPS=locked', """make test DEPS=lowest PYTEST_ARGS='-m "not browser and not slow and not source_only"'"""]
     assert "DEPS ?= locked" in (REPO / "Makefile").read_text()  # so `make test` is the locked run
 
 

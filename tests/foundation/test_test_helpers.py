@@ -13,7 +13,10 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
 from source_trees import tree, trees
+
+pytestmark = pytest.mark.source_only  # no installed package's version can change it (pyproject.toml, markers)
 
 TESTS = Path(__file__).resolve().parents[1]
 

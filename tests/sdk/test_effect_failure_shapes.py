@@ -133,12 +133,12 @@ async def anthropic_async(base: str) -> Any:
 
 async def wait_for_deadline(base: str) -> Any:
     """No client timeout: the caller's ``asyncio.wait_for`` cuts the call."""
-    return await asyncio.wait_for(httpx_async(base, no_timeout=True), STALL_TIMEOUT_S)
+    return await asyncio.wait_for(httpx_async(base, no_timeout=True), CLIENT_TIMEOUT.get())
 
 
 async def timeout_block_deadline(base: str) -> Any:
     """No client timeout: the caller's ``async with asyncio.timeout`` cuts the call."""
-    async with asyncio.timeout(STALL_TIMEOUT_S):
+    async with asyncio.timeout(CLIENT_TIMEOUT.get()):
         return await httpx_async(base, no_timeout=True)
 
 

@@ -6,7 +6,10 @@ import is still two modules that cannot be understood (or loaded) one without th
 
 from __future__ import annotations
 
+import pytest
 from import_graph import cycles, import_graph
+
+pytestmark = pytest.mark.source_only  # no installed package's version can change it (pyproject.toml, markers)
 
 
 def test_the_scan_sees_lazy_and_type_checking_imports() -> None:

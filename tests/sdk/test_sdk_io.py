@@ -66,7 +66,7 @@ class _Stub(BaseHTTPRequestHandler):
 def stub() -> Iterator[tuple[str, type[_Stub]]]:
     handler = type("Stub", (_Stub,), {"routes": {}, "received": []})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}", handler
     server.shutdown()
