@@ -210,6 +210,18 @@ EQUIVALENT: Equivalent = {
             " given, so != and < agree"
         for function, line in (("_route", "if delivered != len(records):"), ("_deliver", "if delivered != len(records):"))
     },
+    ("analytics/prechecks.py", "auc", "core/NumberReplacer", "ranks = [ -1.0] * n"):
+        "the initial value is never read: the loop gives every index its rank",
+    ("analytics/prechecks.py", "auc", "core/ReplaceComparisonOperator_Lt_NotEq",
+     "while j + 1 != n and scores[order[j + 1]] == scores[order[i]]:"):
+        "j starts below n and grows by one while j + 1 < n, so j + 1 never passes n: != and < agree",
+    ("analytics/prechecks.py", "auc", "core/ReplaceComparisonOperator_Lt_NotEq", "while i != n:"):
+        "i moves to j + 1 with j < n, so it reaches n and never passes it: != and < agree",
+    ("analytics/prechecks.py", "auc", "core/ReplaceBinaryOperator_BitOr_BitAnd",
+     "def auc(labels: Sequence[int], scores: Sequence[float]) -> float & None:"): _ANNOTATION,
+    ("analytics/prechecks.py", "judge", "core/ReplaceTrueWithFalse",
+     '"precheck_brier": sum((p - y) ** 2 for p, y in zip(risks, labels, strict=False)) / len(known)}'):
+        "risks and labels are built from the same list of rows, so they always have one length",
     ("api/precheck_log.py", "add", "core/ReplaceComparisonOperator_GtE_Eq", "if len(self._rows) == self._max:"):
         "rows are added one at a time and never beyond the bound, so the count reaches it exactly before it"
         " could pass it (a failed flush puts back only rows that were in the buffer)",
