@@ -219,6 +219,9 @@ EQUIVALENT: Equivalent = {
         "i moves to j + 1 with j < n, so it reaches n and never passes it: != and < agree",
     ("analytics/prechecks.py", "auc", "core/ReplaceBinaryOperator_BitOr_BitAnd",
      "def auc(labels: Sequence[int], scores: Sequence[float]) -> float & None:"): _ANNOTATION,
+    ("analytics/prechecks.py", "auc", "core/ReplaceTrueWithFalse",
+     "rank_sum = sum(r for r, y in zip(ranks, labels, strict=False) if y)"):
+        "ranks is made with one entry per label, so the two always have one length",
     ("analytics/prechecks.py", "judge", "core/ReplaceTrueWithFalse",
      '"precheck_brier": sum((p - y) ** 2 for p, y in zip(risks, labels, strict=False)) / len(known)}'):
         "risks and labels are built from the same list of rows, so they always have one length",
