@@ -215,6 +215,11 @@ EQUIVALENT: Equivalent = {
     ("analytics/prechecks.py", "auc", "core/ReplaceComparisonOperator_Lt_NotEq",
      "while j + 1 != n and scores[order[j + 1]] == scores[order[i]]:"):
         "j starts below n and grows by one while j + 1 < n, so j + 1 never passes n: != and < agree",
+    ("analytics/prechecks.py", "auc", "core/NumberReplacer", "ranks = [ 1.0] * n"):
+        "the initial value is never read: the loop gives every index its rank",
+    ("analytics/prechecks.py", "auc", "core/ReplaceComparisonOperator_Eq_LtE",
+     "while j + 1 < n and scores[order[j + 1]] <= scores[order[i]]:"):
+        "order sorts the scores ascending, so the next score is never below this one: <= holds exactly when == does",
     ("analytics/prechecks.py", "auc", "core/ReplaceComparisonOperator_Lt_NotEq", "while i != n:"):
         "i moves to j + 1 with j < n, so it reaches n and never passes it: != and < agree",
     ("analytics/prechecks.py", "auc", "core/ReplaceBinaryOperator_BitOr_BitAnd",
