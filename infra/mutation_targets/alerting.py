@@ -97,6 +97,9 @@ EQUIVALENT: Equivalent = {
     ("analytics/alert_delivery.py", "safe_url", "core/NumberReplacer",
      'path = f"/{first}" + ("/***" if rest and rest[ -1] else "") if parts.path else ""'):
         "split(..., 1) leaves at most one element in rest: rest[-1] is rest[0]",
+    ("analytics/alerts.py", "check_rule_cap", "core/ReplaceBinaryOperator_BitOr_BitAnd",
+     "def check_rule_cap(store: EventStore, project: str & None, cap: int) -> None:"):
+        "an annotation, never evaluated (from __future__ import annotations)",
     ("analytics/alert_outbox.py", "record_failure", "core/ReplaceBinaryOperator_Mul_Div",
      "def record_failure(self, delivery: Delivery, error: str, /, now: float, retry_after_s: float | None = None) -> State:"):
         "every caller passes the error by position and now/retry_after_s by name: the same calls",

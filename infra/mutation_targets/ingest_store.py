@@ -73,4 +73,9 @@ TARGETS: dict[str, Target] = {
     ),
 }
 
-EQUIVALENT: Equivalent = {}
+EQUIVALENT: Equivalent = {
+    ("sdk/transport/private_dirs.py", "private_dir", "core/ReplaceBinaryOperator_BitOr_BitAnd",
+     "def private_dir(path: Path & str) -> Path:"): "an annotation, never evaluated (from __future__ import annotations)",
+    ("sdk/transport/private_dirs.py", "private_dir", "core/ReplaceBreakWithContinue", "continue"):
+        "every parent of an existing folder exists too, so going on past the first one adds nothing to the missing list",
+}

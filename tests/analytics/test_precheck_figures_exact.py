@@ -33,6 +33,13 @@ def test_auc_is_the_share_of_pairs_ranked_right_with_ties_as_half() -> None:
             assert auc(labels, scores) == pytest.approx(_pairs_auc(labels, scores), abs=1e-12)
 
 
+def test_tied_risks_read_from_rows_are_ties_though_they_are_distinct_objects() -> None:
+    """Risks come from stored rows as separate float objects: equal values tie by value."""
+    tied = [float(text) for text in ("0.5", "0.5", "0.5")]
+    assert tied[0] is not tied[1]
+    assert auc([1, 0, 0], tied) == 0.5 and auc([0, 0, 1], tied) == 0.5
+
+
 def test_auc_needs_both_classes() -> None:
     assert auc([], []) is None and auc([1, 1], [0.2, 0.3]) is None and auc([0, 0, 0], [0.1, 0.2, 0.3]) is None
 

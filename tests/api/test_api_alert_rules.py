@@ -142,16 +142,20 @@ def test_a_project_has_at_most_its_cap_of_rules_and_another_project_is_not_held_
 
 
 def test_a_cap_lowered_below_what_a_project_has_refuses_its_next_rule(api_settings, seeded) -> None:
-    """Three rules made under a cap of 3; the operator lowers it to 2: the next is refused too."""
+    """Three rules made under a cap of 3 (beside another project's two, which do not count);
+    the operator lowers it to 2: the next is refused too."""
     from fastapi.testclient import TestClient
 
     from retrylens.api.app import create_app
 
-    for cap, names, status in ((3, ("r0", "r1", "r2"), 201), (2, ("r3",), 409)):
+    steps = (("globex", GLOBEX, 3, ("g0", "g1"), 201), ("acme", ACME, 3, ("r0", "r1", "r2"), 201),
+             ("acme", ACME, 2, ("r3",), 409))
+    for project, headers, cap, names, status in steps:
         app = create_app(api_settings.model_copy(update={"alert_rules_per_project": cap}), seeded)
         with TestClient(app) as client:
             for name in names:
-                answer = client.post("/v1/projects/acme/alerts/rules", json={**RULE, "name": name}, headers=ACME)
+                answer = client.post(f"/v1/projects/{project}/alerts/rules", json={**RULE, "name": name},
+                                     headers=headers)
                 assert answer.status_code == status, answer.text
     assert "acme' has 3 alert rules" in answer.text and "alert_rules_per_project = 2" in answer.text
 

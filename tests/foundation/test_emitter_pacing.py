@@ -119,6 +119,18 @@ def test_without_a_spool_an_event_past_a_full_queue_is_refused_and_counted() -> 
     assert _ids([r for b in sink.batches for r in b]) == [e.event_id.hex for e in events[:3]]
 
 
+def test_a_healthy_sink_without_a_spool_never_reports_a_refusal(caplog: pytest.LogCaptureFixture) -> None:
+    sink = RecordingSink()
+    events = make_events(4)
+    emitter = Emitter(sink=sink, spool=None, batch_size=2)
+    for event in events:
+        assert emitter.emit(event)
+    assert emitter.flush(10)
+    emitter.close()
+    assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == []
+    assert _ids([r for b in sink.batches for r in b]) == [e.event_id.hex for e in events]
+
+
 def test_a_healthy_sinks_events_never_go_through_the_spool(tmp_path: Path) -> None:
     sink = RecordingSink()
     events = make_events(6)

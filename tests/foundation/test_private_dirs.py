@@ -49,3 +49,12 @@ def test_the_spool_and_the_local_token_live_in_private_folders(tmp_path):
     Spool(data / "spool").close()
     local_token(load_settings(data_dir=data / "token-home", kafka_bootstrap_servers=""))
     assert _mode(data) == _mode(data / "spool") == _mode(data / "token-home") == 0o700
+
+
+def test_an_entry_that_appears_between_the_check_and_the_mkdir_is_not_a_crash(tmp_path):
+    """A dangling link is absent to ``exists()`` and present to ``mkdir`` (as a folder another
+    process made meanwhile would be): the mkdir's FileExistsError is not raised, and what is
+    there is judged as a folder or not."""
+    (tmp_path / "link").symlink_to(tmp_path / "nowhere")
+    with pytest.raises(NotADirectoryError, match="exists and is not a folder"):
+        private_dir(tmp_path / "link")
