@@ -19,6 +19,6 @@ def test_the_fit_time_bench_runs_both_arms_and_reports_their_cpu_and_held_out_fi
                           timeout=280)
     assert done.returncode == 0, done.stderr
     figures = json.loads(done.stdout)
-    for arm in ("current", "baseline"):
+    for arm in ("current", "baseline", "cold"):
         assert figures[arm]["cpu_median_s"] > 0 and 0.5 < figures[arm]["held_out"]["roc_auc"] <= 1
     assert figures["cpu_ratio"] > 0 and figures["train_rows"] == int(figures["tasks"] * 0.8)
