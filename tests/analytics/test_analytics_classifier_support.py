@@ -84,8 +84,8 @@ def test_a_warm_started_fit_reaches_the_cold_fits_model_in_fewer_steps() -> None
     """The selection and calibration fits start from a nearby model (issue 34: the word and pair
     columns made a fit ~40 % dearer in CPU); the optimum is the same, only the path is shorter."""
     import numpy as np
-
     from planted_words import planted_tasks
+
     from retrylens.analytics.classifier import CompactLogisticRegression, feature_dict, vectorise
 
     tasks = planted_tasks(300, seed=3)
