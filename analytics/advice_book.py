@@ -160,6 +160,7 @@ def book_for_projects(book: dict[str, Any], projects: frozenset[str] | None) -> 
     def own(entries: dict[str, Any]) -> dict[str, Any]:
         return {key: value for key, value in entries.items() if key.split("/", 1)[0] in projects}
 
-    scoped = {**book, "agents": own(book.get("agents") or {}), "refs": own(book.get("refs") or {})}
+    scoped = {**book, "agents": own(book.get("agents") or {}), "refs": own(book.get("refs") or {}),
+              "segments": own(book.get("segments") or {})}
     scoped.pop("effects", None)
     return scoped

@@ -101,3 +101,13 @@ def test_the_book_keeps_each_segments_record_and_they_add_up_to_the_agents(store
         assert (a[0] + b[0], a[1] + b[1]) == (retried, recovered)
     assert high.other_n + rest.other_n == pooled.other_n
     assert "planted/short-agent" not in book["segments"]
+
+
+def test_a_project_key_sees_its_own_projects_segments_only() -> None:
+    """The book's segment records are per ``project/agent`` like its agents' (a tenant's history)."""
+    from retrylens.analytics.advice_book import book_for_projects
+
+    book = {"version": 5, "agents": {}, "refs": {},
+            "segments": {"shop/pay": {"bar": 0.2}, "other/pay": {"bar": 0.1}}}
+    assert book_for_projects(book, frozenset({"shop"}))["segments"] == {"shop/pay": {"bar": 0.2}}
+    assert book_for_projects(book, None)["segments"] == book["segments"]
