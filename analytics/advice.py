@@ -69,10 +69,13 @@ from retrylens.sdk.preflight import Recommendation
 from .advice_book import build_advice_book
 from .advice_evidence import (
     CAP_AT,
+    MIN_RETRIES,
+    MIN_SEGMENT_RETRIES,
     AgentEvidence,
     degrade_bar,
     evidence_for,
     own_evidence,
+    segment_for,
 )
 from .failure_classes import persistence_of
 from .fingerprints import FingerprintStats
@@ -128,6 +131,13 @@ def hopeless(stats: FingerprintStats) -> bool:
     )
 
 
+def _fixer(book: dict[str, Any] | None, project: str, agent: str, risk: float, margin: float) -> AgentEvidence:
+    """The record that says whether retries fix a failure for an input of this risk: the tasks scored
+    like it (:func:`segment_for`) where the book has them, else the agent's whole record."""
+    segment = segment_for(book, project, agent, risk, margin)
+    return own_evidence(book, project, agent) if segment is None or segment.evidence is None else segment.evidence
+
+
 def _human_review(evidence: str) -> tuple[dict[str, Any], dict[str, str]]:
     return (
         {"human_review": True, "max_attempts": 1},
@@ -153,13 +163,15 @@ def _candidates(
 
     A risk threshold is passed only by ``margin`` (:func:`model_uncertainty`) or more."""
     own = own_evidence(book, project, agent)
+    segment = segment_for(book, project, agent, risk, margin)
+    fixes = _fixer(book, project, agent, risk, margin)
     failed_once = (
         risk >= human_review_threshold + margin
         and stats.tasks >= 1
         and stats.tasks_failed >= stats.tasks
         and persistence_of(stats.recent_error_types) == "permanent"
     )
-    if (hopeless(stats) or failed_once) and not own.retries_fix(stats.recent_error_types):
+    if (hopeless(stats) or failed_once) and not fixes.retries_fix(stats.recent_error_types):
         return [
             _human_review(
                 f"risk {risk:.0%}; this input failed in all {stats.tasks} earlier task(s) "
@@ -172,7 +184,11 @@ def _candidates(
         if words is not None:
             return [_human_review(f"risk {risk:.0%}; {words}")]
     out: list[tuple[dict[str, Any], dict[str, str]]] = []
-    class_caps = own.class_caps()
+    if segment is not None and segment.evidence is None:
+        return out  # the risk is on neither side of the segments' bar: neither record speaks for it
+    # a segmented agent's kinds are read from the tasks scored like this one (:mod:`.advice_segments`)
+    record, whose = (own, f"{agent}'s history") if segment is None else (segment.evidence, segment.words)
+    class_caps = record.class_caps(own.price_of_success)
     if class_caps:
         out.append(
             (
@@ -180,14 +196,18 @@ def _candidates(
                 {
                     "advice": "no_retry_of",
                     "action": "no retry of " + ", ".join(c for c, _ in class_caps) + " failures",
-                    "evidence": f"{agent}'s history: " + "; ".join(w for _, w in class_caps),
+                    "evidence": f"{whose}: " + "; ".join(w for _, w in class_caps),
                 },
             )
         )
     evidence, level = evidence_for(book, project, agent)
+    least = MIN_RETRIES
+    if segment is not None and record.relaxed_n >= MIN_SEGMENT_RETRIES and record.other_n >= MIN_RETRIES:
+        evidence, level, least = record, whose, MIN_SEGMENT_RETRIES
     bar, usual = degrade_bar(own)
     if risk >= bar + margin:
-        helps, words = evidence.degrade_helps(own, f"{agent}'s own tasks")
+        helps, words = evidence.degrade_helps(record, whose if segment else f"{agent}'s own tasks",
+                                              min_relaxed=least)
         if helps:
             out.append(
                 (
@@ -200,7 +220,7 @@ def _candidates(
                 )
             )
     if risk >= CAP_AT + margin:
-        cap, words = evidence.cap()
+        cap, words = (evidence if segment is None else record).cap()
         if cap is not None:
             out.append(
                 (
@@ -208,7 +228,7 @@ def _candidates(
                     {
                         "advice": "lower_max_attempts",
                         "action": f"at most {cap} attempt(s)",
-                        "evidence": f"risk {risk:.0%}; {level}: {words}",
+                        "evidence": f"risk {risk:.0%}; {level if segment is None else whose}: {words}",
                     },
                 )
             )
@@ -245,7 +265,7 @@ def advise(
     rec: dict[str, Any] = {}
     entries: list[dict[str, str]] = []
     candidates = _candidates(risk, stats, project, agent, book, human_review_threshold, refs or {}, margin)
-    if hopeless(stats) and not own_evidence(book, project, agent).retries_fix(stats.recent_error_types):
+    if hopeless(stats) and not _fixer(book, project, agent, risk, margin).retries_fix(stats.recent_error_types):
         candidates.append(({}, {"advice": KNOWN_BAD, "action": "the governor records this input as known bad "
                                 "(its failures are not retried as if new)",
                                 "evidence": f"this input failed in all {stats.tasks} earlier task(s) "

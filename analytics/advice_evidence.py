@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MIN_RETRIES = 10
+#: simplified retries a risk segment's record needs to judge simplified mode (see :meth:`AgentEvidence.degrade_helps`)
+MIN_SEGMENT_RETRIES = 3
 DEGRADE_AT = 0.2
 #: an input is riskier than its agent's usual task from this many times the agent's failure rate
 DEGRADE_RELATIVE = 1.5
@@ -24,6 +26,12 @@ UNRECOVERABLE = 0.1
 #: their later success below a third (0 of 8 gives 32 %): at most one such retry in three could pay.
 MIN_CLASS_TASKS = 8
 CLASS_UNRECOVERABLE = 1 / 3
+#: ... and at most this share of them recovered at all: a cap stops every such retry, so it loses
+#: that share of successes on the tasks it bites; a pre-check that pays loses none it need not.
+#: Why: on the planted scenario (seed 7) the high-risk tasks' retries after a validation failure
+#: recovered 7 of 73 and 8 of 95 times (upper bounds 19 % and 16 %, under a third), and the cap
+#: given for it cost 15 successes of 500 tasks (bench/RESULTS.md, issue 34).
+CLASS_LOSS = 0.05
 #: Failure classes a retry cap advice may lower: transient ones recover by waiting, and a
 #: context overflow is answered by a smaller scope, not by a retry of the same attempt.
 CAPPABLE = ("logic", "tool_error", "validation", "schema_mismatch", "unknown")
@@ -79,7 +87,8 @@ class AgentEvidence:
         return self.spent / self.succeeded if self.succeeded else None
 
     def degrade_helps(
-        self, own: AgentEvidence | None = None, whose: str = "this history's tasks"
+        self, own: AgentEvidence | None = None, whose: str = "this history's tasks", *,
+        min_relaxed: int = MIN_RETRIES,
     ) -> tuple[bool, str]:
         """Simplified retries clearly succeeded more often, a simplified attempt fails less often
         than two plain attempts in a row, and what they cost to finish is paid: no more than other
@@ -89,15 +98,16 @@ class AgentEvidence:
         ``own``: the agent's own record (``whose`` names it), read for how often its plain tasks
         fail twice in a row when it holds :data:`MIN_RETRIES` plain retries; how well simplified
         attempts do may come from a wider history (``self``), how often this agent's tasks fail
-        is its own."""
-        if self.relaxed_n < MIN_RETRIES or self.other_n < MIN_RETRIES:
+        is its own. ``min_relaxed``: simplified retries needed (a risk segment's record holds few:
+        the SDK simplifies only after a repeated failure; the difference's lower bound is
+        Newcombe's, which keeps its width on a small arm that all ended alike)."""
+        if self.relaxed_n < min_relaxed or self.other_n < MIN_RETRIES:
             return False, (
                 f"too few retries after output failures to judge a simplified mode "
-                f"({self.relaxed_n} simplified, {self.other_n} other; {MIN_RETRIES} of each needed)"
+                f"({self.relaxed_n} simplified, {self.other_n} other; {min_relaxed} and {MIN_RETRIES} needed)"
             )
         a, b = self.relaxed_ok / self.relaxed_n, self.other_ok / self.other_n
-        se = math.sqrt(a * (1 - a) / self.relaxed_n + b * (1 - b) / self.other_n)
-        lo = a - b - Z95 * se
+        lo = _difference_lo(self.relaxed_ok, self.relaxed_n, self.other_ok, self.other_n)
         words = (
             f"after an output failure, a simplified retry succeeded {a:.0%} of {self.relaxed_n} times vs "
             f"{b:.0%} of {self.other_n} other retries (difference {a - b:+.0%}, 95 % lower bound {lo:+.0%})"
@@ -164,17 +174,23 @@ class AgentEvidence:
             "to lower its cap"
         )
 
-    def class_caps(self) -> list[tuple[str, str]]:
-        """The failure classes retries of this agent's tasks (almost) never recovered from, where
-        those retries clearly spent something (a retry that costs nothing saves nothing), with why."""
+    def class_caps(self, price: float | None = None) -> list[tuple[str, str]]:
+        """The failure classes retries of this agent's tasks (almost) never recovered from (at most
+        :data:`CLASS_LOSS` of them, 95 % upper bound under :data:`CLASS_UNRECOVERABLE`), where those
+        retries clearly spent something (a retry that costs nothing saves nothing) and more than the
+        successes they made are worth at ``price`` (the agent's spend per success; this record's own
+        when not given), with why."""
         out = []
+        price = self.price_of_success if price is None else price
         for cls in CAPPABLE:
             retried, recovered = self.classes.get(cls, (0, 0))
             if retried < MIN_CLASS_TASKS:
                 continue
             hi = _wilson_hi(recovered, retried)
             saved = _mean_ci(self.classes_spent.get(cls), retried)
-            if hi < CLASS_UNRECOVERABLE and saved is not None and saved[1] > 0:
+            lost = recovered / retried * (price or 0.0)
+            if (hi < CLASS_UNRECOVERABLE and recovered <= CLASS_LOSS * retried and saved is not None
+                    and saved[1] > lost):
                 out.append(
                     (
                         cls,
@@ -188,12 +204,14 @@ class AgentEvidence:
 
     def retries_fix(self, classes: list[str]) -> bool:
         """Whether this agent's retries after one of ``classes`` recovered too often to call an input
-        that failed once with it lost: at least :data:`MIN_CLASS_TASKS` retried, 95 % upper bound of
-        their later success at or above :data:`CLASS_UNRECOVERABLE` (the ``no_retry_of`` test, turned
-        round). A class with no such record says nothing either way."""
+        that failed once with it lost: at least :data:`MIN_CLASS_TASKS` retried, and more than
+        :data:`CLASS_LOSS` of them or a 95 % upper bound of their later success at or above
+        :data:`CLASS_UNRECOVERABLE` recovered (the ``no_retry_of`` test, turned round: a hand-off
+        stops every retry, as a cap does). A class with no such record says nothing either way."""
         for cls in classes:
             retried, recovered = self.classes.get(cls, (0, 0))
-            if retried >= MIN_CLASS_TASKS and _wilson_hi(recovered, retried) >= CLASS_UNRECOVERABLE:
+            if retried >= MIN_CLASS_TASKS and (recovered > CLASS_LOSS * retried
+                                               or _wilson_hi(recovered, retried) >= CLASS_UNRECOVERABLE):
                 return True
         return False
 
@@ -242,6 +260,21 @@ class AgentEvidence:
             float(data.get("spent", 0.0)),
             None if data.get("first_failed") is None else int(data["first_failed"]),
         )
+
+
+def _wilson(k: int, n: int) -> tuple[float, float]:
+    p = k / n
+    centre = p + Z95**2 / (2 * n)
+    spread = Z95 * math.sqrt(p * (1 - p) / n + Z95**2 / (4 * n * n))
+    return max(0.0, (centre - spread) / (1 + Z95**2 / n)), min(1.0, (centre + spread) / (1 + Z95**2 / n))
+
+
+def _difference_lo(k1: int, n1: int, k2: int, n2: int) -> float:
+    """Newcombe's 95 % lower bound of ``k1/n1 − k2/n2`` (from each rate's Wilson interval)."""
+    p1, p2 = k1 / n1, k2 / n2
+    lo1, _ = _wilson(k1, n1)
+    _, hi2 = _wilson(k2, n2)
+    return p1 - p2 - math.sqrt((p1 - lo1) ** 2 + (hi2 - p2) ** 2)
 
 
 def _wilson_hi(k: int, n: int) -> float:
@@ -381,3 +414,37 @@ def degrade_bar(own: AgentEvidence) -> tuple[float, str]:
     )
 
 
+
+
+@dataclass(frozen=True)
+class Segment:
+    """The part of an agent's record that a pre-check of this risk reads (:mod:`.advice_segments`):
+    ``evidence`` is ``None`` where the risk sits within the model's uncertainty of the bar (no
+    segment's record speaks for it, so no kind read from one is given)."""
+
+    evidence: AgentEvidence | None
+    words: str
+
+
+def segment_for(book: dict[str, Any] | None, project: str, agent: str, risk: float,
+                margin: float = 0.0) -> Segment | None:
+    """This agent's record for tasks scored like ``risk``: its high-risk tasks' at or above the bar
+    (by ``margin`` or more), the others' below it; ``None`` when the book keeps no segments for it
+    (a book before version 5, or too few tasks on a side): then the pooled record is read."""
+    parts = _kept(book, ("segments", project, agent), lambda _agents: _segments_of(book, project, agent))
+    if parts is None:
+        return None
+    bar, high, rest = parts
+    if risk >= bar + margin:
+        return Segment(high, f"{agent}'s tasks scored at or above {bar:.0%}")
+    if risk < bar - margin:
+        return Segment(rest, f"{agent}'s tasks scored below {bar:.0%}")
+    return Segment(None, f"risk {risk:.0%} within the model's uncertainty ({margin:.0%}) of the {bar:.0%} bar")
+
+
+def _segments_of(book: dict[str, Any] | None, project: str,
+                 agent: str) -> tuple[float, AgentEvidence, AgentEvidence] | None:
+    raw = ((book or {}).get("segments") or {}).get(f"{project}/{agent}")
+    if not raw:
+        return None
+    return float(raw["bar"]), AgentEvidence.from_dict(raw["high"]), AgentEvidence.from_dict(raw["rest"])

@@ -29,6 +29,7 @@ from retrylens.store import EventStore
 from . import classifier as clf
 from . import validation
 from .advice import build_advice_book
+from .advice_segments import Segments, risk_segments
 from .blas_threads import one_blas_thread
 from .classifier import RiskContext, RiskModel, feature_dict
 from .filters import Slice
@@ -45,16 +46,18 @@ class Example:
     label: int
     text: str | None = None  # the task input, where known (trace files)
     group: str = ""  # what must not straddle folds: the task key
+    task_id: str = ""  # the stored task (store path): which tasks the advice book's segments hold
+    agent_key: str = ""  # ``project/agent`` (store path)
 
     def as_model_input(self) -> dict[str, float]:
         return feature_dict(self.features, self.context, text=self.text)
 
 
 _TASKS = (
-    "SELECT start_ts, features, phase, label,"
+    "SELECT start_ts, features, phase, label, project, task_id, agent,"
     " count() OVER w AS fp_tasks, sum(label) OVER w AS fp_failed"
     " FROM ("
-    "  SELECT project, task_id, min(ts) AS start_ts,"
+    "  SELECT project, task_id, min(ts) AS start_ts, any(agent_name) AS agent,"
     "   argMinIf(input_features, ts, input_features != '') AS features,"
     "   argMinIf(phase, ts, phase != '') AS phase,"
     "   anyIf(input_fingerprint, input_fingerprint != '') AS fp,"
@@ -83,8 +86,10 @@ def stream_examples(store: EventStore, where: Slice = Slice(), *, block_rows: in
                         fingerprint_failed_tasks=int(fp_failed or 0),
                     ),
                     label=int(label),
+                    task_id=str(task_id),
+                    agent_key=f"{project}/{agent}",
                 )
-                for start, features, phase, label, fp_tasks, fp_failed in block
+                for start, features, phase, label, project, task_id, agent, fp_tasks, fp_failed in block
             ]
 
 
@@ -147,8 +152,10 @@ def train_from_store(
         for block in stream_examples(store, where, block_rows=block_rows):
             for example in block:
                 (train if len(train) < n_train else test).append(example)
-        model = clf.fit_in_memory([e.as_model_input() for e in train], [e.label for e in train])
+        inputs = [e.as_model_input() for e in train]
+        model = clf.fit_in_memory(inputs, [e.label for e in train])
         sample_train = train
+        segments = _segments(model, train + test, inputs + [e.as_model_input() for e in test])
     else:
         sample_train = []
 
@@ -163,10 +170,11 @@ def train_from_store(
                     yield [e.as_model_input() for e in head], [e.label for e in head]
 
         model = clf.fit_incremental(train_chunks())
+        segments = None  # the history is not held in memory: the book's records stay pooled per agent
     report = _report(model, sample_train, test)
     meta = _meta("store", sample_train, report, model)
     meta["n_train"] = n_train
-    meta["advice_book"] = build_advice_book(store, where)
+    meta["advice_book"] = build_advice_book(store, where, segments)
     version = None
     if model_store is not None:
         promotion = judge(model, _in_force(model_store), [e.as_model_input() for e in test], [e.label for e in test],
@@ -174,6 +182,13 @@ def train_from_store(
         meta["promotion"] = promotion.as_dict()
         version = model_store.save(model, meta, make_current=promotion.promoted)
     return TrainingResult(model, meta, version)
+
+
+def _segments(model: RiskModel, tasks: list[Example], inputs: list[dict[str, float]]) -> Segments:
+    """The advice book's risk segments: each stored task the book reads, scored by the model just fitted."""
+    risks = model.predict_proba(inputs)
+    return risk_segments([e.agent_key for e in tasks], [e.task_id for e in tasks], risks.tolist(),
+                         [e.label for e in tasks])
 
 
 def _in_force(model_store: ModelStore) -> LoadedModel | None:

@@ -1,9 +1,9 @@
 """Does the pre-check's advice pay where the truth is planted? The with/without A/B on a planted word.
 
 Issue 34, item 6. The scenario ``simulation/planted/long_prompt_word.yaml``: two agents, a word
-that makes the model's structured output fail most of the time, planted in a short prompt for
-one (``offshore``) and in a 17-content-word prompt for the other (``wire``); nothing else has an
-effect and no input recurs. Per seed, the demo's A/B of :mod:`precheck_ab` (first half recorded
+that makes the model's plan fail most of the time, planted in a short prompt for one
+(``offshore``) and as the 20th of 23 words of a long prompt for the other (``wire``); nothing else
+has an effect. Per seed, the demo's A/B of :mod:`precheck_ab` (first half recorded
 and trained on, second half run with pre-checks through the real API app and without, on the
 same seeded faults), and per agent: the share of risky tasks (the planted word in the input,
 known from the scenario) and of the others that received advice, and success and cost with
@@ -93,7 +93,8 @@ def main() -> None:
     seeds = [7] if args.smoke else [int(s) for s in args.seeds.split(",") if s]
     began = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="planted-ab-") as tmp:
-        calls = [(seed, tasks, Path(tmp) / f"chdb-{i % args.jobs}", Path(tmp)) for i, seed in enumerate(seeds)]
+        # a data directory per seed: a finished run's process may still hold its lock when the next starts
+        calls = [(seed, tasks, Path(tmp) / f"chdb-{seed}", Path(tmp)) for seed in seeds]
         runs = in_processes(seed_run, calls, args.jobs)
     per_seed = []
     for r in runs:

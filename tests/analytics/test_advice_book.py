@@ -79,4 +79,4 @@ def test_the_books_per_class_recovery_and_spend_are_the_fleets_truth_and_drive_t
         hit = first is not None and first.error_type in ("schema_mismatch", "validation")
         first_failed[tally.agent] = first_failed.get(tally.agent, 0) + hit
     assert {k.split("/")[1]: v["first_failed"] for k, v in book["agents"].items()} == first_failed
-    assert book["version"] == 4 and sum(first_failed.values()) > 50
+    assert book["version"] == 5 and sum(first_failed.values()) > 50

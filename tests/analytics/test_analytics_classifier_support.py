@@ -78,3 +78,20 @@ def test_the_support_rule_counts_distinct_tasks_of_the_weights_outcome() -> None
     grouped = unsupported(weights, rows, labels, groups=["t1", "t1", "t2", "t3", "t4", "t4", "t4"])
     assert grouped == {"kw:a", "kw:b", "kw:c"}  # b's 5 failed rows are 2 tasks
     assert MIN_WORD_SUPPORT == 3
+
+
+def test_a_warm_started_fit_reaches_the_cold_fits_model_in_fewer_steps() -> None:
+    """The selection and calibration fits start from a nearby model (issue 34: the word and pair
+    columns made a fit ~40 % dearer in CPU); the optimum is the same, only the path is shorter."""
+    import numpy as np
+    from planted_words import planted_tasks
+
+    from retrylens.analytics.classifier import CompactLogisticRegression, feature_dict, vectorise
+
+    tasks = planted_tasks(300, seed=3)
+    x = vectorise([feature_dict({"agent": t.agent}, text=t.text) for t in tasks])
+    y = np.array([int(t.failed) for t in tasks])
+    cold = CompactLogisticRegression(C=3.0).fit(x, y)
+    warm = CompactLogisticRegression(C=3.0, init=CompactLogisticRegression(C=1.0).fit(x, y)).fit(x, y)
+    assert np.abs(warm.predict_proba(x) - cold.predict_proba(x)).max() < 0.01
+    assert warm.n_iter_[0] < cold.n_iter_[0]

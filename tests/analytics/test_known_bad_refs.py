@@ -99,7 +99,7 @@ def test_a_deleted_sku_that_failed_every_task_sends_a_new_wording_to_a_person_fi
 ) -> None:
     _record(store, deleted_tasks=4)
     book = build_advice_book(store)
-    assert book["version"] == 4
+    assert book["version"] == 5
     new_ask = "Customer asks: can you hold two of SKU-4411 until Monday?"
     advice = _advise(book, new_ask)
     assert advice.kinds == ["human_review"]
