@@ -127,7 +127,9 @@ def _ran_earlier(store, hour_ago: int, outcomes: list[bool], *, answered: dateti
 
 
 def test_a_calibration_drift_rule_judges_the_hour_its_tasks_ran_not_when_they_were_prechecked(store):
-    answered = datetime.now(UTC).replace(microsecond=0)
+    # On the hour, so each burst's ten minutes of tasks fall in one clock hour whatever the
+    # minute the test runs at (from minute 51 on they used to straddle two hourly buckets).
+    answered = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
     _ran_earlier(store, 3, [False] * 10, answered=answered)  # risk 0.1, all failed: off by 0.9
     _ran_earlier(store, 1, [True] * 9 + [False], answered=answered)  # risk 0.1, one in ten failed: on the mark
     rule = alerting.AlertRule(name="risk model drifts", metric="calibration_gap", op=">", threshold=0.3,
