@@ -224,4 +224,14 @@ def truth_table(run: PlantedRun) -> list[dict[str, Any]]:
                      "unsupported_share": round(float(r.unsupported.mean()), 4),
                      "truth": round(run.true_diff(r.name), 4), "covered": covered(run, r.name),
                      "ci_covered": bool(d.lo - 1e-12 <= run.true_diff(r.name) <= d.hi + 1e-12)})
+        verdicts = next(v for v in run.recommendation["candidates"] if v["name"] == r.name).get("by_agent") or {}
+        if r.by_agent:
+            rows[-1]["by_agent"] = {}
+        for agent, judged in r.by_agent.items():
+            a, truth = judged.diff_vs_live["success"], run.true_diff_of_agent(r.name, agent)
+            rows[-1]["by_agent"][agent] = {
+                "verdict": verdicts[agent]["verdict"], "estimate": round(a.value, 4),
+                "ci": [round(a.lo, 4), round(a.hi, 4)], "truth": round(truth, 4),
+                "unsupported_share": round(judged.unsupported_share, 4),
+                "ci_covered": bool(a.lo - 1e-12 <= truth <= a.hi + 1e-12)}
     return rows
