@@ -337,8 +337,10 @@ def recommendation_lines(report: dict[str, Any]) -> list[str]:
         v = verdicts.get(c["name"], {})
         lines.append(f"  candidate {c['name']}: {describe_changes(c.get('changes', []), limit=20)}"
                      + (f"; {_verdict_and_why(v)}" if v else ""))
-        lines += [f"    for {agent} alone (its own tasks and logged retries): {_verdict_and_why(av)}"
-                  for agent, av in (v.get("by_agent") or {}).items()]
+        by_agent = v.get("by_agent") or {}
+        if any(av["verdict"] != v["verdict"] for av in by_agent.values()):  # agents that differ: each one
+            lines += [f"    for {agent} alone (its own tasks and logged retries): {_verdict_and_why(av)}"
+                      for agent, av in by_agent.items()]
     return lines
 
 

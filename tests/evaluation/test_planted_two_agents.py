@@ -79,3 +79,14 @@ def test_a_pooled_rate_would_have_lent_audit_a_gain_it_never_has(run) -> None:
     deep = model.ev_depth >= 2
     pooled = float(model.ev_ok[deep].mean())
     assert pooled > 0.1  # audit's tasks would have been credited this recovery rate
+
+
+def test_the_cli_lines_name_each_agents_verdict_where_they_differ_from_the_fleets(run) -> None:
+    from retrylens.evaluation.report import recommendation_lines
+
+    lines = recommendation_lines({"recommendation": run.recommendation, "candidates": [{"name": NAME,
+                                                                                         "changes": []}]})
+    audit = next(line for line in lines if "for audit-agent alone" in line)
+    intake = next(line for line in lines if "for intake-agent alone" in line)
+    assert "no difference beyond the uncertainty" in audit and "+0.0%" in audit
+    assert "better beyond the margin" in intake
