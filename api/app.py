@@ -7,6 +7,7 @@ store and runs the ingest threads beside it; tests pass the fixture store in. Ro
 - ``/v1/precheck`` (:mod:`.precheck`), ``/v1/events`` (:mod:`.events`), ``/v1/traces`` (OTLP, :mod:`.otlp`);
 - ``/v1/policies/…`` and ``/v1/kill-switch/…`` (:mod:`.policies`);
 - ``/v1/projects/{project}/…`` and ``/v1/model`` read endpoints (:mod:`.reads`), alert rules (:mod:`.alert_rules`);
+  ``/v1/projects/{project}/policy-reports`` the policy report on demand (:mod:`.policy_reports`);
   ``/v1/fleet/…`` the same first-screen reads over every project the key may read (:mod:`.fleet`);
 - ``/v1/ops/{name}``, the CLI's store operations for the local token (:mod:`.operations`).
 """
@@ -37,6 +38,7 @@ from . import (
     operations,
     otlp,
     policies,
+    policy_reports,
     precheck,
     precheck_log,
     reads,
@@ -116,7 +118,7 @@ def create_app(
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
     declare_errors(precheck.router, events.router, otlp.router, policies.router, reads.router, fleet.router,
-                   alert_rules.router)
+                   alert_rules.router, policy_reports.router)
     app.include_router(precheck.router)
     app.include_router(events.router)
     app.include_router(otlp.router)
@@ -124,6 +126,7 @@ def create_app(
     app.include_router(reads.router)
     app.include_router(fleet.router)
     app.include_router(alert_rules.router)
+    app.include_router(policy_reports.router)
     app.include_router(operations.router)
     return app
 

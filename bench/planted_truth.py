@@ -63,6 +63,16 @@ def measure(seeds: int, tasks: int, replicates: int, setups: list[str]) -> dict[
             "estimate_ci_coverage": round(sum(r["ci_covered"] for r in runs) / len(runs), 3),
             "off_policy": {},
         }
+        agents = sorted({a for r in runs for a in r.get("by_agent", {})})
+        if agents:  # each agent judged on its own tasks and logged retries, against its own truth
+            entry["by_agent"] = {a: {
+                "verdicts": dict(Counter(r["by_agent"][a]["verdict"] for r in runs)),
+                "mean_truth": round(sum(r["by_agent"][a]["truth"] for r in runs) / len(runs), 4),
+                "mean_estimate": round(sum(r["by_agent"][a]["estimate"] for r in runs) / len(runs), 4),
+                "ci_coverage": round(sum(r["by_agent"][a]["ci_covered"] for r in runs) / len(runs), 3),
+                "adopted_below_margin": sum(r["by_agent"][a]["verdict"] in ("better", "cheaper")
+                                            and r["by_agent"][a]["truth"] < margin for r in runs),
+            } for a in agents}
         for est in ("ips", "snips", "dr"):
             values = off[(name, cand, est)]
             entry["off_policy"][est] = {
@@ -70,7 +80,7 @@ def measure(seeds: int, tasks: int, replicates: int, setups: list[str]) -> dict[
                 "ci_coverage": round(sum(lo <= t <= hi for _, lo, hi, t in values) / len(values), 3),
             }
         out["candidates"].append(entry)
-    explored = [c for c in out["candidates"] if c["setup"].startswith("claims-explores")]
+    explored = [c for c in out["candidates"] if "explore" in c["setup"]]
     out["explored_estimate_ci_coverage"] = (round(sum(c["estimate_ci_coverage"] * c["runs"] for c in explored)
                                                   / sum(c["runs"] for c in explored), 3) if explored else None)
     out["adopted_below_margin"] = sum(c["adopted_below_margin"] for c in out["candidates"])
@@ -96,6 +106,9 @@ def main() -> None:
     for c in result["candidates"]:
         print(f"{c['setup']:24s} {c['candidate']:20s} truth {c['mean_truth']:+.4f} est {c['mean_estimate']:+.4f} "
               f"ci {c['ci_coverage']} bounds {c['bounds_coverage']} {c['verdicts']} off {c['off_policy']}")
+        for agent, a in c.get("by_agent", {}).items():
+            print(f"    {agent:20s} truth {a['mean_truth']:+.4f} est {a['mean_estimate']:+.4f} ci {a['ci_coverage']} "
+                  f"{a['verdicts']}")
     print("explored candidates' estimate CI coverage", result["explored_estimate_ci_coverage"],
           "adopted below margin", result["adopted_below_margin"])
 

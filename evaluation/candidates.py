@@ -51,6 +51,9 @@ def overlay(live: RetryPolicy, changes: dict[str, Any], *, source: str) -> Retry
     base.pop("shadow", None)
     if isinstance(changes, dict) and set(changes) == {"policy"}:
         changes = changes["policy"]
+    if not isinstance(changes, dict):
+        raise PolicyError(f"invalid policy ({source}): the changes must be a mapping of policy fields",
+                          field="policy", source=source)
     budget = changes.get("budget") if isinstance(changes, dict) else None
     if (isinstance(budget, dict) and budget.get("max_attempts") is not None
             and not any(name in budget for name in ALLOWANCE_FIELDS) and isinstance(base.get("budget"), dict)):

@@ -55,6 +55,45 @@ CLAIMS: dict[str, Any] = {
     "pollution": {"weight": 0.0},
 }
 
+#: Two agents whose validation failures recover differently: the intake agent's answers fail the
+#: check 50 % of the time per attempt, independently (a retry recovers half the time); the audit
+#: agent's 'sealed' claims fail it every time (its check can never pass: a retry never recovers).
+#: A retry with a failure note helps neither (``failure_summary_fix`` 0), so the per-agent truth
+#: is plain: raising the validation cap helps intake and can do nothing for audit. A report that
+#: pooled the two agents' retries would lend audit intake's rate (and intake audit's).
+TWO_AGENTS: dict[str, Any] = {
+    "name": "planted-two-agents",
+    "description": "two agents; intake's validation failures recover on retry half the time, audit's "
+                   "'sealed' claims never pass validation",
+    "span_hours": 4,
+    "dependencies": {
+        "llm": {"kind": "model", "latency_ms": 900, "usd_per_1k_in": 0.001, "usd_per_1k_out": 0.004},
+        "claims.db": {"kind": "tool", "latency_ms": 200},
+    },
+    "model_behaviour": {"failure_summary_fix": 0.0},
+    "templates": [
+        {"name": "intake", "project": "planted", "agent": "intake-agent", "model": "llm",
+         "text": "file the claim {ref}", "values": {"ref": [f"I-{i}" for i in range(40)]},
+         "size_tokens": [200, 600], "tools": ["claims.db"],
+         "steps": [{"name": "lookup", "phase": "execution", "dependency": "claims.db"},
+                   {"name": "decide", "phase": "answer", "dependency": "model", "structured_output": True}],
+         "schema_mismatch": 0.0, "validation": 0.5, "planning_failure": 0.0, "recurring_share": 0.0},
+        {"name": "audit-sealed", "project": "planted", "agent": "audit-agent", "model": "llm", "weight": 0.4,
+         "text": "audit the sealed claim {ref}", "values": {"ref": [f"A-{i}" for i in range(40)]},
+         "size_tokens": [200, 600], "tools": ["claims.db"],
+         "steps": [{"name": "lookup", "phase": "execution", "dependency": "claims.db"},
+                   {"name": "decide", "phase": "answer", "dependency": "model", "structured_output": True}],
+         "schema_mismatch": 0.0, "validation": 1.0, "planning_failure": 0.0, "recurring_share": 0.0},
+        {"name": "audit-open", "project": "planted", "agent": "audit-agent", "model": "llm", "weight": 0.6,
+         "text": "audit the open claim {ref}", "values": {"ref": [f"B-{i}" for i in range(40)]},
+         "size_tokens": [200, 600], "tools": ["claims.db"],
+         "steps": [{"name": "lookup", "phase": "execution", "dependency": "claims.db"},
+                   {"name": "decide", "phase": "answer", "dependency": "model", "structured_output": True}],
+         "schema_mismatch": 0.0, "validation": 0.0, "planning_failure": 0.0, "recurring_share": 0.0},
+    ],
+    "pollution": {"weight": 0.0},
+}
+
 LIVE: dict[str, Any] = {"id": "claims-live", "version": "1",
                         "caps": {"rate_limit": 3, "validation": 1, "logic": 0},
                         "budget": {"max_attempts": 3}}
@@ -70,6 +109,8 @@ class Setup:
     explore: tuple[str, float] | None = None      # (candidate explored, explore_stops rate)
     #: what the truth says each candidate is: "gain", "loss" or "none" (within the margin)
     expected: dict[str, str] = field(default_factory=dict)
+    #: the planted faults the live policy runs on
+    faults: dict[str, Any] = field(default_factory=lambda: CLAIMS)
 
 
 SETUPS: dict[str, Setup] = {
@@ -92,6 +133,10 @@ SETUPS: dict[str, Setup] = {
     "claims-explores-429": Setup("claims-explores-429", deep_merge(LIVE, {"caps": {"rate_limit": 0}}), {
         "retry-429": {"caps": {"rate_limit": 3}},
     }, explore=("retry-429", 0.5)),
+    # per-agent conditioning: the same raise of the validation cap, two agents' own evidence
+    "two-agents-explore-validation": Setup("two-agents-explore-validation", LIVE, {
+        "validation-cap-up": {"caps": {"validation": 2}},
+    }, explore=("validation-cap-up", 0.5), faults=TWO_AGENTS),
 }
 
 
@@ -101,7 +146,7 @@ def scenario_of(setup: Setup) -> Scenario:
     if setup.explore is not None:
         name, rate = setup.explore
         shadow = {"candidate": setup.candidates[name], "explore_stops": rate}
-    return parse_scenario({**CLAIMS, "policy": setup.live, "shadow": shadow}, source=f"planted {setup.name}")
+    return parse_scenario({**setup.faults, "policy": setup.live, "shadow": shadow}, source=f"planted {setup.name}")
 
 
 def candidates_of(setup: Setup, live: RetryPolicy) -> dict[str, RetryPolicy]:
@@ -123,6 +168,12 @@ class PlantedRun:
         """The candidate's true mean minus the live policy's (without exploration), same tasks."""
         base = "live-greedy" if "live-greedy" in self.truth.truth else "live"
         return float(self.truth.truth[name][metric].mean() - self.truth.truth[base][metric].mean())
+
+    def true_diff_of_agent(self, name: str, agent: str, metric: str = "success") -> float:
+        """:meth:`true_diff` on ``agent``'s tasks alone."""
+        base = "live-greedy" if "live-greedy" in self.truth.truth else "live"
+        mine = self.truth.log.agents == agent
+        return float(self.truth.truth[name][metric][mine].mean() - self.truth.truth[base][metric][mine].mean())
 
     def verdict(self, name: str) -> str:
         return next(v["verdict"] for v in self.recommendation["candidates"] if v["name"] == name)
@@ -173,4 +224,14 @@ def truth_table(run: PlantedRun) -> list[dict[str, Any]]:
                      "unsupported_share": round(float(r.unsupported.mean()), 4),
                      "truth": round(run.true_diff(r.name), 4), "covered": covered(run, r.name),
                      "ci_covered": bool(d.lo - 1e-12 <= run.true_diff(r.name) <= d.hi + 1e-12)})
+        verdicts = next(v for v in run.recommendation["candidates"] if v["name"] == r.name).get("by_agent") or {}
+        if r.by_agent:
+            rows[-1]["by_agent"] = {}
+        for agent, judged in r.by_agent.items():
+            a, truth = judged.diff_vs_live["success"], run.true_diff_of_agent(r.name, agent)
+            rows[-1]["by_agent"][agent] = {
+                "verdict": verdicts[agent]["verdict"], "estimate": round(a.value, 4),
+                "ci": [round(a.lo, 4), round(a.hi, 4)], "truth": round(truth, 4),
+                "unsupported_share": round(judged.unsupported_share, 4),
+                "ci_covered": bool(a.lo - 1e-12 <= truth <= a.hi + 1e-12)}
     return rows

@@ -98,6 +98,8 @@ class PolicyReplay:
     diff_vs_live: dict[str, Estimate] = field(default_factory=dict)
     bounds: dict[str, Bounds] = field(default_factory=dict)
     diff_optimistic: dict[str, Estimate] = field(default_factory=dict)
+    #: per agent (histories of 2 to :data:`MAX_AGENTS_JUDGED` agents): the same judged on its tasks alone
+    by_agent: dict[str, Judged] = field(default_factory=dict)
     _ext: dict[str, np.ndarray] | None = None
 
     @property
@@ -408,43 +410,83 @@ def poisson_weights(n: int, replicates: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).poisson(1.0, size=(replicates, n)).astype(np.float64)
 
 
+#: Agents judged one by one (each from its own tasks and evidence) when a history holds 2 to this many.
+MAX_AGENTS_JUDGED = 12
+
+
+@dataclass
+class Judged:
+    """One policy's estimates on a set of tasks: means, differences to live and bounds, with CIs."""
+
+    estimates: dict[str, Estimate]
+    diff_vs_live: dict[str, Estimate]
+    diff_optimistic: dict[str, Estimate]
+    bounds: dict[str, Bounds]
+    tasks: int
+    unsupported_share: float
+    imputed_share: float
+
+
 def bootstrap(results: list[PolicyReplay], model: ImputationModel, weights: np.ndarray,
               handoff: dict[str, bool], level: float = 0.95) -> None:
     """Percentile CIs of every policy's means, and of its differences to ``results[0]`` (live).
 
     Each replicate computes what the point computes (the same imputation formula on the
     replicate's weights), and an interval is widened to its point in the rare skewed case
-    where the percentiles leave it just outside.
+    where the percentiles leave it just outside. With 2 to :data:`MAX_AGENTS_JUDGED` agents,
+    each agent is also judged on its own tasks (:attr:`PolicyReplay.by_agent`): the same
+    replicates with the other agents' tasks weighted 0, so its extensions rest on its own
+    logged retries only (the imputation is keyed by agent) and its interval is its own.
     """
     alpha = (1 - level) / 2
-    norm = weights.sum(1)
+    for r, judged in zip(results, _judge(results, model, weights, handoff, alpha, None), strict=True):
+        r.estimates, r.diff_vs_live = judged.estimates, judged.diff_vs_live
+        r.diff_optimistic, r.bounds = judged.diff_optimistic, judged.bounds
+    agents = model.agent_names
+    if 2 <= len(agents) <= MAX_AGENTS_JUDGED:
+        for code, agent in enumerate(agents):
+            mask = model.task_agent == code
+            for r, judged in zip(results, _judge(results, model, weights, handoff, alpha, mask), strict=True):
+                r.by_agent[agent] = judged
+
+
+def _judge(results: list[PolicyReplay], model: ImputationModel, weights: np.ndarray, handoff: dict[str, bool],
+           alpha: float, mask: np.ndarray | None) -> list[Judged]:
+    """Every policy judged on the tasks of ``mask`` (all tasks when ``None``)."""
+    w = weights if mask is None else weights * mask
+    norm = w.sum(1)
     norm[norm == 0] = 1.0
+    sel = np.ones(model.n_tasks, bool) if mask is None else mask
+
+    def mean(values: np.ndarray) -> float:
+        return float(values[sel].mean()) if sel.any() else float("nan")
+
     boot: dict[str, dict[str, np.ndarray]] = {}
     opt_boot: dict[str, dict[str, np.ndarray]] = {}
     for r in results:
-        adjust = {m: np.zeros(len(weights)) for m in METRICS}
+        adjust = {m: np.zeros(len(w)) for m in METRICS}
         if r._ext is not None and r._ext["supported"].any():
-            _bootstrap_extension(r, model, weights, handoff[r.name], adjust, norm)
-        stats = {m: weights @ r.per_task[m] / norm + adjust[m] for m in METRICS}
+            _bootstrap_extension(r, model, w, handoff[r.name], adjust, norm)
         optimistic = r.optimistic if r.optimistic is not None else r.per_task
-        boot[r.name] = stats
-        opt_boot[r.name] = {m: weights @ optimistic[m] / norm + adjust[m] for m in METRICS}
-        point = r.point
-        r.estimates = {m: _held(point[m], stats[m], alpha) for m in METRICS}
+        boot[r.name] = {m: w @ r.per_task[m] / norm + adjust[m] for m in METRICS}
+        opt_boot[r.name] = {m: w @ optimistic[m] / norm + adjust[m] for m in METRICS}
     live = results[0]
-    ref = live.point
+    ref = {m: mean(live.per_task[m]) for m in METRICS}
+    out = []
     for r in results:
-        point = r.point
-        opt_point = {m: float(v.mean()) for m, v in (r.optimistic or r.per_task).items()}
-        r.diff_vs_live = {m: _held(point[m] - ref[m], boot[r.name][m] - boot[live.name][m], alpha)
-                          for m in METRICS}
-        r.bounds, r.diff_optimistic = {}, {}
-        for m in METRICS:
-            pess, opt = r.diff_vs_live[m], _held(opt_point[m] - ref[m], opt_boot[r.name][m] - boot[live.name][m],
-                                                  alpha)
-            r.diff_optimistic[m] = opt
-            r.bounds[m] = Bounds(min(pess.value, opt.value), max(pess.value, opt.value),
-                                 min(pess.lo, opt.lo), max(pess.hi, opt.hi))
+        point = {m: mean(r.per_task[m]) for m in METRICS}
+        opt_point = {m: mean(v) for m, v in (r.optimistic or r.per_task).items()}
+        diff = {m: _held(point[m] - ref[m], boot[r.name][m] - boot[live.name][m], alpha) for m in METRICS}
+        opt = {m: _held(opt_point[m] - ref[m], opt_boot[r.name][m] - boot[live.name][m], alpha) for m in METRICS}
+        bounds = {m: Bounds(min(diff[m].value, opt[m].value), max(diff[m].value, opt[m].value),
+                            min(diff[m].lo, opt[m].lo), max(diff[m].hi, opt[m].hi)) for m in METRICS}
+        unsupported = r.unsupported[sel] if len(r.unsupported) else np.zeros(0, bool)
+        out.append(Judged(
+            estimates={m: _held(point[m], boot[r.name][m], alpha) for m in METRICS}, diff_vs_live=diff,
+            diff_optimistic=opt, bounds=bounds, tasks=int(sel.sum()),
+            unsupported_share=float(unsupported.mean()) if len(unsupported) else 0.0,
+            imputed_share=float(r.extended[sel].mean()) if sel.any() else 0.0))
+    return out
 
 
 def _held(point: float, replicates: np.ndarray, alpha: float) -> Estimate:

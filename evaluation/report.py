@@ -75,6 +75,14 @@ def policy_entry(r: PolicyReplay, policy: RetryPolicy, source: str) -> dict[str,
         "truncated_share": float(r.truncated.mean()), "imputed_share": float(r.extended.mean()),
         "unsupported_share": float(r.unsupported.mean()) if len(r.unsupported) else 0.0,
         "support_gaps": r.gaps, "decision_divergence": r.decision_divergence, "tasks": int(len(r.truncated)),
+        "by_agent": {agent: {
+            "estimates": {m: e.as_dict() for m, e in j.estimates.items()},
+            "diff_vs_live": {m: e.as_dict() for m, e in j.diff_vs_live.items()},
+            "diff_if_unsupported_succeed": {m: e.as_dict() for m, e in j.diff_optimistic.items()},
+            "bounds": {m: b.as_dict() for m, b in j.bounds.items()},
+            "imputed_share": j.imputed_share, "unsupported_share": j.unsupported_share,
+            "support_gaps": [g for g in r.gaps if g["agent"] == agent], "tasks": j.tasks,
+        } for agent, j in r.by_agent.items()},
     }
 
 
@@ -208,9 +216,18 @@ def recommend(policies: list[dict[str, Any]], margins: Margins | None = None) ->
     live_cost = float(policies[0]["estimates"]["cost_usd"]["value"]) if policies else 0.0
     verdicts = []
     best: tuple[float, dict[str, Any], str] | None = None
+    live_by_agent = policies[0].get("by_agent") or {} if policies else {}
     for p in policies[1:]:
         verdict, why, score = _supported_verdict(p, live_cost, margins)
-        verdicts.append({"name": p["name"], "verdict": verdict, "why": why, "changes": p.get("changes", [])})
+        entry = {"name": p["name"], "verdict": verdict, "why": why, "changes": p.get("changes", [])}
+        if p.get("by_agent"):
+            entry["by_agent"] = {}
+            for agent, sub in p["by_agent"].items():
+                agent_cost = float(live_by_agent.get(agent, {}).get("estimates", {}).get("cost_usd", {})
+                                   .get("value", live_cost))
+                v, w, _ = _supported_verdict(sub, agent_cost, margins)
+                entry["by_agent"][agent] = {"verdict": v, "why": w}
+        verdicts.append(entry)
         if verdict in ("better", "cheaper") and (best is None or score > best[0]):
             best = (score, p, why)
     margin_words = {"success": margins.success, "cost_share": margins.cost_share,
@@ -320,6 +337,10 @@ def recommendation_lines(report: dict[str, Any]) -> list[str]:
         v = verdicts.get(c["name"], {})
         lines.append(f"  candidate {c['name']}: {describe_changes(c.get('changes', []), limit=20)}"
                      + (f"; {_verdict_and_why(v)}" if v else ""))
+        by_agent = v.get("by_agent") or {}
+        if any(av["verdict"] != v["verdict"] for av in by_agent.values()):  # agents that differ: each one
+            lines += [f"    for {agent} alone (its own tasks and logged retries): {_verdict_and_why(av)}"
+                      for agent, av in by_agent.items()]
     return lines
 
 

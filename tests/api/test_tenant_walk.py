@@ -108,6 +108,8 @@ def _body(method: str, path: str, project: str) -> tuple[dict[str, Any] | None, 
         return {"id": f"walked@{project}"}, None
     if path.startswith("/v1/projects/{project}/alerts/rules"):
         return dict(RULE), None
+    if path == "/v1/projects/{project}/policy-reports":
+        return {"candidates": [{"name": "fewer", "changes": {"caps": {"timeout": 1}}}], "replicates": 50}, None
     if path == "/v1/ops/{name}":
         return {}, None
     if method in ("GET", "DELETE"):
