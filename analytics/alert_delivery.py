@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote_plus, urlsplit, urlunsplit
 
 import httpx
 
@@ -57,7 +57,8 @@ def safe_url(url: str) -> str:
     if ":" in host:
         host = f"[{host}]"
     netloc = ("***@" if parts.username or parts.password else "") + host + (f":{parts.port}" if parts.port else "")
-    query = urlencode([(name, "***") for name, _ in parse_qsl(parts.query, keep_blank_values=True)])
+    # "***" as it is: urlencode would show it as %2A%2A%2A
+    query = "&".join(f"{quote_plus(name)}=***" for name, _ in parse_qsl(parts.query, keep_blank_values=True))
     first, *rest = parts.path.lstrip("/").split("/", 1)
     path = f"/{first}" + ("/***" if rest and rest[0] else "") if parts.path else ""
     return urlunsplit((parts.scheme, netloc, path, query, ""))

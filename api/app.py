@@ -45,6 +45,7 @@ from . import (
 )
 from .auth import KeyRing, local_token
 from .contract import answer_405_with_every_method, declare_errors
+from .ingest_budget import IngestBudget
 from .middleware import (
     BodySizeLimit,
     BodyTooLarge,
@@ -97,6 +98,8 @@ def create_app(
     app.state.otlp_book = TraceBook(max_bytes=settings.otlp_memory_bytes)
 
     app.add_middleware(BodySizeLimit, max_bytes=settings.api_max_body_bytes)
+    app.add_middleware(IngestBudget, keyring=app.state.keyring, rate_bytes=settings.api_ingest_rate_bytes,
+                       burst_bytes=settings.api_ingest_burst_bytes)
     app.add_middleware(RequestMetrics)
     app.add_exception_handler(BodyTooLarge, too_large_handler)
     app.add_exception_handler(RequestValidationError, _validation_error)

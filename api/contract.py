@@ -12,6 +12,8 @@ route would forget one:
 - a route that takes a body answers **413** past ``api_max_body_bytes`` and **400** for an
   unreadable ``Content-Length`` (:class:`.middleware.BodySizeLimit`), and a route with a JSON
   body model **415** for another content type (:func:`.middleware.require_json_body`);
+- an ingest route (``POST /v1/events``, ``/v1/traces``) answers **429** with ``Retry-After`` past
+  its key's byte budget (:class:`.ingest_budget.IngestBudget`);
 - a route with parameters or a body answers **422** with the body
   :func:`.app._validation_error` sends (``detail`` plus ``message``), declared instead of
   FastAPI's default one.
@@ -33,6 +35,7 @@ from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 
 from .auth import principal, project_access
+from .ingest_budget import INGEST_PATHS
 
 ERROR_BODY: dict[str, Any] = {
     "title": "ErrorBody", "type": "object", "required": ["detail"],
@@ -67,6 +70,10 @@ TOO_LARGE = _error("The request body exceeds api_max_body_bytes; for a batch of 
 NOT_JSON = _error("The body was not sent as JSON (Content-Type: application/json).")
 BAD_LENGTH = _error("The Content-Length header is not a number.")
 INVALID = _error("The request failed validation.", VALIDATION_BODY)
+OVER_BUDGET = _error("This key sent more than its ingest budget (api_ingest_rate_bytes a second after a burst of "
+                     "api_ingest_burst_bytes); send again after Retry-After seconds.",
+                     headers={"Retry-After": {"schema": {"type": "integer"},
+                                              "description": "Seconds until the key's budget lets a request in."}})
 
 
 def _calls(dependant: Dependant, target: object) -> bool:
@@ -92,6 +99,8 @@ def errors_of(route: APIRoute) -> dict[int | str, dict[str, Any]]:
         found[400] = BAD_LENGTH
     if route.body_field is not None:
         found[415] = NOT_JSON
+    if "POST" in route.methods and route.path in INGEST_PATHS:
+        found[429] = OVER_BUDGET
     if get_flat_params(route.dependant) or route.body_field is not None:
         found[422] = INVALID
     return found

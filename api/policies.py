@@ -22,14 +22,18 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, WithJsonSchema
 
 from retrylens.errors import PolicyError
 
-from .auth import PROJECT_PATTERN, project_access
+from .auth import project_access
 from .params import Limit
 from .policy_body import policy_body_schema
 from .policy_store import PROJECT_DEFAULT, PolicyStore
 
 router = APIRouter(prefix="/v1", tags=["policies"])
 
-AgentName = Annotated[str, Path(pattern=PROJECT_PATTERN, description="Agent name.")]
+#: Agent names may hold "/" ("team/planner", sent as ``team%2Fplanner``): the routes take the
+#: rest of the path as the name (``{agent:path}``), so a name is never cut at its slash. A name
+#: ending in "/history" reads its history route, not its policy.
+AGENT_PATTERN = r"^[^\x00-\x1f]{1,256}$"
+AgentName = Annotated[str, Path(pattern=AGENT_PATTERN, description="Agent name (may hold '/').")]
 ProjectDep = Annotated[str, Depends(project_access)]
 PolicyBody = Annotated[dict[str, Any], WithJsonSchema(policy_body_schema()), Body(
     examples=[{"id": "shop", "caps": {"timeout": 2}, "budget": {"max_attempts": 3}}],
@@ -75,13 +79,18 @@ def get_project_policies(store: StoreDep, project: ProjectDep) -> dict[str, Any]
     }
 
 
-@router.put("/policies/{project}/{agent}", summary="Set an agent's policy (new revision)")
+@router.get("/policies/{project}/{agent:path}/history", summary="Revisions of an agent's policy, newest first")
+def get_agent_history(store: StoreDep, project: ProjectDep, agent: AgentName, limit: Limit = 50) -> list[dict[str, Any]]:
+    return [r.as_dict() for r in store.history(project, agent, limit=limit)]
+
+
+@router.put("/policies/{project}/{agent:path}", summary="Set an agent's policy (new revision)")
 def put_agent_policy(store: StoreDep, project: ProjectDep, agent: AgentName, body: PolicyBody) -> dict[str, Any]:
     return _put(store, project, agent, body)
 
 
 @router.get(
-    "/policies/{project}/{agent}",
+    "/policies/{project}/{agent:path}",
     summary="The effective policy an agent should run (polled by the SDK)",
     responses={304: {"description": "Unchanged since the ETag sent in If-None-Match."},
                404: {"description": "No policy configured for this agent or project."}},
@@ -98,11 +107,6 @@ def get_agent_policy(store: StoreDep, project: ProjectDep, agent: AgentName, req
     return _json_response(200, effective.body, headers)
 
 
-@router.get("/policies/{project}/{agent}/history", summary="Revisions of an agent's policy, newest first")
-def get_agent_history(store: StoreDep, project: ProjectDep, agent: AgentName, limit: Limit = 50) -> list[dict[str, Any]]:
-    return [r.as_dict() for r in store.history(project, agent, limit=limit)]
-
-
 @router.get("/kill-switch/{project}", summary="Kill switches in force for a project")
 def get_kill_switch(store: StoreDep, project: ProjectDep) -> dict[str, Any]:
     return store.kill_state(project).as_dict()
@@ -113,7 +117,7 @@ def put_project_kill_switch(store: StoreDep, project: ProjectDep, change: KillSw
     return store.set_kill(project, PROJECT_DEFAULT, change.enabled, change.reason).as_dict()
 
 
-@router.put("/kill-switch/{project}/{agent}", summary="Stop (or resume) automatic retries for one agent")
+@router.put("/kill-switch/{project}/{agent:path}", summary="Stop (or resume) automatic retries for one agent")
 def put_agent_kill_switch(store: StoreDep, project: ProjectDep, agent: AgentName,
                           change: KillSwitchChange) -> dict[str, Any]:
     return store.set_kill(project, agent, change.enabled, change.reason).as_dict()

@@ -204,7 +204,7 @@ def run(args: argparse.Namespace) -> dict:
             idle = _p99s(_result(_child(["probe", url, seconds, rate], env)))
             out: dict = {"tasks": seeded["events"], "seconds": args.seconds, "idle": idle,
                          "idle_rss_mb": _rss_mb(server.pid), "attacks": {}}
-            for kind in ATTACKS:
+            for kind in args.attacks:
                 # the attack outlasts the probe by the probe's start-up, so the probe is measured under it
                 attacker = _child(["attack", url, kind, str(args.seconds + (0.5 if args.smoke else 5)),
                                    "smoke" if args.smoke else "full"], env)
@@ -237,6 +237,7 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=10.0, help="Healthz probes per second (reads: a fifth).")
     parser.add_argument("--smoke", action="store_true", help="A tiny size: the figures mean nothing.")
     parser.add_argument("--json", action="store_true", help="Print one JSON object.")
+    parser.add_argument("--attacks", nargs="+", choices=ATTACKS, default=list(ATTACKS), help="Which attacks to run.")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:

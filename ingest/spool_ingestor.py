@@ -22,6 +22,7 @@ from .batch import Batch
 from .chain import build_chain
 from .dead_letter_file import DEAD_LETTER_FILE, DeadLetterFile
 from .encoder import RawChunk
+from .priority import lower_this_thread
 from .writer import BatchWriter
 
 log = logging.getLogger(__name__)
@@ -122,6 +123,7 @@ class SpoolIngestor:
         """Ingest in a background thread until :meth:`stop`."""
 
         def loop() -> None:
+            lower_this_thread()  # a flood of events must not take the CPU from the API's reads
             while not self._stop.is_set():
                 try:
                     if not self.run_once():

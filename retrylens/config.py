@@ -149,6 +149,17 @@ class Settings(BaseSettings):
         description="Largest compressed request body once inflated (gzip/deflate OTLP): inflation stops and "
         "answers 413 as soon as it passes this.",
     )
+    api_ingest_rate_bytes: int = Field(
+        default=2 * 1_048_576, ge=0,
+        description="Per API key: the bytes a second of request bodies it may send to /v1/events and /v1/traces "
+        "once its burst is spent; past it they answer 429 with Retry-After (0: no limit; the local token is never "
+        "limited).",
+    )
+    api_ingest_burst_bytes: int = Field(
+        default=8 * 1_048_576, ge=1024,
+        description="Per API key: the bytes of ingest request bodies it may send at once before "
+        "api_ingest_rate_bytes applies.",
+    )
     otlp_memory_bytes: int = Field(
         default=32 * 1_048_576, ge=65_536,
         description="Per project: the most memory the spans of its unfinished OTLP traces may hold; beyond it "

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 
 from .lazy_pattern import LazyPattern
 from .number_checks import iban_ok, luhn_ok, phone_digits_ok
@@ -153,17 +154,57 @@ def may_hold_secrets(text: str) -> bool:
     for part in _CASED_PARTS:
         if part in text:
             return True
-    lowered = text.lower()
+    lowered = _caseless(text)
     for part in _CASELESS_PARTS:
         if part in lowered:
             return True
-    if any(word in lowered for word in _KEY_WORDS) and _KEY_WORD.search(text) is not None:
+    if _has_key_word(text, lowered):
         return True
     return (
         _FOUR_DIGITS.search(text) is not None
         or _IBAN_START.search(text) is not None
         or (len(text) >= 40 and _FORTY.search(text) is not None)
     )
+
+
+def _caseless(text: str) -> str:
+    """``text`` lower-cased for the caseless substring tests, as ``re``'s IGNORECASE sees it:
+    besides ASCII it takes "ı" and "İ" for "i" and "ſ" for "s" ("ſecret=…" is matched by the
+    key pattern), which ``str.lower`` leaves as they are (or makes "i" + a combining dot)."""
+    lowered = text.lower()
+    if not text.isascii():
+        lowered = lowered.replace("ı", "i").replace("ſ", "s").replace("i\u0307", "i")
+    return lowered
+
+
+def _has_key_word(text: str, lowered: str) -> bool:
+    return any(word in lowered for word in _KEY_WORDS) and _KEY_WORD.search(text) is not None
+
+
+#: for each pattern, a test that every text it can match passes (its fixed part, as
+#: :func:`may_hold_secrets` looks for them), given the text and its :func:`_caseless` form
+_NEEDS: dict[LazyPattern, Callable[[str, str], bool]] = dict(zip(
+    [pattern for pattern, _ in [*REDACTIONS, *CHECKED]],
+    [
+        lambda text, _: "-----BEGIN" in text,
+        lambda _, lowered: "authoriz" in lowered,
+        lambda _, lowered: "bearer" in lowered,
+        lambda text, _: "@" in text and "://" in text,
+        lambda text, _: "k-" in text,
+        lambda text, _: "AKIA" in text or "ASIA" in text,
+        lambda text, _: "gh" in text or "github_pat" in text or "xox" in text,
+        lambda text, _: "AIza" in text,
+        lambda text, _: "eyJ" in text,
+        lambda text, lowered: _has_key_word(text, lowered),
+        lambda text, lowered: _has_key_word(text, lowered),
+        lambda text, _: "@" in text,
+        lambda text, _: len(text) >= 40 and _FORTY.search(text) is not None,
+        lambda text, _: _IBAN_START.search(text) is not None,
+        lambda text, _: _FOUR_DIGITS.search(text) is not None,
+        lambda text, _: "+" in text,
+    ],
+    strict=True,
+))
 
 
 def redact(text: str, *, limit: int | None = None) -> str:
@@ -197,11 +238,14 @@ def _redact(text: str, limit: int | None) -> str:
         end = limit + _CUT_MARGIN
         tail = _TOKEN_TAIL.compiled.match(text, end)
         text = text[: tail.end() if tail is not None else end]
-    if may_hold_secrets(text):
-        for pattern, replacement in REDACTIONS:
-            text = pattern.sub(replacement, text)
-        for pattern, check in CHECKED:
-            text = pattern.sub(check, text)
+    # each pattern only where its fixed part is (an id's four digits run the card pattern
+    # alone, not all sixteen at 10-20 us each), judged on the text as the patterns before left it
+    lowered = _caseless(text)
+    for pattern, replacement in [*REDACTIONS, *CHECKED]:
+        if _NEEDS[pattern](text, lowered):
+            cleaned = pattern.sub(replacement, text)
+            if cleaned != text:
+                text, lowered = cleaned, _caseless(cleaned)
     if limit is not None and len(text) > limit:
         text = text[: max(0, limit - 1)] + "…"
     return text

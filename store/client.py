@@ -61,6 +61,28 @@ def connect(settings: Settings) -> Client:
         return client
 
 
+def connect_apart(settings: Settings) -> Client:
+    """A client of the configured store with a connection of its own, for a thread that must
+    not queue behind the API's reads (or make them queue behind it).
+
+    clickhouse-connect serialises the calls of one embedded client on a lock (a handle with an
+    open stream must not be reused), so the ingest threads' inserts on the API's client made a
+    tenant's read wait for another tenant's insert, seconds under a flood. chDB lets a process
+    open any number of handles on its one engine (the path must be the one already open, which
+    :func:`connect` opens first); each has its own lock, and the engine runs their queries side
+    by side (``tests/foundation/test_store_connections.py``). A ClickHouse server client is already
+    safe to share across threads (a pool of HTTP connections): it is returned as it is.
+    """
+    shared = connect(settings)
+    dsn = settings.effective_dsn
+    if not dsn.startswith("chdb://"):
+        return shared
+    try:
+        return clickhouse_connect.get_client(dsn=dsn)
+    except ClickHouseError as exc:
+        raise StoreError(f"cannot open another connection to the embedded store at {dsn}: {exc}") from exc
+
+
 @contextmanager
 def _engine_stderr() -> Iterator[Callable[[], str]]:
     """Hold back what the engine writes to the process's stderr while the store opens.

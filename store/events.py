@@ -14,7 +14,7 @@ from clickhouse_connect.driver.client import Client
 
 from retrylens.config import Settings
 
-from .client import connect
+from .client import connect, connect_apart
 from .event_table import EVENT_COLUMN_NAMES
 from .migrations.base import MigrationContext
 from .migrator import Migrator, context_from
@@ -89,9 +89,12 @@ class EventStore:
         return {row[0] for row in result.result_rows}
 
 
-def open_store(settings: Settings, *, migrate: bool = True) -> EventStore:
-    """Connect to the configured store and bring its schema up to date."""
-    client = connect(settings)
+def open_store(settings: Settings, *, migrate: bool = True, apart: bool = False) -> EventStore:
+    """Connect to the configured store and bring its schema up to date.
+
+    ``apart``: on a connection of its own (:func:`.client.connect_apart`), for the server's
+    ingest and maintenance threads, so that their work never holds the API's reads."""
+    client = connect_apart(settings) if apart else connect(settings)
     ctx = context_from(settings)
     if migrate:
         Migrator(client, ctx).apply()

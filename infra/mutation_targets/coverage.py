@@ -35,6 +35,7 @@ EXEMPT: dict[str, str] = {
     "ingest/group.py": _BROKER + "consumer-group members as threads",
     "ingest/kafka_clients.py": "client construction from settings: no decision a test could pin without a broker",
     "ingest/metrics.py": "Prometheus metric declarations only",
+    "ingest/priority.py": "lowers a thread's scheduling priority: no data kept (tests/api/test_ingest_threads_apart.py)",
     "ingest/redaction.py": _TO_WRITE + "which event texts are cleaned before storage; the patterns "
     "themselves are the sdk_text targets' (sdk/redaction.py), the roads are pinned by tests/api/test_server_redaction.py",
     "ingest/spool_ingestor.py": _TO_WRITE + "the spool source of the chain (commit after store)",

@@ -114,3 +114,20 @@ def test_the_sdk_api_poller_hot_reloads_policies_and_the_kill_switch(live_url):
     admin.put("/v1/policies/acme/planner", json={"id": "central", "caps": {"timeout": 3}})
     assert poller.poll() is True and not source.current.is_killed("planner")
     assert source.current.version == "2" and source.last_error is None
+
+
+def test_an_agent_name_with_a_slash_has_its_policy_history_and_kill_switch(client):
+    """``team/planner`` travels as ``team%2Fplanner`` (the SDK client quotes every segment); the
+    server decodes the path before routing, so the name used to be cut at its slash (404)."""
+    from urllib.parse import quote
+
+    name = quote("team/planner", safe="")
+    put = client.put(f"/v1/policies/acme/{name}", json={"id": "team-planner"}, headers=ACME)
+    assert put.status_code == 200 and put.json()["agent"] == "team/planner"
+    served = client.get(f"/v1/policies/acme/{name}", headers=ACME)
+    assert served.status_code == 200 and served.json()["id"] == "team-planner"
+    assert [r["agent"] for r in client.get(f"/v1/policies/acme/{name}/history", headers=ACME).json()] == ["team/planner"]
+    assert client.get("/v1/policies/acme/team", headers=ACME).status_code == 404  # not its prefix's
+    killed = client.put(f"/v1/kill-switch/acme/{name}", json={"enabled": True, "reason": "loop"}, headers=ACME)
+    assert killed.status_code == 200 and killed.json()["agents"] == ["team/planner"]
+    assert parse_policy(client.get(f"/v1/policies/acme/{name}", headers=ACME).json()).is_killed("team/planner")

@@ -128,3 +128,23 @@ def test_the_pre_filter_never_changes_what_the_patterns_give() -> None:
 def test_the_pre_filter_passes_a_short_ordinary_message_at_once(text: str) -> None:
     """What makes clean text cheap on the server's ingest path: no pattern is run at all."""
     assert not redaction.may_hold_secrets(text)
+
+
+@pytest.mark.parametrize("text", ["ſecret=hunter2xyz", "Authorİzation: Basic bWVpOmh1bnRlcjI=",
+                                  "apı_key: Zx81QmT4vB7n", "toKen=hunter2xyz"])
+def test_a_key_word_spelled_with_the_letters_ignorecase_also_takes_is_redacted(text: str) -> None:
+    """``re`` matches "ſ", "ı", "İ" and the Kelvin sign to s, i, i, k under IGNORECASE; the
+    pre-filter's lower-casing once did not, so these passed it untouched."""
+    assert redaction.may_hold_secrets(text)
+    assert "[REDACTED]" in redaction.redact(text)
+
+
+def test_each_pattern_runs_only_on_a_text_holding_its_fixed_part() -> None:
+    """A text's patterns are chosen by their fixed parts: an ordinary message with an id runs
+    the card pattern alone (each pattern costs 10-20 us a text, the server's ingest path pays
+    it on every new text), and every planted secret still reaches its own pattern."""
+    for (text, _secret), (pattern, _) in zip(ONE_PER_PATTERN, _entries(), strict=True):
+        assert redaction._NEEDS[pattern](text, redaction._caseless(text)), text
+    ordinary = "order 48213 failed: upstream timed out after 3000 ms (attempt 2 of 3)"
+    run = [pattern.pattern for pattern, _ in _entries() if redaction._NEEDS[pattern](ordinary, ordinary.lower())]
+    assert run == [redaction._CARD.pattern]

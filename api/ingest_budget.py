@@ -1,0 +1,116 @@
+"""Each tenant's ingest budget in bytes a second: past it, ``429`` with ``Retry-After``.
+
+One tenant flooding ``/v1/events`` or ``/v1/traces`` makes the server decode, spool and insert
+on its behalf; the other tenants' reads then share the machine with that work. A token bucket
+per key bounds it: a key may send ``api_ingest_burst_bytes`` at once and
+``api_ingest_rate_bytes`` a second after that. A request is let in while its key's bucket is
+not in debt, and its body's bytes are taken as they arrive (a body's size is not always
+declared, and an OTLP body's cost is not known before it is read), so one request may take
+the bucket below zero; the next ones answer 429 with ``Retry-After`` (whole seconds until the
+debt is repaid) before their body is read. Other keys are not affected.
+
+The local token (every project: the CLI and dashboard of this machine's own user) is not
+limited; a request with no known key passes on to the route, which answers 401.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from .auth import KeyRing
+
+#: The routes whose bodies become stored events (POST only).
+INGEST_PATHS = frozenset({"/v1/events", "/v1/traces"})
+
+
+@dataclass
+class _Bucket:
+    tokens: float
+    at: float
+
+
+@dataclass
+class TokenBuckets:
+    """Per-tenant token buckets of bytes; one event loop uses them (no lock)."""
+
+    rate: float
+    burst: float
+    clock: Callable[[], float] = time.monotonic
+    _buckets: dict[Hashable, _Bucket] = field(default_factory=dict)
+
+    def _refilled(self, tenant: Hashable) -> _Bucket:
+        now = self.clock()
+        bucket = self._buckets.get(tenant)
+        if bucket is None:
+            bucket = self._buckets[tenant] = _Bucket(self.burst, now)
+        else:
+            bucket.tokens = min(self.burst, bucket.tokens + (now - bucket.at) * self.rate)
+            bucket.at = now
+        return bucket
+
+    def wait_s(self, tenant: Hashable) -> float:
+        """0 if ``tenant`` may send now, else the seconds until its debt is repaid."""
+        bucket = self._refilled(tenant)
+        return 0.0 if bucket.tokens >= 0 else -bucket.tokens / self.rate
+
+    def take(self, tenant: Hashable, size: int) -> None:
+        """Take ``size`` bytes from ``tenant``'s bucket (it may go into debt)."""
+        self._refilled(tenant).tokens -= size
+
+
+class IngestBudget:
+    """ASGI middleware: the per-key byte budget of the ingest routes (see the module docstring)."""
+
+    def __init__(self, app: ASGIApp, keyring: KeyRing, *, rate_bytes: int, burst_bytes: int) -> None:
+        self.app = app
+        self.keyring = keyring
+        self.buckets = TokenBuckets(float(rate_bytes), float(burst_bytes)) if rate_bytes > 0 else None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        tenant = self._tenant(scope) if self.buckets is not None else None
+        if tenant is None:
+            await self.app(scope, receive, send)
+            return
+        buckets = self.buckets
+        assert buckets is not None
+        wait = buckets.wait_s(tenant)
+        if wait > 0:
+            await _too_many(send, wait, buckets.rate)
+            return
+
+        async def counted() -> Message:
+            message = await receive()
+            if message["type"] == "http.request":
+                buckets.take(tenant, len(message.get("body", b"")))
+            return message
+
+        await self.app(scope, counted, send)
+
+    def _tenant(self, scope: Scope) -> frozenset[str] | None:
+        """The projects of the request's key, for a POST to an ingest route with a project key."""
+        if scope["type"] != "http" or scope.get("method") != "POST" or scope.get("path") not in INGEST_PATHS:
+            return None
+        headers = dict(scope["headers"])
+        key = headers.get(b"x-api-key")
+        if key is None:
+            scheme, _, token = headers.get(b"authorization", b"").partition(b" ")
+            key = token.strip() if scheme.lower() == b"bearer" else None
+        if not key:
+            return None
+        who = self.keyring.resolve(key.decode("latin-1"))
+        return who.projects if who is not None else None  # None: unknown key (401 later) or the local token
+
+
+async def _too_many(send: Send, wait_s: float, rate: float) -> None:
+    retry_after = max(1, math.ceil(wait_s))
+    body = (b'{"detail":"this key is over its ingest budget of %d bytes a second (api_ingest_rate_bytes); '
+            b'retry after %d s"}' % (int(rate), retry_after))
+    await send({"type": "http.response.start", "status": 429,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                            (b"retry-after", str(retry_after).encode())]})
+    await send({"type": "http.response.body", "body": body})

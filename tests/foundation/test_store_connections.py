@@ -1,0 +1,84 @@
+"""A connection apart (``open_store(apart=True)``): its calls never hold the shared one's, and
+inserting on one while reading on the other is safe on the real engine (chDB)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from retrylens.config import Settings
+from retrylens.store import EventStore, open_store
+
+pytestmark = pytest.mark.clickhouse
+
+#: a call that holds its connection this long (ClickHouse's ``sleepEachRow``, 3 rows)
+HOLD_S = 1.2
+
+
+def _hold(store: EventStore, started: threading.Event) -> None:
+    started.set()
+    store.client.query("SELECT sleepEachRow(0.4) FROM numbers(3)")
+
+
+def _read_while_held(holder: EventStore, reader: EventStore) -> float:
+    started = threading.Event()
+    thread = threading.Thread(target=_hold, args=(holder, started))
+    thread.start()
+    started.wait()
+    time.sleep(0.2)  # the hold is under way
+    begun = time.perf_counter()
+    reader.count_distinct_events("acme")
+    waited = time.perf_counter() - begun
+    thread.join()
+    return waited
+
+
+def test_a_read_on_the_shared_connection_does_not_wait_for_a_call_on_one_apart(settings: Settings,
+                                                                              store: EventStore) -> None:
+    apart = open_store(settings, migrate=False, apart=True)
+    try:
+        assert apart.client is not store.client
+        assert _read_while_held(apart, store) < HOLD_S / 2
+        # the contrast that makes the test mean something: on one connection the read waits
+        assert _read_while_held(store, store) > HOLD_S / 2
+    finally:
+        apart.client.close()
+
+
+def test_inserts_apart_and_exact_reads_side_by_side_lose_and_double_nothing(settings: Settings,
+                                                                           store: EventStore) -> None:
+    from retrylens.analytics.synthetic import synthetic_events
+    from retrylens.store.event_table import event_row
+
+    events = synthetic_events(12, seed=5, project="acme")
+    batches = [events[i:i + 40] for i in range(0, len(events), 40)]
+    apart = open_store(settings, migrate=False, apart=True)
+    seen: list[int] = []
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def read() -> None:
+        while not done.is_set():
+            try:
+                seen.append(store.count_distinct_events("acme"))
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+    readers = [threading.Thread(target=read) for _ in range(2)]
+    for reader in readers:
+        reader.start()
+    try:
+        offset = 0
+        for batch in batches * 2:  # each batch twice: the second copy must collapse on the exact read
+            apart.insert_rows([event_row(e, topic="t", partition=0, offset=offset + i) for i, e in enumerate(batch)])
+            offset += len(batch)
+    finally:
+        done.set()
+        for reader in readers:
+            reader.join()
+        apart.client.close()
+    assert errors == []
+    assert seen and max(seen) <= len(events)
+    assert store.count_distinct_events("acme") == len(events)
