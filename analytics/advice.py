@@ -53,7 +53,7 @@ is not given: its effect on cost is unknown.
 :func:`build_advice_book` reads that history from the store once per training (it is
 saved in the model's metadata, so a pre-check does no I/O for it); :func:`advise` turns a
 risk, the fingerprint's record and the book into a
-:class:`~retrylens.sdk.preflight.Recommendation` and the evidence in words. Advice with
+:class:`~retrylens.sdk.core.preflight.Recommendation` and the evidence in words. Advice with
 no evidence is not given: before this, every risky input was handed to a person or capped,
 and the demo's own A/B lost success for it (human review of "known-bad" inputs: −64
 points of success on those tasks).
@@ -64,7 +64,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from retrylens.sdk.preflight import Recommendation
+from retrylens.sdk.core.preflight import Recommendation
 
 from .advice_book import build_advice_book
 from .advice_evidence import (
@@ -254,7 +254,7 @@ def advise(
     figures as its evidence); or ``withheld`` (``holdout``: this task is one of the few the
     advice is withheld from, so that its effect can be measured at all).
 
-    ``refs``: ``{ref feature: token}`` of this input (:func:`retrylens.sdk.refs.input_refs`),
+    ``refs``: ``{ref feature: token}`` of this input (:func:`retrylens.sdk.text.refs.input_refs`),
     read against the book's known-bad references; the token names it in the evidence.
     ``margin``: the model's own uncertainty (:func:`model_uncertainty`); risk-based advice needs
     the risk past its threshold by at least that. An input that failed every earlier time

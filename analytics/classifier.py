@@ -47,10 +47,10 @@ from sklearn.linear_model import LogisticRegression, SGDClassifier
 from sklearn.metrics import average_precision_score, brier_score_loss, roc_auc_score
 from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold
 
-from retrylens.sdk.features import input_terms, normalise_input
-from retrylens.sdk.refs import REF_PREFIX
-from retrylens.sdk.word_hashes import KEYS as WORD_HASH_KEYS
-from retrylens.sdk.word_hashes import MAX_TERMS, decode, term_hash
+from retrylens.sdk.text.features import input_terms, normalise_input
+from retrylens.sdk.text.refs import REF_PREFIX
+from retrylens.sdk.text.word_hashes import KEYS as WORD_HASH_KEYS
+from retrylens.sdk.text.word_hashes import MAX_TERMS, decode, term_hash
 
 from .blas_threads import one_blas_thread
 from .reasons import TypicalInput, centred_reasons
@@ -136,9 +136,9 @@ def feature_dict(
     """The model's sparse input for one task (the single training/serving transformation).
 
     Words: the event's word hashes (``wh*``, every content word and word pair,
-    :mod:`retrylens.sdk.word_hashes`) become ``h:<hash>`` features and replace the ``kw:``
+    :mod:`retrylens.sdk.text.word_hashes`) become ``h:<hash>`` features and replace the ``kw:``
     keywords, a 12-word summary of the same text; ``text`` (the input itself, where known)
-    gives exactly the same hashes (:func:`~retrylens.sdk.features.input_terms`), so a model
+    gives exactly the same hashes (:func:`~retrylens.sdk.text.features.input_terms`), so a model
     trained on events and one trained on texts read one thing. Events recorded before the
     hashes keep their ``kw:`` keywords (stop words dropped). Keyword pairs are left to
     :mod:`.patterns`. References (``ref:``) are never read: a reference's weight would be

@@ -43,7 +43,7 @@ def describe(name: str, value: float, raw: Mapping[str, Any] | None = None,
     """What a feature of :func:`~.classifier.feature_dict` means, in words.
 
     ``raw``: the input's features before the model's transformation
-    (:func:`~retrylens.sdk.features.extract_input_features`), for its counts; ``names``: the
+    (:func:`~retrylens.sdk.text.features.extract_input_features`), for its counts; ``names``: the
     input's words by their hashed feature (:func:`~.classifier.term_names`).
     """
     kind, _, rest = name.partition(":")

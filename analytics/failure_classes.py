@@ -43,7 +43,7 @@ INPUT_DEPENDENCIES = 2
 
 #: SQL over ``events``: the decision that stopped a task because its retries ran out — a
 #: retry cap (class or phase) or the task's budget. These reasons are the governor's
-#: (``retrylens.sdk.rules``: ``stop_at_class_cap``, ``stop_at_phase_cap``, ``stop_on_budget``).
+#: (``retrylens.sdk.core.rules``: ``stop_at_class_cap``, ``stop_at_phase_cap``, ``stop_on_budget``).
 RETRIES_EXHAUSTED = (
     "(kind = 'decision' AND decision IN ('give_up', 'handoff_human') AND ("
     "positionCaseInsensitive(decision_reason, 'retry cap reached') > 0"

@@ -3,7 +3,7 @@
 A reference that does not exist or is blocked fails every task naming it with a permanent
 error (a 404, a validation refusal) that no retry fixes, however the request is worded, so
 the exact-input fingerprint sees only word-for-word repeats. The SDK puts the references an
-input names on its events as hashed ``ref:`` features (:mod:`retrylens.sdk.refs`); the
+input names on its events as hashed ``ref:`` features (:mod:`retrylens.sdk.text.refs`); the
 advice book counts, per agent and reference, the finished tasks that made an attempt, how
 many succeeded and the failure class each failed one ended on (its last failure: a class an
 earlier retry got past did not stop it; a bad order that first fails a validation, retried,

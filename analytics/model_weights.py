@@ -14,7 +14,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from retrylens.sdk.word_hashes import term_hash
+from retrylens.sdk.text.word_hashes import term_hash
 from retrylens.store.sql import query_rows
 
 from .classifier import RiskModel, feature_dict

@@ -48,7 +48,7 @@ PRECHECK_MEASURES = ("calibration_gap", "calibration_error", "precheck_auc", "pr
 #: Risk segments of ``calibration_error`` (equal-count, by predicted risk).
 CALIBRATION_SEGMENTS = 5
 FAILED_OUTCOMES = ("failed", "handed_off")
-APPLIED_PREFIX = "risk "  # how the SDK's applied advice starts on task_started (sdk/preflight.apply_advice)
+APPLIED_PREFIX = "risk "  # how the SDK's applied advice starts on task_started (sdk/core/preflight.apply_advice)
 MAX_ROWS = 200_000
 
 

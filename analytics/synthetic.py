@@ -27,7 +27,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from retrylens.schemas import RetryEvent
-from retrylens.sdk.features import extract_input_features, input_fingerprint
+from retrylens.sdk.text.features import extract_input_features, input_fingerprint
 
 TOPICS = (
     "invoice refund customer order shipment legacy database report summary export schedule "

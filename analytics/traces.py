@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from retrylens.errors import TraceFormatError
-from retrylens.sdk.features import FeatureValue, extract_input_features
+from retrylens.sdk.text.features import FeatureValue, extract_input_features
 
 
 @dataclass(frozen=True)

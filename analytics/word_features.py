@@ -34,13 +34,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from retrylens.sdk.features import CONTENT_STOP_WORDS
-from retrylens.sdk.word_hashes import SCOPE_WORDS
+from retrylens.sdk.text.features import CONTENT_STOP_WORDS
+from retrylens.sdk.text.word_hashes import SCOPE_WORDS
 
 __all__ = ["SCOPE_WORDS", "STOP_WORDS"]
 
 #: scikit-learn's English list plus the SDK's keyword stop list, less :data:`SCOPE_WORDS`: the
-#: SDK drops the same before hashing an input's words (:mod:`retrylens.sdk.word_hashes`).
+#: SDK drops the same before hashing an input's words (:mod:`retrylens.sdk.text.word_hashes`).
 STOP_WORDS = CONTENT_STOP_WORDS
 WORD_PREFIXES = ("tok:", "kw:", "h:")
 #: A word (or word pair) must occur in this many distinct training tasks to be a feature.

@@ -54,7 +54,7 @@ def remove_advert(settings: Settings) -> None:
 
 def advertised_url(settings: Settings) -> str | None:
     """The URL of a live server that owns ``settings``' store, or ``None``."""
-    from retrylens.sdk.client import is_healthy
+    from retrylens.sdk.transport.client import is_healthy
 
     try:
         data = json.loads(advert_path(settings).read_text())

@@ -44,7 +44,7 @@ class Principal:
         return self.projects is None or project in self.projects
 
 if TYPE_CHECKING:
-    from retrylens.sdk.client import RetryLensClient
+    from retrylens.sdk.transport.client import RetryLensClient
 
 
 def local_token_path(settings: Settings) -> FilePath:
@@ -53,7 +53,7 @@ def local_token_path(settings: Settings) -> FilePath:
 
 def local_client(settings: Settings, *, timeout: float = 10.0) -> RetryLensClient:
     """A client of this machine's server: the local token if present, else the project keys."""
-    from retrylens.sdk.client import RetryLensClient
+    from retrylens.sdk.transport.client import RetryLensClient
 
     token = local_token(settings, create=False)
     return RetryLensClient(settings.effective_api_url, token or settings.api_keys, timeout)

@@ -1,6 +1,6 @@
 """What a policy PUT takes: its declared JSON schema and the one check that enforces it.
 
-The body is validated by the SDK's own parser (:func:`retrylens.sdk.policy.parse_policy`),
+The body is validated by the SDK's own parser (:func:`retrylens.sdk.core.policy.parse_policy`),
 so what the document declares is derived from the same model, :class:`RetryPolicy`, and
 then adjusted to what the server really does, so that a schema-valid body is stored and
 anything else is a 422 naming the field:
@@ -23,7 +23,7 @@ from functools import cache
 from typing import Any
 
 from retrylens.errors import PolicyError
-from retrylens.sdk.policy import RetryPolicy, parse_policy
+from retrylens.sdk.core.policy import RetryPolicy, parse_policy
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 

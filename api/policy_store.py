@@ -1,7 +1,7 @@
 """Versioned retry policies and kill switches in the store (tables of migration 0004).
 
 A PUT never overwrites: it adds the next revision for (project, agent), validated by
-:func:`retrylens.sdk.policy.parse_policy` — the very function agents use — so nothing an
+:func:`retrylens.sdk.core.policy.parse_policy` — the very function agents use — so nothing an
 agent would reject can be stored (strictly, as the OpenAPI document states it:
 :mod:`.policy_body`). What an agent polls is the **effective** policy: its
 own latest revision, else the project's default (agent ``''``), with the kill switches of
@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from retrylens.sdk.policy import KillSwitch, RetryPolicy
+from retrylens.sdk.core.policy import KillSwitch, RetryPolicy
 from retrylens.store import EventStore
 from retrylens.store.sql import query_rows, query_scalar
 

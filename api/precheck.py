@@ -1,7 +1,7 @@
 """``POST /v1/precheck``: the risk that a task fails or needs a human, before it starts.
 
 Scoring uses the exact transformation the classifier was trained with:
-:func:`~retrylens.sdk.features.extract_input_features` for the input (features the
+:func:`~retrylens.sdk.text.features.extract_input_features` for the input (features the
 agent sends — tools, model — are added on top) and
 :func:`~retrylens.analytics.classifier.feature_dict` with the fingerprint's history as
 context. The model comes from :func:`~retrylens.analytics.model_store.load_current_model`,
@@ -51,9 +51,9 @@ from retrylens.analytics.model_store import (
 from retrylens.analytics.prechecks import PrecheckRow
 from retrylens.analytics.similar_failures import content_words
 from retrylens.config import Settings
-from retrylens.sdk.features import task_features
-from retrylens.sdk.preflight import PrecheckRequest, PrecheckResponse
-from retrylens.sdk.refs import input_refs
+from retrylens.sdk.core.preflight import PrecheckRequest, PrecheckResponse
+from retrylens.sdk.text.features import task_features
+from retrylens.sdk.text.refs import input_refs
 from retrylens.store import EventStore
 
 from .auth import Principal, not_found, principal

@@ -2,7 +2,7 @@
 
 Every route is scoped to one project the caller's key may read (see :mod:`.auth`) and
 calls the analytics layer, which binds every filter value as a query parameter. Return
-shapes are documented on :class:`retrylens.sdk.client.RetryLensClient`, which mirrors
+shapes are documented on :class:`retrylens.sdk.transport.client.RetryLensClient`, which mirrors
 these routes one method each.
 """
 

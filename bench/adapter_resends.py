@@ -37,7 +37,7 @@ from fake_provider import RATE_LIMITED, FakeProvider  # noqa: E402
 
 from retrylens.schemas import Decision, EventKind  # noqa: E402
 from retrylens.sdk import Governor, RetryPolicy  # noqa: E402
-from retrylens.sdk.policy import BreakerPolicy, TaskBudget  # noqa: E402
+from retrylens.sdk.core.policy import BreakerPolicy, TaskBudget  # noqa: E402
 from retrylens.testing import CapturedEvents, capture_events  # noqa: E402
 
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
@@ -73,7 +73,7 @@ async def _aloop(url: str) -> str:
 
 
 def _tenacity(url: str, governor: Governor, is_async: bool) -> None:
-    from retrylens.sdk.adapters_tenacity import TenacityHooks
+    from retrylens.sdk.integrations.tenacity import TenacityHooks
 
     hooks = TenacityHooks(governor, goal="g", agent="a", dependency="llm")
     retry = tenacity.retry(**hooks.kwargs(stop=tenacity.stop_after_attempt(4)))
@@ -92,7 +92,7 @@ def _pydantic_ai(url: str, governor: Governor, is_async: bool) -> None:
     from pydantic_ai.messages import ModelResponse, TextPart
     from pydantic_ai.models.function import FunctionModel
 
-    from retrylens.sdk.adapters_pydantic_ai import run_governed_sync
+    from retrylens.sdk.integrations.pydantic_ai import run_governed_sync
 
     def model(messages: Any, info: Any) -> ModelResponse:
         return ModelResponse(parts=[TextPart(_loop(url))])
@@ -108,7 +108,7 @@ def _langchain(url: str, governor: Governor, is_async: bool) -> None:
     from langchain_core.messages import AIMessage
     from langchain_core.outputs import ChatGeneration, ChatResult
 
-    from retrylens.sdk.adapters_langchain import RetryLensCallbackHandler
+    from retrylens.sdk.integrations.langchain import RetryLensCallbackHandler
 
     def result(text: str) -> ChatResult:
         return ChatResult(generations=[ChatGeneration(message=AIMessage(content=text))])
@@ -173,8 +173,8 @@ def _fallback_runs() -> dict[str, Any]:
     from pydantic_ai.models.openai import OpenAIChatModel
     from pydantic_ai.providers.openai import OpenAIProvider
 
-    from retrylens.sdk.adapters_pydantic_ai import run_governed_sync
-    from retrylens.sdk.adapters_tenacity import TenacityHooks
+    from retrylens.sdk.integrations.pydantic_ai import run_governed_sync
+    from retrylens.sdk.integrations.tenacity import TenacityHooks
 
     def pydantic_ai(url: str, governor: Governor) -> None:
         provider = OpenAIProvider(base_url=f"{url}/v1", api_key="sk-test")

@@ -4,7 +4,7 @@ The demo's A/B (:mod:`precheck_ab`) measures the advice the product gives; this 
 the governor's pre-check actions *could* do, so a seed where the A/B shows no saving can be
 read as "the rules missed it" or "no action pays there". Per seed, the second half of the
 seeded default fleet (tasks ``N/2 .. N``, the A/B's pre-checked half) runs once plain and once
-per action, the action applied through the SDK's own :func:`~retrylens.sdk.preflight.apply_advice`
+per action, the action applied through the SDK's own :func:`~retrylens.sdk.core.preflight.apply_advice`
 to every task before it starts (no store, no model: every task gets it). The fleet gives each
 task its own seeded faults and governor draws, so the runs pair task by task.
 
@@ -24,7 +24,7 @@ from collections import defaultdict
 from datetime import UTC, datetime
 from typing import Any
 
-from retrylens.sdk.preflight import PrecheckResponse, Recommendation, apply_advice
+from retrylens.sdk.core.preflight import PrecheckResponse, Recommendation, apply_advice
 from retrylens.simulation import load_scenario, run_fleet
 from retrylens.simulation.fleet import FleetResult
 

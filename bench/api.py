@@ -133,7 +133,7 @@ def _run_child(args: list[str], env: dict[str, str]) -> dict:
 
 
 def _wait_healthy(url: str, server: subprocess.Popen, timeout_s: float = 90) -> None:
-    from retrylens.sdk.client import wait_until_healthy
+    from retrylens.sdk.transport.client import wait_until_healthy
 
     if not wait_until_healthy(url, server, timeout_s=timeout_s):
         detail = server.communicate()[1][-3000:] if server.poll() is not None else "no answer"

@@ -220,7 +220,7 @@ def run_naive(tools: FaultyTools) -> bool:
 def run_governed(tools: FaultyTools, *, verify: bool, seed: int) -> bool:
     from retrylens.errors import TaskStopped
     from retrylens.sdk import Governor
-    from retrylens.sdk.policy import FleetBudgetPolicy, RetryPolicy, TaskBudget
+    from retrylens.sdk.core.policy import FleetBudgetPolicy, RetryPolicy, TaskBudget
 
     policy = RetryPolicy(
         budget=TaskBudget(max_attempts=40),

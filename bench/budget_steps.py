@@ -32,7 +32,7 @@ import json
 import logging
 from typing import Any
 
-from retrylens.sdk.policy import BreakerPolicy, RetryPolicy, TaskBudget
+from retrylens.sdk.core.policy import BreakerPolicy, RetryPolicy, TaskBudget
 from retrylens.simulation.multistep import WIRINGS, run_governed_steps, run_grid, run_naive
 
 STEPS = (2, 5, 10, 15, 20)

@@ -3,7 +3,7 @@
 Why: the product trains on stored events, not on the task text. Until feature set v6 an
 event carried the input's 12 most frequent words, so a model trained from events could not
 see a word of a long prompt; now it carries every content word and word pair, hashed
-(``retrylens.sdk.word_hashes``). This bench trains :func:`~retrylens.analytics.classifier.fit_in_memory`
+(``retrylens.sdk.text.word_hashes``). This bench trains :func:`~retrylens.analytics.classifier.fit_in_memory`
 on the event features alone (``text=None``) of the real agent traces and compares it, on the
 same folds (5, stratified and grouped by ``task_key``, over ``--seeds`` fold seeds), with
 TF-IDF (words and pairs) + logistic regression on the full text, and with the same model

@@ -39,7 +39,7 @@ from typing import Any
 from retrylens.analytics import classifier as clf
 from retrylens.analytics.training import Example, stream_examples
 from retrylens.config import load_settings
-from retrylens.sdk.word_hashes import KEYS as WORD_HASH_KEYS
+from retrylens.sdk.text.word_hashes import KEYS as WORD_HASH_KEYS
 from retrylens.simulation import load_scenario, run_fleet
 from retrylens.store import open_store
 from retrylens.store.event_table import event_row

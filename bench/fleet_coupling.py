@@ -42,7 +42,12 @@ from precheck_ab import (  # bench/precheck_ab.py, beside this file
 )
 
 from retrylens.cli import demo_loop
-from retrylens.sdk.preflight import PrecheckRequest, PrecheckResponse, Preflight, Recommendation
+from retrylens.sdk.core.preflight import (
+    PrecheckRequest,
+    PrecheckResponse,
+    Preflight,
+    Recommendation,
+)
 from retrylens.simulation import load_scenario
 
 

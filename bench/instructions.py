@@ -56,7 +56,7 @@ if side == "tenacity":
         pass
 else:
     from retrylens.sdk import Governor, RetryPolicy
-    from retrylens.sdk.policy import BackoffPolicy
+    from retrylens.sdk.core.policy import BackoffPolicy
     from retrylens.sdk.transport.emitter import Emitter
     from retrylens.testing import MemorySink
     emitter = Emitter(sink=MemorySink(), spool=None, queue_size=1_000_000)

@@ -56,7 +56,7 @@ from retrylens.analytics import classifier as clf
 from retrylens.analytics.training import Example, trace_examples
 from retrylens.analytics.validation import _text, tfidf_lr, time_folds
 from retrylens.analytics.word_features import SCOPE_WORDS, STOP_WORDS
-from retrylens.sdk.features import normalise_input
+from retrylens.sdk.text.features import normalise_input
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL = ROOT.parent / "shared" / "data" / "agent_traces" / "dev.jsonl"

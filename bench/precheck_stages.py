@@ -99,7 +99,7 @@ def _install(timer: StageTimer) -> None:
     from retrylens.analytics import classifier, explain, similar_failures
     from retrylens.api import fast_model, fingerprint_index
     from retrylens.api import precheck as route
-    from retrylens.sdk import features
+    from retrylens.sdk.text import features
 
     timer.wrap(routing, "solve_dependencies", "fastapi: dependencies and body")
     timer.wrap(routing, "serialize_response", "fastapi: response serialisation")

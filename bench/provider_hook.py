@@ -83,8 +83,9 @@ def request_figures(calls: int, repeats: int) -> dict[str, object]:
     import httpx2
     import openai
 
-    from retrylens.sdk import Governor, observe, provider_hook
-    from retrylens.sdk.observing import stop_observing
+    from retrylens.sdk import Governor, observe
+    from retrylens.sdk.integrations.providers import provider_hook
+    from retrylens.sdk.integrations.providers.observing import stop_observing
     from retrylens.sdk.transport.emitter import Emitter
     from retrylens.testing import MemorySink
 

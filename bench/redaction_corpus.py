@@ -9,7 +9,7 @@
 * ``leak_rate``: the share of planted items (phone numbers in international form, IBANs,
   AWS keys, PEM blocks, tokens of every prefix, lower-case titles, accented initials, each
   in a sentence) whose secret part survives.
-* ``us_per_text``: CPU per text of :func:`retrylens.sdk.redaction.redact` uncached (the
+* ``us_per_text``: CPU per text of :func:`retrylens.sdk.text.redaction.redact` uncached (the
   server's case for a new message) with its pre-filter and with every pattern run, on the
   ordinary corpus (most of which the pre-filter passes at once) and on the planted one.
 """
@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "sdk"))
 
 from error_corpus import ORDINARY_ERRORS  # noqa: E402
 
-from retrylens.sdk import redaction  # noqa: E402
-from retrylens.sdk.personal import redact_names  # noqa: E402
+from retrylens.sdk.text import redaction  # noqa: E402
+from retrylens.sdk.text.personal import redact_names  # noqa: E402
 
 #: (text, the part that must not survive)
 PLANTED = [

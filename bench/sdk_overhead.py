@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import tenacity
 
 from retrylens.sdk import Governor, RetryPolicy
-from retrylens.sdk.policy import BackoffPolicy
+from retrylens.sdk.core.policy import BackoffPolicy
 from retrylens.sdk.transport.emitter import Emitter
 from retrylens.testing import MemorySink
 

@@ -12,7 +12,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from retrylens.sdk.context import repeated_calls, tool_call_digest
+from retrylens.sdk.text.context import repeated_calls, tool_call_digest
 
 DEFAULT = Path(__file__).resolve().parents[2] / "shared" / "data" / "agent_traces" / "dev.jsonl"
 

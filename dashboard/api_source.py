@@ -1,7 +1,7 @@
 """The dashboard's road through the HTTP API of ``retrylens serve`` (embedded store).
 
 An embedded chDB store can be opened by one process only, the server; the dashboard reads
-it through :class:`~retrylens.sdk.client.RetryLensClient` with the server's local token.
+it through :class:`~retrylens.sdk.transport.client.RetryLensClient` with the server's local token.
 This module turns the client's JSON back into the analytics layer's types, so the pages
 cannot tell this road from :class:`~retrylens.dashboard.source.StoreSource`.
 
@@ -23,7 +23,7 @@ from retrylens.analytics.filters import Bucket, Slice
 from retrylens.analytics.fingerprints import FingerprintStats
 from retrylens.analytics.metrics import ErrorTypeShare, Metrics, TaskCost, TrendPoint
 from retrylens.config import Settings
-from retrylens.sdk.client import RetryLensClient
+from retrylens.sdk.transport.client import RetryLensClient
 
 from .local_files import ModelInfo, Report, default_reports_dir, read_reports
 

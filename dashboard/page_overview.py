@@ -15,7 +15,7 @@ from typing import Any
 import streamlit as st
 
 from retrylens.analytics.filters import Slice
-from retrylens.sdk.budget import stopping_budget
+from retrylens.sdk.core.budget import stopping_budget
 
 from . import charts, filters
 from .routes import PAGE_ALERTS, PAGE_TASK, page

@@ -26,7 +26,7 @@ from datetime import datetime
 from typing import Any
 
 from retrylens.analytics.definitions import FIRST_RETRY_ATTEMPT
-from retrylens.sdk.budget import stopping_budget
+from retrylens.sdk.core.budget import stopping_budget
 
 CARRY_PREFIX = 40
 #: Trailing error messages from which the task view warns (one error can be the answer itself).

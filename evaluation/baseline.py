@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from retrylens.sdk.policy import RetryPolicy, parse_policy
+from retrylens.sdk.core.policy import RetryPolicy, parse_policy
 from retrylens.store import EventStore
 from retrylens.store.sql import query_rows
 

@@ -2,7 +2,7 @@
 
 A candidate file says what *changes* against the live policy: its mappings are merged
 into the live policy key by key (``caps: {timeout: 1}`` changes the timeout cap and keeps
-the others), then the whole result is validated by :func:`retrylens.sdk.policy.parse_policy`,
+the others), then the whole result is validated by :func:`retrylens.sdk.core.policy.parse_policy`,
 so a malformed file is rejected with a message that names the field. The live policy's
 shadow section (candidate, exploration) is not inherited: a candidate is evaluated as it
 would run live, without exploration.
@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from retrylens.errors import CandidateError, PolicyError
-from retrylens.sdk.policy import ALLOWANCE_FIELDS, RetryPolicy, parse_policy
+from retrylens.sdk.core.policy import ALLOWANCE_FIELDS, RetryPolicy, parse_policy
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ def overlay(live: RetryPolicy, changes: dict[str, Any], *, source: str) -> Retry
     """``live`` with ``changes`` merged in, validated; no shadow section inherited.
 
     A ``budget`` change that names ``max_attempts`` and none of the allowance fields is a
-    fixed count of attempts, as :class:`~retrylens.sdk.policy.TaskBudget` reads such a
+    fixed count of attempts, as :class:`~retrylens.sdk.core.policy.TaskBudget` reads such a
     budget: the live allowance fields are not inherited. Merged, they turned the count into
     a cap over the live allowance, so ``max_attempts: 8`` over a live ``max_attempts: 5``
     changed the field and not one attempt.

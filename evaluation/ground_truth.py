@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from retrylens.schemas import RetryEvent
-from retrylens.sdk.policy import RetryPolicy
+from retrylens.sdk.core.policy import RetryPolicy
 from retrylens.simulation import Scenario, fleet_policy, run_fleet
 from retrylens.simulation.scenario import Shadow
 

@@ -4,7 +4,7 @@ Replay only needs the parts of a chain that decide *whether* a task goes on afte
 failure and what waiting costs: the stop rules whose inputs the log has (whitelist,
 budget, phase and class caps, unclassified hand-off), whether stops are handed off, the
 degrade threshold and the retry's wait. All of it is read from the rule objects of the
-chain a :class:`~retrylens.sdk.policy.RetryPolicy` compiles into (or of a chain you
+chain a :class:`~retrylens.sdk.core.policy.RetryPolicy` compiles into (or of a chain you
 pass), and evaluated by their vectorised twins (:mod:`.vectorised`) — no limit is
 re-encoded here. Role overrides are not applied (events do not carry the full policy of
 the role), and fleet-level protection (retry throttle, breaker) is left to the log: it
@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from retrylens.schemas import Decision
-from retrylens.sdk import rules as r
-from retrylens.sdk.policy import RetryPolicy
+from retrylens.sdk.core import rules as r
+from retrylens.sdk.core.policy import RetryPolicy
 
 from .history import DECISION_CODE, TRANSIENT_MASK, History
 from .vectorised import (

@@ -31,7 +31,7 @@ from typing import Literal
 
 import numpy as np
 
-from retrylens.sdk.policy import RetryPolicy
+from retrylens.sdk.core.policy import RetryPolicy
 
 from .history import DECISIONS, ERRORS, STOP_CODES, History
 from .limits import Limits, backoff_under, stop_matrix

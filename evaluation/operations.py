@@ -2,7 +2,7 @@
 
 ``retrylens report policies`` and ``retrylens demo`` run it on their own store or, while a
 server owns the store, on that server. Policies travel as plain mappings (the
-:class:`~retrylens.sdk.policy.RetryPolicy` documents), parsed here as the CLI parsed them.
+:class:`~retrylens.sdk.core.policy.RetryPolicy` documents), parsed here as the CLI parsed them.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 from retrylens.analytics.operations import operation
 from retrylens.config import Settings
-from retrylens.sdk.policy import parse_policy
+from retrylens.sdk.core.policy import parse_policy
 from retrylens.store import EventStore
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from retrylens.sdk.policy import RetryPolicy
+from retrylens.sdk.core.policy import RetryPolicy
 from retrylens.simulation import Scenario, fleet_policy
 from retrylens.simulation.scenario import parse_scenario
 

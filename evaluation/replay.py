@@ -42,8 +42,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from retrylens.sdk.policy import RetryPolicy
-from retrylens.sdk.rule_chain import Rule
+from retrylens.sdk.core.policy import RetryPolicy
+from retrylens.sdk.core.rule_chain import Rule
 
 from .history import ERRORS, STOP_CODES, History
 from .limits import Limits, backoff_under, stop_matrix

@@ -2,9 +2,9 @@
 
 Same semantics as :func:`replay.replay_policy` (point estimates, no bootstrap), but each
 logged task is walked attempt by attempt through a real
-:class:`~retrylens.sdk.state.TaskState`: the candidate's and the live chain's stop rules
+:class:`~retrylens.sdk.core.state.TaskState`: the candidate's and the live chain's stop rules
 are *called* on it (``rule(state)``), the candidate's ``retry_by_class`` gives the wait,
-and :func:`~retrylens.sdk.rules.apply_verdict` moves the state on with the logged
+and :func:`~retrylens.sdk.core.rules.apply_verdict` moves the state on with the logged
 decision. The tests check that the vectorised replay gives the same numbers, so the
 vectorised twins are held to the rules the governor runs; ``bench/replay.py`` times both.
 """
@@ -18,9 +18,9 @@ from collections.abc import Iterator
 import numpy as np
 
 from retrylens.schemas import AgentRef, Decision
-from retrylens.sdk.sanitizer import Failure
-from retrylens.sdk.state import TaskState
-from retrylens.sdk.verdicts import Verdict, apply_verdict, record_failure
+from retrylens.sdk.core.state import TaskState
+from retrylens.sdk.core.verdicts import Verdict, apply_verdict, record_failure
+from retrylens.sdk.text.sanitizer import Failure
 
 from .history import DECISIONS, STOP_CODES, TRANSIENT_MASK, History
 from .limits import MEDIAN_DRAW, STOP_DIMENSIONS, Limits

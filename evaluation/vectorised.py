@@ -22,10 +22,10 @@ from typing import Any, TypeVar
 import numpy as np
 
 from retrylens.schemas import TRANSIENT_ERROR_TYPES, ErrorType
-from retrylens.sdk import backoff as b
-from retrylens.sdk import rule_chain
-from retrylens.sdk import rules as r
-from retrylens.sdk.state import TaskState
+from retrylens.sdk.core import backoff as b
+from retrylens.sdk.core import rule_chain
+from retrylens.sdk.core import rules as r
+from retrylens.sdk.core.state import TaskState
 
 ERRORS: tuple[ErrorType, ...] = tuple(ErrorType)
 ERROR_INDEX = {e: i for i, e in enumerate(ERRORS)}

@@ -4,14 +4,14 @@ An agent without the SDK (raw HTTP, an OTel exporter whose exception messages qu
 a producer writing to the topic) sends its text as it is. Every road judges an event with
 :func:`~.processor.validate`, which hands the valid event here: its free text (the error
 message, the decision reason, the context snapshot's messages) is cleaned with
-:func:`retrylens.sdk.redaction.redact`, the one set of patterns the SDK applies before an
+:func:`retrylens.sdk.text.redaction.redact`, the one set of patterns the SDK applies before an
 event leaves an agent, so the store, the failure groups' examples and every page show the
 same redaction whichever way the event came. People's names are not the server's to
 remove: the SDK removes them unless the deployment chose to keep them (``names=False``).
 
 This sits on the ingest path: a text seen before is answered from a memo, one no pattern
 can match is told by a few substring tests
-(:func:`~retrylens.sdk.redaction.may_hold_secrets`), and an event without free text costs
+(:func:`~retrylens.sdk.text.redaction.may_hold_secrets`), and an event without free text costs
 three attribute reads.
 """
 
@@ -23,7 +23,7 @@ import msgspec
 from pydantic import BaseModel
 
 from retrylens.schemas import limits
-from retrylens.sdk.redaction import redact
+from retrylens.sdk.text.redaction import redact
 
 __all__ = ["redact_event_text"]
 

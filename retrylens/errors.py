@@ -40,7 +40,7 @@ from typing import Any, Protocol
 
 
 class _Verdict(Protocol):
-    """What a stopped task's error needs of the governor's verdict (``retrylens.sdk.rules``).
+    """What a stopped task's error needs of the governor's verdict (``retrylens.sdk.core.rules``).
 
     A protocol, so this module imports nothing of the SDK (no import cycle).
     """

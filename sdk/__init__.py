@@ -7,8 +7,8 @@
     answer = governor.call(ask_model, goal=question, agent="support", dependency="gpt-4o")
 
 What an agent needs is here; everything else (rules and waits to compose, context
-hygiene, the sanitizer, framework adapters) is in its submodule: ``retrylens.sdk.rules``,
-``.backoff``, ``.context``, ``.sanitizer``, ``.adapters_langchain`` and so on. Names load
+hygiene, the sanitizer, framework adapters) is in its submodule: ``retrylens.sdk.core.rules``,
+``.core.backoff``, ``.text.context``, ``.text.sanitizer``, ``.integrations.langchain`` and so on. Names load
 on first use (PEP 562), so importing the SDK costs a few milliseconds and an agent pays
 only for what it touches; nothing here imports the RetryLens server.
 """
@@ -18,40 +18,45 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from .old_paths import install as _install_old_paths
+
+# every import path from before the rooms (retrylens.sdk.features, ...) is the same module
+_install_old_paths()
+
 #: public name → submodule that defines it
 _EXPORTS: dict[str, str] = {
     # governing calls
-    "Governor": "governor",
-    "TaskRun": "run",
-    "Attempt": "state",
-    "Usage": "usage",
-    "Failure": "sanitizer",
-    "current_run": "governor",
-    "observe": "observing",
+    "Governor": "core.governor",
+    "TaskRun": "core.run",
+    "Attempt": "core.state",
+    "Usage": "core.usage",
+    "Failure": "text.sanitizer",
+    "current_run": "core.governor",
+    "observe": "integrations.providers.observing",
     # emitting events
     "build_emitter": "transport.build",
     "Emitter": "transport.emitter",
     "EmitterSettings": "transport.settings",
     # the policy in force
-    "RetryPolicy": "policy",
-    "load_policy": "policy",
-    "parse_policy": "policy",
-    "policy_from_env": "policy",
-    "PolicySource": "policy_source",
-    "FileWatcher": "hot_reload",
-    "ApiPoller": "hot_reload",
-    "poll_in_background": "hot_reload",
+    "RetryPolicy": "core.policy",
+    "load_policy": "core.policy",
+    "parse_policy": "core.policy",
+    "policy_from_env": "core.policy",
+    "PolicySource": "core.policy_source",
+    "FileWatcher": "core.hot_reload",
+    "ApiPoller": "core.hot_reload",
+    "poll_in_background": "core.hot_reload",
     # side effects and hand-offs
-    "MemoryKeyStore": "side_effects",
-    "SqliteKeyStore": "side_effects",
-    "ClickHouseKeyStore": "side_effects",
-    "HandoffPackage": "handoff",
-    "CallbackChannel": "handoff",
-    "FileChannel": "handoff",
-    "WebhookChannel": "handoff",
+    "MemoryKeyStore": "core.side_effects",
+    "SqliteKeyStore": "core.side_effects",
+    "ClickHouseKeyStore": "core.side_effects",
+    "HandoffPackage": "transport.handoff",
+    "CallbackChannel": "transport.handoff",
+    "FileChannel": "transport.handoff",
+    "WebhookChannel": "transport.handoff",
     # the RetryLens API
-    "Preflight": "preflight",
-    "RetryLensClient": "client",
+    "Preflight": "core.preflight",
+    "RetryLensClient": "transport.client",
 }
 #: errors live in retrylens.errors (one hierarchy for the whole package)
 _ERRORS = (
@@ -112,22 +117,22 @@ if TYPE_CHECKING:
         TaskStopped,
     )
 
-    from .client import RetryLensClient
-    from .governor import Governor, current_run
-    from .handoff import CallbackChannel, FileChannel, HandoffPackage, WebhookChannel
-    from .hot_reload import ApiPoller, FileWatcher, poll_in_background
-    from .observing import observe
-    from .policy import RetryPolicy, load_policy, parse_policy, policy_from_env
-    from .policy_source import PolicySource
-    from .preflight import Preflight
-    from .run import TaskRun
-    from .sanitizer import Failure
-    from .side_effects import ClickHouseKeyStore, MemoryKeyStore, SqliteKeyStore
-    from .state import Attempt
+    from .core.governor import Governor, current_run
+    from .core.hot_reload import ApiPoller, FileWatcher, poll_in_background
+    from .core.policy import RetryPolicy, load_policy, parse_policy, policy_from_env
+    from .core.policy_source import PolicySource
+    from .core.preflight import Preflight
+    from .core.run import TaskRun
+    from .core.side_effects import ClickHouseKeyStore, MemoryKeyStore, SqliteKeyStore
+    from .core.state import Attempt
+    from .core.usage import Usage
+    from .integrations.providers.observing import observe
+    from .text.sanitizer import Failure
     from .transport.build import build_emitter
+    from .transport.client import RetryLensClient
     from .transport.emitter import Emitter
+    from .transport.handoff import CallbackChannel, FileChannel, HandoffPackage, WebhookChannel
     from .transport.settings import EmitterSettings
-    from .usage import Usage
 
 
 def __getattr__(name: str) -> Any:

@@ -4,7 +4,7 @@ The naive driver is what agents commonly do: retry the whole task up to three ti
 a short pause, appending the failed attempt's output and error (and, through the "save
 then re-read history" bug, the user message again) to the context, with no idempotency
 keys and no memory of finished steps. The governed driver drives
-:class:`retrylens.sdk.governor.TaskRun` — the SDK's real decision code — on a virtual
+:class:`retrylens.sdk.core.governor.TaskRun` — the SDK's real decision code — on a virtual
 clock. Both face the same :class:`~retrylens.simulation.world.World`.
 """
 
@@ -24,20 +24,20 @@ from retrylens.schemas import (
     SideEffectStatus,
     TaskOutcome,
 )
-from retrylens.sdk.context import (
+from retrylens.sdk.core.events import EventFactory, hex_id
+from retrylens.sdk.core.governor import Governor, TaskRun, VirtualClock
+from retrylens.sdk.core.policy import RetryPolicy
+from retrylens.sdk.core.side_effects import idempotency_key
+from retrylens.sdk.core.state import TaskState
+from retrylens.sdk.text.context import (
     ContextBuilder,
     Message,
     estimate_tokens,
     pollution_score,
     snapshot,
 )
-from retrylens.sdk.events import EventFactory, hex_id
-from retrylens.sdk.features import extract_input_features, input_fingerprint
-from retrylens.sdk.governor import Governor, TaskRun, VirtualClock
-from retrylens.sdk.policy import RetryPolicy
-from retrylens.sdk.sanitizer import Failure
-from retrylens.sdk.side_effects import idempotency_key
-from retrylens.sdk.state import TaskState
+from retrylens.sdk.text.features import extract_input_features, input_fingerprint
+from retrylens.sdk.text.sanitizer import Failure
 
 from .scenario import Step
 from .tasks import SimTask

@@ -25,12 +25,12 @@ from typing import Any, Literal
 
 from retrylens.analytics.definitions import Metrics
 from retrylens.schemas import RetryEvent, TaskOutcome
-from retrylens.sdk.events import EventFactory
-from retrylens.sdk.governor import Governor, VirtualClock
-from retrylens.sdk.handoff import CallbackChannel
-from retrylens.sdk.history import FailureHistory
-from retrylens.sdk.policy import RetryPolicy, parse_policy
-from retrylens.sdk.side_effects import MemoryKeyStore
+from retrylens.sdk.core.events import EventFactory
+from retrylens.sdk.core.governor import Governor, VirtualClock
+from retrylens.sdk.core.history import FailureHistory
+from retrylens.sdk.core.policy import RetryPolicy, parse_policy
+from retrylens.sdk.core.side_effects import MemoryKeyStore
+from retrylens.sdk.transport.handoff import CallbackChannel
 
 from .drivers import GovernedDriver, NaiveDriver, Tally
 from .scenario import Scenario

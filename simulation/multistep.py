@@ -45,9 +45,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from retrylens.errors import TaskStopped
-from retrylens.sdk.budget import stopping_budget
-from retrylens.sdk.governor import Governor
-from retrylens.sdk.policy import RetryPolicy
+from retrylens.sdk.core.budget import stopping_budget
+from retrylens.sdk.core.governor import Governor
+from retrylens.sdk.core.policy import RetryPolicy
 
 FAULT_KINDS = ("before", "after", "429")
 START = datetime(2026, 1, 1, tzinfo=UTC)

@@ -30,7 +30,7 @@ from typing import Any
 
 from retrylens.errors import TaskStopped
 from retrylens.sdk import CallbackChannel, Governor, RetryPolicy
-from retrylens.sdk.policy import BackoffPolicy
+from retrylens.sdk.core.policy import BackoffPolicy
 
 WIRINGS = ("naive", "plain", "verified")
 _START = datetime(2024, 5, 1, tzinfo=UTC)
@@ -127,7 +127,7 @@ class _Tools:
         draw = self.rng.random()
         if draw < self.faults.write_before:
             # refused: nothing was sent (a reset could come after the server acted, so the
-            # governor reads a reset as ambiguous: sdk/ambiguity.py)
+            # governor reads a reset as ambiguous: sdk/core/ambiguity.py)
             raise ConnectionRefusedError(f"{step}: connection refused, the request was not sent")
         self.provider.landed[(self.task_id, step)] += 1
         if draw < self.faults.write_before + self.faults.write_after:

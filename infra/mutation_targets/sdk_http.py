@@ -1,9 +1,9 @@
 """Mutation targets: the provider hook's HTTP road under the adapters (issue 21, session 10).
 
-A plain httpx client's resend decided before it goes out (:mod:`sdk.client_retries`),
+A plain httpx client's resend decided before it goes out (:mod:`sdk.integrations.providers.client_retries`),
 what a verdict comes to when the retry can only resend the client's request
-(:mod:`sdk.resent_verdicts`), and the one guard of an observer's operations
-(:mod:`sdk.operations`).
+(:mod:`sdk.integrations.providers.resent_verdicts`), and the one guard of an observer's operations
+(:mod:`sdk.integrations.providers.operations`).
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ _NO_STORE = ("--deselect", f"{_AS_SENT}::test_the_analytics_count_the_fallback_t
 TARGETS: dict[str, Target] = {
     # the resend decided before it is sent: the tenacity runs (sync, async, each stop) meet it
     "resend_bound": Target(
-        "sdk/client_retries.py",
+        "sdk/integrations/providers/client_retries.py",
         ("before_send", "abefore_send", "_resend"),
         (_BOUND, "-k", "tenacity"),  # also the resend's wait, a stop in it, a request elsewhere
     ),
     # a stainless client's try: the fallback model written in, the verdict as resent
     "resend_decide": Target(
-        "sdk/client_retries.py",
+        "sdk/integrations/providers/client_retries.py",
         ("_decide", "_switched"),
         tuple(
             f"{_AS_SENT}::test_{name}"
@@ -42,12 +42,12 @@ TARGETS: dict[str, Target] = {
         ),
     ),
     "resent_verdicts": Target(
-        "sdk/resent_verdicts.py",
+        "sdk/integrations/providers/resent_verdicts.py",
         ("as_resent", "resent", "switched_model", "model_of"),
         (_AS_SENT, *_NO_STORE),
     ),
     "operations": Target(
-        "sdk/operations.py",
+        "sdk/integrations/providers/operations.py",
         ("begin", "end"),
         ("--noconftest", "tests/sdk/test_observed_operations.py"),
     ),
@@ -62,19 +62,19 @@ _WAIT_SCALE = (
 
 EQUIVALENT: Equivalent = {
     (
-        "sdk/operations.py",
+        "sdk/integrations/providers/operations.py",
         "end",
         "core/ReplaceBinaryOperator_BitOr_BitAnd",
         "def end(observer: Any, operation: Any, error: BaseException & None, result: Any) -> None:",
     ): _ANNOTATION,
     (
-        "sdk/client_retries.py",
+        "sdk/integrations/providers/client_retries.py",
         "_resend",
         "core/ReplaceBinaryOperator_BitOr_BitAnd",
         "def _resend(self, request: Any) -> tuple[Verdict, BaseException] & None:",
     ): _ANNOTATION,
     **{
-        ("sdk/client_retries.py", "_resend", "core/NumberReplacer", line): _WAIT_SCALE
+        ("sdk/integrations/providers/client_retries.py", "_resend", "core/NumberReplacer", line): _WAIT_SCALE
         for line in (
             "waited_ms = int((time.monotonic() - self.last_end) * 1001)",
             "waited_ms = int((time.monotonic() - self.last_end) * 999)",
@@ -82,7 +82,7 @@ EQUIVALENT: Equivalent = {
     },
     **{
         (
-            "sdk/client_retries.py",
+            "sdk/integrations/providers/client_retries.py",
             "_decide",
             "core/ReplaceBinaryOperator_BitOr_BitAnd",
             line,
@@ -93,33 +93,33 @@ EQUIVALENT: Equivalent = {
         )
     },
     (
-        "sdk/client_retries.py",
+        "sdk/integrations/providers/client_retries.py",
         "_switched",
         "core/NumberReplacer",
         "return (args[0], resent_verdicts.switched_model(args[1], run.state), *args[ 3:])",
     ): "a stainless client calls request(cast_to, options) with every other argument by keyword: "
     "args[2:] and args[3:] are both empty",
     (
-        "sdk/resent_verdicts.py",
+        "sdk/integrations/providers/resent_verdicts.py",
         "as_resent",
         "core/ReplaceBinaryOperator_BitOr_BitAnd",
         "def as_resent(state: TaskState, model: str & None) -> Callable[[Verdict], Verdict]:",
     ): _ANNOTATION,
     (
-        "sdk/resent_verdicts.py",
+        "sdk/integrations/providers/resent_verdicts.py",
         "resent",
         "core/ReplaceComparisonOperator_Eq_Is",
         'if verdict.rule is "protect_dependency":',
     ): "a rule's name is an identifier-like literal (a class attribute), interned by CPython "
     "as the literal compared with: `is` and `==` agree",
     (
-        "sdk/resent_verdicts.py",
+        "sdk/integrations/providers/resent_verdicts.py",
         "resent",
         "core/ReplaceComparisonOperator_Is_Eq",
         "if decision == Decision.DEGRADE_DEPENDENCY and verdict.fallback:",
     ): "Decision is an enum: its members are singletons, `==` is identity",
     (
-        "sdk/resent_verdicts.py",
+        "sdk/integrations/providers/resent_verdicts.py",
         "model_of",
         "core/ReplaceBinaryOperator_BitOr_BitAnd",
         "def model_of(options: Any) -> str & None:",

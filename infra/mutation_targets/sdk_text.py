@@ -21,7 +21,7 @@ _NAME_FIELDS = (
 
 TARGETS: dict[str, Target] = {
     "sanitizer": Target(
-        "sdk/sanitizer.py",
+        "sdk/text/sanitizer.py",
         ("_status_type", "_classify_type", "classify"),
         # --noconftest: no fixture needed; the root conftest loads the store on every mutant
         (
@@ -35,7 +35,7 @@ TARGETS: dict[str, Target] = {
     ),
     # session 9: a user's error wrapped around a provider failure is classified by that failure
     "wrapped_classify": Target(
-        "sdk/sanitizer.py",
+        "sdk/text/sanitizer.py",
         ("classify", "_provider_error_behind"),
         (
             "tests/sdk/test_provider_error_behind_user_error.py",
@@ -44,13 +44,13 @@ TARGETS: dict[str, Target] = {
         ),
     ),
     "wrapped_behind": Target(
-        "sdk/http_resends.py",
+        "sdk/integrations/providers/http_resends.py",
         ("provider_error_behind",),
         ("tests/sdk/test_provider_error_behind_user_error.py",),
     ),
     # the patterns the SDK and the server share (issue 35 item 6, issue 36 item 5)
     "redaction": Target(
-        "sdk/redaction.py",
+        "sdk/text/redaction.py",
         ("_card", "_aws_secret", "_iban", "_phone", "may_hold_secrets", "redact", "_redact"),
         (
             "--noconftest",
@@ -61,12 +61,12 @@ TARGETS: dict[str, Target] = {
         ),
     ),
     "cards": Target(
-        "sdk/number_checks.py",
+        "sdk/text/number_checks.py",
         ("luhn_ok", "iban_ok", "phone_digits_ok"),
         ("tests/sdk/test_sdk_redaction.py", "tests/sdk/test_redaction_world.py"),
     ),
     "personal": Target(
-        "sdk/personal.py",
+        "sdk/text/personal.py",
         (
             "_capitalised",
             "_capitals",
@@ -89,7 +89,7 @@ TARGETS: dict[str, Target] = {
         ),
     ),
     "processors": Target(
-        "sdk/processors.py",
+        "sdk/text/processors.py",
         ("_clean", "__call__", "_clean_snapshot", "process"),
         # --noconftest: no fixture needed (session 9: 146 tests, 3 s of CPU, against 10 s more
         # for the root conftest's store on every mutant)
@@ -106,43 +106,43 @@ TARGETS: dict[str, Target] = {
 
 EQUIVALENT: Equivalent = {
     (
-        "sdk/number_checks.py",
+        "sdk/text/number_checks.py",
         "luhn_ok",
         "core/ReplaceComparisonOperator_Eq_Is",
         "if i % 2 is parity:",
     ): "0 and 1 are cached int objects in CPython: `is` and `==` agree on them",
     (
-        "sdk/number_checks.py",
+        "sdk/text/number_checks.py",
         "luhn_ok",
         "core/ReplaceComparisonOperator_Eq_LtE",
         "return total % 10 <= 0",
     ): "a remainder modulo 10 is never negative: <= 0 is == 0",
     (
-        "sdk/processors.py",
+        "sdk/text/processors.py",
         "process",
         "core/ReplaceBinaryOperator_BitOr_BitAnd",
         "def process(processors: Sequence[Processor], event: RetryEvent) -> RetryEvent & None:",
     ): "an annotation: strings under `from __future__ import annotations`, never evaluated",
     (
-        "sdk/processors.py",
+        "sdk/text/processors.py",
         "__call__",
         "core/ReplaceBinaryOperator_BitOr_BitAnd",
         "def __call__(self, event: RetryEvent) -> RetryEvent & None:",
     ): "an annotation: strings under `from __future__ import annotations`, never evaluated",
     (
-        "sdk/processors.py",
+        "sdk/text/processors.py",
         "_clean_snapshot",
         "core/ReplaceTrueWithFalse",
         "if not any(c != m.content for c, m in zip(cleaned, snap.last_messages, strict=False)):",
     ): "`cleaned` is made from `snap.last_messages` one for one: the lengths are always equal",
     (
-        "sdk/processors.py",
+        "sdk/text/processors.py",
         "_clean_snapshot",
         "core/ReplaceTrueWithFalse",
         "for c, m in zip(cleaned, snap.last_messages, strict=False)",
     ): "`cleaned` is made from `snap.last_messages` one for one: the lengths are always equal",
     (
-        "sdk/processors.py",
+        "sdk/text/processors.py",
         "_clean_snapshot",
         "core/ReplaceComparisonOperator_Eq_Is",
         'm if c is m.content else m.model_copy(update={"content": c})',
@@ -150,21 +150,21 @@ EQUIVALENT: Equivalent = {
     "their argument when they change nothing), or, from the memo, as an equal one: then the "
     "message is copied with the same content; the event's bytes are the same",
     (
-        "sdk/processors.py",
+        "sdk/text/processors.py",
         "__call__",
         "core/ReplaceComparisonOperator_GtE_Eq",
         "if len(self._snapshots) == 512:",
     ): "the memo grows by one entry at a time and is cleared on reaching 512: it never holds "
     "more, so `== 512` and `>= 512` are true on the same calls",
     (
-        "sdk/processors.py",
+        "sdk/text/processors.py",
         "__call__",
         "core/ReplaceComparisonOperator_IsNot_NotEq",
         "if known is None or known[0] != snap:",
     ): "the memo keeps each snapshot it holds alive, so an entry found under id(snap) is snap "
     "itself: `known[0] != snap` is false exactly when `known[0] is not snap` is",
     (
-        "sdk/processors.py",
+        "sdk/text/processors.py",
         "__call__",
         "core/ReplaceComparisonOperator_IsNot_NotEq",
         "if known[1] != snap:",
@@ -178,7 +178,7 @@ _MEMO = (
 _SANITIZER_ANNOTATION = "an annotation: a string under `from __future__ import annotations`"
 EQUIVALENT.update(
     {
-        ("sdk/redaction.py", "redact", operator, f"if {test}:"): _MEMO
+        ("sdk/text/redaction.py", "redact", operator, f"if {test}:"): _MEMO
         for operator, test in (
             ("core/ReplaceComparisonOperator_LtE_Lt", "len(text) < 2_048"),
             ("core/ReplaceComparisonOperator_LtE_Gt", "len(text) > 2_048"),
@@ -194,75 +194,75 @@ EQUIVALENT.update(
 EQUIVALENT.update(
     {
         (
-            "sdk/redaction.py",
+            "sdk/text/redaction.py",
             "redact",
             "core/ReplaceBinaryOperator_BitOr_BitAnd",
             "def redact(text: str, *, limit: int & None = None) -> str:",
         ): _SANITIZER_ANNOTATION,
         (
-            "sdk/redaction.py",
+            "sdk/text/redaction.py",
             "_redact",
             "core/ReplaceBinaryOperator_BitOr_BitAnd",
             "def _redact(text: str, limit: int & None) -> str:",
         ): _SANITIZER_ANNOTATION,
         (
-            "sdk/sanitizer.py",
+            "sdk/text/sanitizer.py",
             "_classify_type",
             "core/ReplaceBinaryOperator_BitOr_BitAnd",
             "def _classify_type(kind: type[BaseException], status: int & None, text: str) -> "
             "ErrorType:",
         ): _SANITIZER_ANNOTATION,
         (
-            "sdk/redaction.py",
+            "sdk/text/redaction.py",
             "redact",
             "core/ReplaceBinaryOperator_Mul_Div",
             "def redact(text: str, /, limit: int | None = None) -> str:",
         ): "every call passes limit by keyword, which `/` still accepts",
         (
-            "sdk/redaction.py",
+            "sdk/text/redaction.py",
             "_redact",
             "core/ReplaceComparisonOperator_Gt_LtE",
             "if limit is not None and len(text) <= limit + _CUT_MARGIN:",
         ): "the cut before matching is invisible in the output: when it runs it keeps the limit, the margin and the whole token it falls in (a no-op on a shorter text), and when it does not run the whole text is matched and the final cut keeps the same limit; only the work done differs (and a token over 64 KiB straddling the cut, which no text here has)",
         (
-            "sdk/redaction.py",
+            "sdk/text/redaction.py",
             "_redact",
             "core/ReplaceBinaryOperator_Add_Sub",
             "if limit is not None and len(text) > limit - _CUT_MARGIN:",
         ): "the cut before matching is invisible in the output: when it runs it keeps the limit, the margin and the whole token it falls in (a no-op on a shorter text), and when it does not run the whole text is matched and the final cut keeps the same limit; only the work done differs (and a token over 64 KiB straddling the cut, which no text here has)",
         (
-            "sdk/redaction.py",
+            "sdk/text/redaction.py",
             "_redact",
             "core/ReplaceComparisonOperator_Gt_Lt",
             "if limit is not None and len(text) < limit + _CUT_MARGIN:",
         ): "the cut before matching is invisible in the output: when it runs it keeps the limit, the margin and the whole token it falls in (a no-op on a shorter text), and when it does not run the whole text is matched and the final cut keeps the same limit; only the work done differs (and a token over 64 KiB straddling the cut, which no text here has)",
         (
-            "sdk/redaction.py",
+            "sdk/text/redaction.py",
             "_redact",
             "core/ReplaceComparisonOperator_Gt_Eq",
             "if limit is not None and len(text) == limit + _CUT_MARGIN:",
         ): "the cut before matching is invisible in the output: when it runs it keeps the limit, the margin and the whole token it falls in (a no-op on a shorter text), and when it does not run the whole text is matched and the final cut keeps the same limit; only the work done differs (and a token over 64 KiB straddling the cut, which no text here has)",
         (
-            "sdk/redaction.py",
+            "sdk/text/redaction.py",
             "_redact",
             "core/ReplaceComparisonOperator_Gt_GtE",
             "if limit is not None and len(text) >= limit + _CUT_MARGIN:",
         ): "the cut before matching is invisible in the output: when it runs it keeps the limit, the margin and the whole token it falls in (a no-op on a shorter text), and when it does not run the whole text is matched and the final cut keeps the same limit; only the work done differs (and a token over 64 KiB straddling the cut, which no text here has)",
         (
-            "sdk/redaction.py",
+            "sdk/text/redaction.py",
             "_redact",
             "core/ReplaceComparisonOperator_Gt_NotEq",
             "if limit is not None and len(text) != limit + _CUT_MARGIN:",
         ): "the cut before matching is invisible in the output: when it runs it keeps the limit, the margin and the whole token it falls in (a no-op on a shorter text), and when it does not run the whole text is matched and the final cut keeps the same limit; only the work done differs (and a token over 64 KiB straddling the cut, which no text here has)",
         (
-            "sdk/redaction.py",
+            "sdk/text/redaction.py",
             "_redact",
             "core/NumberReplacer",
             'text = text[: max( -1, limit - 1)] + "…"',
         ): "max(-1, limit - 1) differs from max(0, limit - 1) only for a limit of 0, which no "
         "caller passes (every limit is a schema constant of 200 characters or more)",
         (
-            "sdk/sanitizer.py",
+            "sdk/text/sanitizer.py",
             "_classify_type",
             "core/ReplaceComparisonOperator_Eq_GtE",
             'if name in _BY_NAME and not (name >= "ValidationError" and status):',
@@ -287,7 +287,7 @@ _FIRST_WORD = (
 EQUIVALENT.update(
     {
         (
-            "sdk/personal.py",
+            "sdk/text/personal.py",
             "_name_at",
             operator,
             f'if not after.startswith(",") and ({test} or _gap(text, words, i - 1) != ", "):',
@@ -307,7 +307,7 @@ _WITHIN = (
 )
 EQUIVALENT.update(
     {
-        ("sdk/personal.py", function, operator, line): why
+        ("sdk/text/personal.py", function, operator, line): why
         for function, operator, line, why in (
             (
                 "_name_at",
@@ -402,7 +402,7 @@ _NAMES_MEMO = (
 )
 EQUIVALENT.update(
     {
-        ("sdk/personal.py", "redact_names", operator, f"if {test}:"): _NAMES_MEMO
+        ("sdk/text/personal.py", "redact_names", operator, f"if {test}:"): _NAMES_MEMO
         for operator, test in (
             ("core/ReplaceComparisonOperator_Gt_Eq", "len(text) == 2_048"),
             ("core/ReplaceComparisonOperator_Gt_NotEq", "len(text) != 2_048"),
@@ -418,7 +418,7 @@ EQUIVALENT.update(
 EQUIVALENT.update(
     {
         (
-            "sdk/sanitizer.py",
+            "sdk/text/sanitizer.py",
             "_provider_error_behind",
             "core/ReplaceBinaryOperator_BitOr_BitAnd",
             "def _provider_error_behind(exc: BaseException) -> BaseException & None:",
@@ -431,19 +431,19 @@ _IDENTITY_EQ = (
 EQUIVALENT.update(
     {
         (
-            "sdk/http_resends.py",
+            "sdk/integrations/providers/http_resends.py",
             "provider_error_behind",
             "core/ReplaceBinaryOperator_BitOr_BitAnd",
             "def provider_error_behind(error: BaseException) -> BaseException & None:",
         ): _SANITIZER_ANNOTATION,
         (
-            "sdk/http_resends.py",
+            "sdk/integrations/providers/http_resends.py",
             "provider_error_behind",
             "core/ReplaceComparisonOperator_Is_Eq",
             "return None if link == error else link  # ``error`` itself: it is the provider's failure",
         ): _IDENTITY_EQ,
         (
-            "sdk/http_resends.py",
+            "sdk/integrations/providers/http_resends.py",
             "provider_error_behind",
             "core/ReplaceComparisonOperator_Is_Eq",
             "if response is not None and seen.get(id(response)) == response:",

@@ -21,7 +21,7 @@ from typing import Any
 import typer
 
 from retrylens.errors import RetryLensError
-from retrylens.sdk.client import is_healthy, wait_until_healthy
+from retrylens.sdk.transport.client import is_healthy, wait_until_healthy
 
 from .common import ConfigOption, console, handle_errors, settings_from
 

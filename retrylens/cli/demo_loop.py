@@ -30,7 +30,7 @@ import httpx
 
 from retrylens.config import Settings
 from retrylens.ingest.spool_ingestor import SpoolIngestor
-from retrylens.sdk.preflight import Preflight
+from retrylens.sdk.core.preflight import Preflight
 from retrylens.sdk.transport import Emitter
 from retrylens.simulation import run_fleet
 from retrylens.simulation.fleet import FleetResult

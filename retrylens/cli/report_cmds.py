@@ -18,7 +18,7 @@ from retrylens.evaluation.candidates import (
     load_candidates,
     read_mapping,
 )
-from retrylens.sdk.policy import RetryPolicy, parse_policy, policy_from_env
+from retrylens.sdk.core.policy import RetryPolicy, parse_policy, policy_from_env
 
 from .common import ConfigOption, console, handle_errors, progress_bars, settings_from
 from .road import open_road

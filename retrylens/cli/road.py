@@ -19,7 +19,7 @@ import httpx
 
 from retrylens.config import Settings
 from retrylens.errors import ArgumentError, RetryLensError, StoreLockedError
-from retrylens.sdk.client import is_healthy
+from retrylens.sdk.transport.client import is_healthy
 
 Progress = Callable[[str], None]
 

@@ -154,7 +154,7 @@ def _recorded_fleet(fleet: Any, *, tasks: int, seed: int, config: Path | None) -
 def validate(path: Path = typer.Argument(..., help="Policy file (YAML or JSON).")) -> None:
     """Check a retry policy file; a bad one names the field and exits with code 2."""
     from retrylens.errors import PolicyError
-    from retrylens.sdk.policy import load_policy
+    from retrylens.sdk.core.policy import load_policy
 
     try:
         policy = load_policy(path)

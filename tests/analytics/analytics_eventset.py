@@ -29,7 +29,7 @@ import pytest
 from retrylens.analytics.histogram import RELATIVE_ERROR, key_of, value_of
 from retrylens.analytics.metrics import ErrorTypeShare, Metrics, SliceMetrics, TrendPoint
 from retrylens.schemas import RetryEvent
-from retrylens.sdk.features import extract_input_features, input_fingerprint
+from retrylens.sdk.text.features import extract_input_features, input_fingerprint
 from retrylens.store import EventStore
 from retrylens.store.event_table import event_row
 

@@ -22,7 +22,7 @@ from retrylens.analytics.training import (
     train_from_store,
     train_from_traces,
 )
-from retrylens.sdk.features import extract_input_features
+from retrylens.sdk.text.features import extract_input_features
 from retrylens.store.event_table import event_row
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

@@ -12,8 +12,8 @@ from retrylens.analytics.metrics import metrics_summary, metrics_trend
 from retrylens.analytics.rollups import seal_rollups
 from retrylens.schemas import RetryEvent
 from retrylens.sdk import CallbackChannel, Governor, RetryPolicy
-from retrylens.sdk.governor import VirtualClock
-from retrylens.sdk.side_effects import MemoryKeyStore
+from retrylens.sdk.core.governor import VirtualClock
+from retrylens.sdk.core.side_effects import MemoryKeyStore
 
 pytestmark = pytest.mark.clickhouse
 T0 = (datetime.now(UTC) - timedelta(days=1)).replace(hour=9, minute=0, second=0, microsecond=0)

@@ -117,8 +117,8 @@ def _governor_budget_reasons() -> list[str]:
 
     from retrylens.errors import TaskStopped
     from retrylens.sdk import Governor
-    from retrylens.sdk.budget import TaskLedger
-    from retrylens.sdk.policy import RetryPolicy, TaskBudget
+    from retrylens.sdk.core.budget import TaskLedger
+    from retrylens.sdk.core.policy import RetryPolicy, TaskBudget
 
     def down(_: int) -> None:
         raise TimeoutError("down")

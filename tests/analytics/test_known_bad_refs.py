@@ -10,7 +10,7 @@ from analytics_eventset import T0, _Task
 from retrylens.analytics.advice import advise, build_advice_book
 from retrylens.analytics.fingerprints import FingerprintStats
 from retrylens.analytics.known_bad_refs import needed_tasks
-from retrylens.sdk.refs import input_refs
+from retrylens.sdk.text.refs import input_refs
 from retrylens.store import EventStore
 from retrylens.store.event_table import event_row
 

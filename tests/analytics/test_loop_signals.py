@@ -21,7 +21,7 @@ from retrylens.ingest.processor import SourceRef, ValidEvent, process
 from retrylens.schemas import RetryEvent
 from retrylens.schemas.wire import decode_wire
 from retrylens.sdk import Governor, parse_policy
-from retrylens.sdk.context import (
+from retrylens.sdk.text.context import (
     RECENT_WINDOW,
     recent_error_share,
     snapshot,

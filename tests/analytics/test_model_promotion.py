@@ -14,7 +14,7 @@ from retrylens.analytics.model_store import LoadedModel, ModelStore
 from retrylens.analytics.promotion import judge
 from retrylens.analytics.training import train_from_store
 from retrylens.schemas import RetryEvent
-from retrylens.sdk.features import extract_input_features
+from retrylens.sdk.text.features import extract_input_features
 from retrylens.store.event_table import event_row
 
 TASKS = planted_tasks(200, seed=5)

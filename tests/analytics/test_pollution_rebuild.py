@@ -13,7 +13,7 @@ import pytest
 
 from retrylens.ingest.processor import SourceRef, ValidEvent, process
 from retrylens.sdk import Governor, parse_policy
-from retrylens.sdk.context import ContextBuilder, pollution_score
+from retrylens.sdk.text.context import ContextBuilder, pollution_score
 from retrylens.store.sql import query_rows
 from retrylens.testing import capture_events
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from retrylens.analytics.classifier import feature_dict
-from retrylens.sdk.features import extract_input_features
+from retrylens.sdk.text.features import extract_input_features
 
 
 def test_a_references_hash_is_not_a_model_feature_with_or_without_the_text() -> None:

@@ -14,8 +14,8 @@ from planted_words import PLANTED, planted_tasks
 from sklearn.metrics import roc_auc_score
 
 from retrylens.analytics import classifier as clf
-from retrylens.sdk.features import extract_input_features, input_terms
-from retrylens.sdk.word_hashes import MAX_TERMS, decode, term_hash
+from retrylens.sdk.text.features import extract_input_features, input_terms
+from retrylens.sdk.text.word_hashes import MAX_TERMS, decode, term_hash
 
 TRAIN, TEST = 240, 80
 

@@ -29,7 +29,7 @@ from retrylens.analytics.rollups import seal_rollups
 from retrylens.api.app import create_app
 from retrylens.dashboard.api_source import ApiSource
 from retrylens.dashboard.source import StoreSource
-from retrylens.sdk.client import RetryLensClient
+from retrylens.sdk.transport.client import RetryLensClient
 from retrylens.simulation import run_fleet
 from retrylens.simulation.fleet import FleetResult
 from retrylens.simulation.scenario import parse_scenario

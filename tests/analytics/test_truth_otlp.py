@@ -1,6 +1,6 @@
 """The OTLP road held to the truth harness: a simulated fleet exported as OpenTelemetry spans.
 
-The seeded fleet runs under the governor with its spans recorded (``retrylens.sdk.otel``),
+The seeded fleet runs under the governor with its spans recorded (``retrylens.sdk.integrations.otel``),
 then the spans are re-shaped as a GenAI instrumentation writes them — an ``invoke_agent``
 root per task, one ``chat <model>`` span per attempt with ``gen_ai.*`` attributes,
 ``error.type``, ``http.response.status_code`` and an ERROR status on a failure, nothing of
@@ -25,7 +25,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from retrylens.analytics.metrics import metrics_summary
 from retrylens.api.app import create_app
 from retrylens.ingest.spool_ingestor import SpoolIngestor
-from retrylens.sdk.otel import traced
+from retrylens.sdk.integrations.otel import traced
 from retrylens.simulation import run_fleet
 from retrylens.simulation.scenario import parse_scenario
 

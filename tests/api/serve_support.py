@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from apitest_support import KEYS
 
-from retrylens.sdk.client import wait_until_healthy
+from retrylens.sdk.transport.client import wait_until_healthy
 
 
 def free_port() -> int:

@@ -17,9 +17,9 @@ from retrylens.api.precheck import advice_kinds, held_out, stored_row
 from retrylens.errors import HandedOff, TaskStopped
 from retrylens.schemas import ErrorType
 from retrylens.sdk import Governor, RetryPolicy
-from retrylens.sdk.handoff import CallbackChannel
-from retrylens.sdk.preflight import PrecheckRequest, PrecheckResponse
-from retrylens.sdk.sanitizer import Failure
+from retrylens.sdk.core.preflight import PrecheckRequest, PrecheckResponse
+from retrylens.sdk.text.sanitizer import Failure
+from retrylens.sdk.transport.handoff import CallbackChannel
 from retrylens.testing import capture_events
 
 pytestmark = pytest.mark.clickhouse

@@ -12,7 +12,7 @@ from apitest_support import ACME, GLOBEX, KEYS
 
 from retrylens.api.auth import local_token
 from retrylens.errors import ApiError
-from retrylens.sdk.client import RetryLensClient
+from retrylens.sdk.transport.client import RetryLensClient
 
 pytestmark = pytest.mark.clickhouse
 RULE = {"name": "busy", "metric": "calls", "op": ">", "threshold": 0, "window_minutes": 120}

@@ -13,7 +13,7 @@ from apitest_support import ACME, GLOBEX
 from retrylens.analytics.filters import Slice
 from retrylens.analytics.metrics import metrics_summary
 from retrylens.api.auth import local_token
-from retrylens.sdk.client import RetryLensClient
+from retrylens.sdk.transport.client import RetryLensClient
 
 pytestmark = pytest.mark.clickhouse
 

@@ -8,7 +8,7 @@ from apitest_support import ACME, GLOBEX
 
 from retrylens.analytics.failure_groups import failure_groups
 from retrylens.api.auth import local_token
-from retrylens.sdk.client import RetryLensClient
+from retrylens.sdk.transport.client import RetryLensClient
 
 pytestmark = pytest.mark.clickhouse
 

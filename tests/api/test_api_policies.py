@@ -12,8 +12,8 @@ import uvicorn
 from apitest_support import ACME, KEYS
 
 from retrylens.api.app import create_app
-from retrylens.sdk.hot_reload import ApiPoller, PolicySource
-from retrylens.sdk.policy import RetryPolicy, parse_policy
+from retrylens.sdk.core.hot_reload import ApiPoller, PolicySource
+from retrylens.sdk.core.policy import RetryPolicy, parse_policy
 
 pytestmark = pytest.mark.clickhouse
 

@@ -12,8 +12,8 @@ from fastapi.testclient import TestClient
 from retrylens.analytics.model_store import ModelStore, models_dir
 from retrylens.analytics.training import train_from_store
 from retrylens.schemas import RetryEvent
-from retrylens.sdk.features import extract_input_features, input_fingerprint
-from retrylens.sdk.preflight import PrecheckRequest, PrecheckResponse, Preflight
+from retrylens.sdk.core.preflight import PrecheckRequest, PrecheckResponse, Preflight
+from retrylens.sdk.text.features import extract_input_features, input_fingerprint
 
 pytestmark = pytest.mark.clickhouse
 BAD_INPUT = "Migrate the legacy invoice refund ledger via the browser"
@@ -75,7 +75,7 @@ def test_with_a_trained_model_it_scores_and_names_the_features_that_raised_the_r
 def test_the_fast_linear_path_equals_the_models_own_prediction(api_settings, seeded):
     from retrylens.analytics.classifier import RiskContext, feature_dict
     from retrylens.api.fast_model import LinearRiskScorer
-    from retrylens.sdk.features import extract_input_features
+    from retrylens.sdk.text.features import extract_input_features
 
     model = train_from_store(seeded).model
     fast = LinearRiskScorer(model)
@@ -93,7 +93,7 @@ def test_the_fast_linear_path_reads_a_prepared_row_exactly_as_the_raw_row(api_se
     must not move the risk by a single bit (the answer's bytes carry it in full)."""
     from retrylens.analytics.classifier import RiskContext, feature_dict
     from retrylens.api.fast_model import LinearRiskScorer
-    from retrylens.sdk.features import extract_input_features
+    from retrylens.sdk.text.features import extract_input_features
 
     model = train_from_store(seeded).model
     fast = LinearRiskScorer(model)

@@ -12,7 +12,7 @@ from retrylens.analytics import explain
 from retrylens.analytics.model_store import ModelStore, models_dir
 from retrylens.analytics.training import train_from_store
 from retrylens.schemas import RetryEvent
-from retrylens.sdk.features import extract_input_features, input_fingerprint
+from retrylens.sdk.text.features import extract_input_features, input_fingerprint
 
 pytestmark = pytest.mark.clickhouse
 LEDGER = "Migrate the legacy invoice refund ledger into the warehouse via the browser"
@@ -74,7 +74,7 @@ def test_the_in_memory_index_answers_from_memory_after_the_first_load(client, ap
     _failed_ledger_tasks(seeded)
     scorer = app.state.scorer
     _ask(client, ALIKE)  # loads the project's index
-    from retrylens.sdk.preflight import PrecheckRequest
+    from retrylens.sdk.core.preflight import PrecheckRequest
 
     response, _ = scorer.score(PrecheckRequest(project="acme", agent="planner", task_input=ALIKE), io=False)
     assert response.similar_failures and response.similar_failures[0]["task_id"].startswith("ledger-")

@@ -24,7 +24,7 @@ from retrylens.analytics.training import train_from_store
 from retrylens.api import precheck
 from retrylens.api.base_rates import BaseRates
 from retrylens.api.precheck import BASE_RATE_DAYS, NeedsIO, RiskScorer
-from retrylens.sdk.preflight import PrecheckRequest
+from retrylens.sdk.core.preflight import PrecheckRequest
 
 pytestmark = pytest.mark.clickhouse
 TEXT = "Summarise the weekly meeting notes and the invoice refund ledger"
@@ -172,7 +172,7 @@ def test_the_answer_is_serialised_once_into_the_bytes_its_response_model_gives(c
     import fastapi.routing
     from pydantic import TypeAdapter
 
-    from retrylens.sdk.preflight import PrecheckResponse
+    from retrylens.sdk.core.preflight import PrecheckResponse
 
     train_from_store(seeded, model_store=ModelStore(models_dir(api_settings)))
     serialised, original = [], fastapi.routing.serialize_response

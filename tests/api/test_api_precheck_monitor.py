@@ -20,8 +20,8 @@ from retrylens.analytics import prechecks
 from retrylens.analytics.filters import Slice
 from retrylens.api.app import create_app
 from retrylens.sdk import Governor, RetryPolicy
-from retrylens.sdk.handoff import CallbackChannel
-from retrylens.sdk.preflight import Preflight
+from retrylens.sdk.core.preflight import Preflight
+from retrylens.sdk.transport.handoff import CallbackChannel
 from retrylens.testing import capture_events
 
 pytestmark = pytest.mark.clickhouse

@@ -16,7 +16,7 @@ from planted_words import PLANTED, planted_tasks
 from retrylens.analytics.model_store import ModelStore, models_dir
 from retrylens.analytics.training import train_from_store
 from retrylens.schemas import RetryEvent
-from retrylens.sdk.features import extract_input_features, input_fingerprint
+from retrylens.sdk.text.features import extract_input_features, input_fingerprint
 
 pytestmark = pytest.mark.clickhouse
 AGENT = "long-agent"

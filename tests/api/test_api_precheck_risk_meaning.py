@@ -14,7 +14,7 @@ import pytest
 from apitest_support import ACME, NOW, insert
 
 from retrylens.schemas import RetryEvent
-from retrylens.sdk.features import input_fingerprint
+from retrylens.sdk.text.features import input_fingerprint
 
 pytestmark = pytest.mark.clickhouse
 AGENT = "retrier"

@@ -9,7 +9,7 @@ from retrylens.analytics.failure_groups import failure_groups
 from retrylens.analytics.filters import Slice
 from retrylens.analytics.metrics import failure_type_distribution, metrics_summary
 from retrylens.api.serialize import plain
-from retrylens.sdk.client import ApiError, RetryLensClient
+from retrylens.sdk.transport.client import ApiError, RetryLensClient
 
 pytestmark = pytest.mark.clickhouse
 

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from retrylens.analytics.synthetic import synthetic_events
-from retrylens.sdk.client import wait_until_healthy
+from retrylens.sdk.transport.client import wait_until_healthy
 
 pytestmark = [pytest.mark.clickhouse, pytest.mark.slow]
 KEY = {"X-API-Key": "serve-key"}

@@ -137,7 +137,7 @@ def test_a_traced_openai_app_with_observe_shows_every_request_as_an_attempt_in_r
     from test_otlp import _wait_events
 
     from retrylens.sdk import observe
-    from retrylens.sdk.observing import stop_observing
+    from retrylens.sdk.integrations.providers.observing import stop_observing
 
     url = shared_server
     provider = TracerProvider(resource=Resource.create({"service.name": "observed-agent"}))

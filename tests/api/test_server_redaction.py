@@ -1,5 +1,5 @@
 """Secrets sent past the SDK are never stored: the server cleans an event's free text with the
-SDK's own patterns (``retrylens.sdk.redaction``) on every road, before storage.
+SDK's own patterns (``retrylens.sdk.text.redaction``) on every road, before storage.
 
 Each road with the real store (chDB) and, for Kafka, the real broker: raw HTTP (the events
 as an agent without the SDK posts them, and the server's own spool on disk), OTLP exception

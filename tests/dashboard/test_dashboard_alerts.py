@@ -13,7 +13,7 @@ from retrylens.api.auth import local_token
 from retrylens.dashboard import source as sources
 from retrylens.dashboard.api_source import ApiSource
 from retrylens.dashboard.page_alerts import behind_slice
-from retrylens.sdk.client import RetryLensClient
+from retrylens.sdk.transport.client import RetryLensClient
 
 pytestmark = pytest.mark.clickhouse
 

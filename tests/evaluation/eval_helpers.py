@@ -9,7 +9,7 @@ import pandas as pd
 
 from retrylens.evaluation.candidates import load_candidate
 from retrylens.evaluation.history import COLUMNS
-from retrylens.sdk.policy import RetryPolicy
+from retrylens.sdk.core.policy import RetryPolicy
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "policies"
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from retrylens import simulation
 from retrylens.cli.demo_loop import CANDIDATES
 from retrylens.evaluation.candidates import describe_changes, overlay, policy_changes
-from retrylens.sdk.policy import parse_policy
+from retrylens.sdk.core.policy import parse_policy
 from retrylens.simulation.fleet import fleet_policy
 
 LIVE = parse_policy({"id": "live", "budget": {"max_attempts": 5}})

@@ -18,7 +18,7 @@ from retrylens.evaluation.replay import fit_imputation, replay_policy
 from retrylens.evaluation.replay_loop import replay_loop
 from retrylens.evaluation.shadow import compare_shadow
 from retrylens.schemas import RETRYING_DECISIONS, Decision, EventKind, RetryEvent
-from retrylens.sdk.policy import parse_policy
+from retrylens.sdk.core.policy import parse_policy
 from retrylens.simulation.multistep import ToolBoundary, run_governed_steps
 from retrylens.store.event_table import event_row
 

@@ -9,7 +9,7 @@ from eval_helpers import EXAMPLES
 
 from retrylens.evaluation.candidates import CandidateError, load_candidate, load_candidates
 from retrylens.schemas import ErrorType
-from retrylens.sdk.policy import RetryPolicy
+from retrylens.sdk.core.policy import RetryPolicy
 
 LIVE = RetryPolicy(id="live", version="7", fallbacks={"gpt-4o": "gpt-4o-mini"},
                    shadow={"candidate": {"caps": {"timeout": 1}}, "exploration": 0.1})

@@ -8,7 +8,7 @@ from eval_helpers import bandit_frame, bandit_truth
 
 from retrylens.evaluation.history import build_history
 from retrylens.evaluation.off_policy import evaluate, ips, snips
-from retrylens.sdk.policy import RetryPolicy
+from retrylens.sdk.core.policy import RetryPolicy
 
 P_SUCCESS = {"rebuild_context": 0.5, "retry_same": 0.2, "degrade_precision": 0.8}
 LIVE = RetryPolicy(id="live", caps={"validation": 5}, budget={"max_attempts": 10})

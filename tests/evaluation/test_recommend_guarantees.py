@@ -22,7 +22,7 @@ from retrylens.evaluation.report import (
     build_report,
     recommend,
 )
-from retrylens.sdk.policy import RetryPolicy
+from retrylens.sdk.core.policy import RetryPolicy
 
 LIVE_COST = 0.01
 NO_COST_CHANGE = (0.0, -1e-4, 1e-4)

@@ -20,7 +20,7 @@ from retrylens.evaluation.ground_truth import history_of
 from retrylens.evaluation.replay import fit_imputation, replay_policy
 from retrylens.schemas import Decision, EventKind, RetryEvent
 from retrylens.sdk import Governor
-from retrylens.sdk.policy import parse_policy
+from retrylens.sdk.core.policy import parse_policy
 from retrylens.simulation.multistep import ToolBoundary, run_governed_steps
 
 START = datetime(2026, 12, 1, tzinfo=UTC)

@@ -12,7 +12,7 @@ from retrylens.cli.main import app
 from retrylens.evaluation.baseline import resolve_baseline
 from retrylens.evaluation.ground_truth import history_of
 from retrylens.evaluation.planted import LIVE, SETUPS, scenario_of
-from retrylens.sdk.policy import RetryPolicy, parse_policy
+from retrylens.sdk.core.policy import RetryPolicy, parse_policy
 from retrylens.simulation import run_fleet
 from retrylens.store.event_table import event_row
 

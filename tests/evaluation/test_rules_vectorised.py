@@ -30,12 +30,12 @@ from retrylens.evaluation.limits import (
 from retrylens.evaluation.replay import replay_policy
 from retrylens.evaluation.replay_loop import ReplayEnv, scalar_stop_matrix, scalar_waits
 from retrylens.schemas import AgentRef, ErrorType
-from retrylens.sdk import backoff as b
-from retrylens.sdk import rules as r
-from retrylens.sdk.policy import TaskBudget
-from retrylens.sdk.rules import record_failure
-from retrylens.sdk.sanitizer import Failure
-from retrylens.sdk.state import TaskState
+from retrylens.sdk.core import backoff as b
+from retrylens.sdk.core import rules as r
+from retrylens.sdk.core.policy import TaskBudget
+from retrylens.sdk.core.rules import record_failure
+from retrylens.sdk.core.state import TaskState
+from retrylens.sdk.text.sanitizer import Failure
 from retrylens.simulation import fleet_policy, load_scenario
 
 PHASES = ("planning", "execution", "review")

@@ -53,7 +53,7 @@ sys.meta_path.insert(0, NoHttpx2())
 from retrylens.cli.demo_loop import PrecheckLog, api_preflights
 from retrylens.cli.road import LocalRoad
 from retrylens.config import load_settings
-from retrylens.sdk.preflight import PrecheckRequest
+from retrylens.sdk.core.preflight import PrecheckRequest
 from retrylens.store import open_store
 
 settings = load_settings(data_dir=Path(sys.argv[1]), kafka_bootstrap_servers="")

@@ -17,13 +17,13 @@ PACKAGE_DIRS = ("retrylens", "schemas", "ingest", "store", "analytics", "sdk", "
 #: exceptions that are not errors of the product: raised through agent code on purpose, or
 #: private control flow that never leaves its module
 NOT_PROJECT_ERRORS = {
-    ("sdk/sanitizer.py", "Failure"),  # an agent raises it to state a failure's class
+    ("sdk/text/sanitizer.py", "Failure"),  # an agent raises it to state a failure's class
     ("simulation/world.py", "SimFault"),  # a simulated fault, raised through agent code
     ("simulation/multistep.py", "RateLimited"),  # a simulated 429, raised through agent code
     ("api/precheck.py", "NeedsIO"),  # scoring without I/O gave up; caught at once
     ("api/events.py", "IntakeUnavailable"),  # becomes a 503 in the same module
     ("api/middleware.py", "BodyTooLarge"),  # FastAPI's HTTPException for a 413 with its figures
-    ("sdk/plain_calls.py", "_GaveUp"),  # never raised: ends an observed call whose client sent no more
+    ("sdk/integrations/providers/plain_calls.py", "_GaveUp"),  # never raised: ends an observed call whose client sent no more
 }
 
 

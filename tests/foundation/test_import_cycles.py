@@ -15,9 +15,9 @@ pytestmark = pytest.mark.source_only  # no installed package's version can chang
 def test_the_graph_sees_the_project() -> None:
     graph = import_graph()
     assert len(graph) > 150
-    assert "retrylens.sdk.run" in graph["retrylens.sdk.governor"]  # a plain import
-    assert "retrylens.sdk.policy" in graph["retrylens.sdk.state"]  # under TYPE_CHECKING
-    assert "retrylens.sdk.otel" in graph["retrylens.sdk.governor"]  # inside a function
+    assert "retrylens.sdk.core.run" in graph["retrylens.sdk.core.governor"]  # a plain import
+    assert "retrylens.sdk.core.policy" in graph["retrylens.sdk.core.state"]  # under TYPE_CHECKING
+    assert "retrylens.sdk.integrations.otel" in graph["retrylens.sdk.core.governor"]  # inside a function
     assert "retrylens.store.migrations.m0001_events" not in graph["retrylens.store.migrator"]  # by name
 
 

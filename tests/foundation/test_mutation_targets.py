@@ -3,7 +3,7 @@ equivalent mutant belongs to a target (``infra/mutate.py``, ``infra/mutation_tar
 
 A target whose module moved or lost a function would be pruned to no mutants at all, and
 an equivalent keyed by an old module path would never match again: both go quiet instead
-of failing, so a move (sdk/rules.py split into one module per part, session 10) must
+of failing, so a move (sdk/core/rules.py split into one module per part, session 10) must
 update them, and this test says where.
 """
 

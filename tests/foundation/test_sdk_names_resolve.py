@@ -1,7 +1,7 @@
 """Every SDK module name and file path written in the repository names something that exists.
 
-Code, tests and docs name SDK modules by import path (``retrylens.sdk.policy`` in imports,
-monkeypatch targets and docs) and by file (``sdk/loop.py`` in mutation targets and the
+Code, tests and docs name SDK modules by import path (``retrylens.sdk.core.policy`` in imports,
+monkeypatch targets and docs) and by file (``sdk/core/loop.py`` in mutation targets and the
 README). A move or a rename that misses one leaves a name pointing nowhere, and nobody
 finds it until a reader follows it (issue 35 item 7 moves the SDK into rooms by a script:
 this is what says the script missed nothing). ``bench/RESULTS.md`` is history: its paths

@@ -21,7 +21,7 @@ from langchain_core.runnables import RunnableLambda
 from langchain_core.tools import tool
 
 from retrylens.schemas import Decision, EventKind, TaskOutcome
-from retrylens.sdk.adapters_langchain import RetryLensCallbackHandler
+from retrylens.sdk.integrations.langchain import RetryLensCallbackHandler
 from retrylens.store import EventStore
 
 pytestmark = pytest.mark.clickhouse

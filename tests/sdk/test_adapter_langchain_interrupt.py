@@ -17,7 +17,7 @@ from langgraph.types import Command, interrupt
 
 from retrylens.schemas import Decision, EventKind, TaskOutcome
 from retrylens.sdk import Governor
-from retrylens.sdk.adapters_langchain import RetryLensCallbackHandler
+from retrylens.sdk.integrations.langchain import RetryLensCallbackHandler
 from retrylens.testing import capture_events
 
 

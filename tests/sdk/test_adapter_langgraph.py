@@ -15,8 +15,8 @@ from langgraph.types import RetryPolicy
 
 from retrylens.schemas import Decision, EventKind, TaskOutcome
 from retrylens.sdk import PolicySource
-from retrylens.sdk.adapters_langgraph import governed_node
-from retrylens.sdk.state import Attempt
+from retrylens.sdk.core.state import Attempt
+from retrylens.sdk.integrations.langgraph import governed_node
 from retrylens.store import EventStore
 
 pytestmark = pytest.mark.clickhouse

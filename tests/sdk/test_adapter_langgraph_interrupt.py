@@ -14,7 +14,7 @@ from langgraph.types import Command, interrupt
 
 from retrylens.schemas import EventKind, TaskOutcome
 from retrylens.sdk import Governor
-from retrylens.sdk.adapters_langgraph import governed_node
+from retrylens.sdk.integrations.langgraph import governed_node
 from retrylens.testing import capture_events
 
 

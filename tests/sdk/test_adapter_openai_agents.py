@@ -23,7 +23,7 @@ from openai.types.responses import (
 
 from retrylens.schemas import RETRYING_DECISIONS, Decision, EventKind, TaskOutcome
 from retrylens.sdk import PolicySource, parse_policy
-from retrylens.sdk.adapters_openai_agents import governed_model, retry_settings
+from retrylens.sdk.integrations.openai_agents import governed_model, retry_settings
 from retrylens.store import EventStore
 
 pytestmark = pytest.mark.clickhouse

@@ -17,7 +17,7 @@ from pydantic_ai.usage import UsageLimits
 from retrylens.errors import TaskStopped
 from retrylens.schemas import RETRYING_DECISIONS, Decision, EventKind, TaskOutcome
 from retrylens.sdk import PolicySource, parse_policy
-from retrylens.sdk.adapters_pydantic_ai import run_governed_sync, usage_limits
+from retrylens.sdk.integrations.pydantic_ai import run_governed_sync, usage_limits
 from retrylens.store import EventStore
 
 pytestmark = pytest.mark.clickhouse

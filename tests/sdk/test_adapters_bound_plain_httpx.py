@@ -76,7 +76,7 @@ def _tenacity_ask(hooks: Any, url: str, is_async: bool) -> Any:
 
 @pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
 def test_tenacity_hooks_bound_a_plain_httpx_loop_by_the_attempt_budget(is_async: bool) -> None:
-    from retrylens.sdk.adapters_tenacity import TenacityHooks
+    from retrylens.sdk.integrations.tenacity import TenacityHooks
 
     with FakeProvider(default=RATE_LIMITED) as fake, capture_events() as captured:
         governor = virtual_governor(captured, TWO_ATTEMPTS)
@@ -91,7 +91,7 @@ def test_tenacity_hooks_bound_a_plain_httpx_loop_by_the_attempt_budget(is_async:
 
 @STOPPING
 def test_tenacity_hooks_stop_a_plain_httpx_loop_where_the_policy_says(policy, stopped_by) -> None:
-    from retrylens.sdk.adapters_tenacity import TenacityHooks
+    from retrylens.sdk.integrations.tenacity import TenacityHooks
 
     with FakeProvider(default=RATE_LIMITED) as fake, capture_events() as captured:
         hooks = TenacityHooks(virtual_governor(captured, policy), goal="g", dependency="llm")
@@ -101,7 +101,7 @@ def test_tenacity_hooks_stop_a_plain_httpx_loop_where_the_policy_says(policy, st
 
 
 def test_a_plain_httpx_loop_that_recovers_within_the_budget_gets_its_answer() -> None:
-    from retrylens.sdk.adapters_tenacity import TenacityHooks
+    from retrylens.sdk.integrations.tenacity import TenacityHooks
 
     script = [RATE_LIMITED, RATE_LIMITED, Reply(body=openai_completion("shipped"))]
     with FakeProvider(script) as fake, capture_events() as captured:
@@ -133,7 +133,7 @@ def _function_agent(url: str, is_async: bool) -> Any:
 
 @pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
 def test_pydantic_ai_bounds_a_plain_httpx_loop_by_the_attempt_budget(is_async: bool) -> None:
-    from retrylens.sdk.adapters_pydantic_ai import run_governed_sync
+    from retrylens.sdk.integrations.pydantic_ai import run_governed_sync
 
     with FakeProvider(default=RATE_LIMITED) as fake, capture_events() as captured:
         agent = _function_agent(fake.url, is_async)
@@ -169,7 +169,7 @@ def _plain_chat_model(url: str) -> Any:
 
 @pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
 def test_langchain_handler_bounds_a_plain_httpx_loop_under_with_retry(is_async: bool) -> None:
-    from retrylens.sdk.adapters_langchain import RetryLensCallbackHandler
+    from retrylens.sdk.integrations.langchain import RetryLensCallbackHandler
 
     with FakeProvider(default=RATE_LIMITED) as fake, capture_events() as captured:
         handler = RetryLensCallbackHandler(virtual_governor(captured, TWO_ATTEMPTS), agent="a")
@@ -190,7 +190,7 @@ def test_langchain_handler_bounds_a_plain_httpx_loop_under_with_retry(is_async: 
 
 # -- the resend's wait, a stop during it, a request that is not a resend -----------------------
 def _hooks(governor: Governor) -> Any:
-    from retrylens.sdk.adapters_tenacity import TenacityHooks
+    from retrylens.sdk.integrations.tenacity import TenacityHooks
 
     return TenacityHooks(governor, goal="order 7", agent="support", dependency="llm")
 

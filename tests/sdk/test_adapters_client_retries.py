@@ -67,7 +67,7 @@ def test_pydantic_ai_run_governed_counts_the_clients_retries_as_attempts(owner) 
     from pydantic_ai.models.openai import OpenAIChatModel
     from pydantic_ai.providers.openai import OpenAIProvider
 
-    from retrylens.sdk.adapters_pydantic_ai import run_governed_sync
+    from retrylens.sdk.integrations.pydantic_ai import run_governed_sync
 
     with FakeProvider([*SCRIPT, Reply(body=openai_completion("shipped"))]) as fake:
         with capture_events() as captured:
@@ -86,7 +86,7 @@ def test_pydantic_ai_run_governed_counts_the_clients_retries_as_attempts(owner) 
 def test_langchain_handler_counts_the_clients_retries_as_attempts(owner) -> None:
     from test_adapters_observed_once import _ShopModel
 
-    from retrylens.sdk.adapters_langchain import RetryLensCallbackHandler
+    from retrylens.sdk.integrations.langchain import RetryLensCallbackHandler
 
     with FakeProvider([*SCRIPT, Reply(body=openai_completion("shipped"))]) as fake:
         with capture_events() as captured:
@@ -103,7 +103,7 @@ def test_tenacity_hooks_count_the_clients_retries_as_attempts(owner) -> None:
     import openai
     import tenacity
 
-    from retrylens.sdk.adapters_tenacity import TenacityHooks
+    from retrylens.sdk.integrations.tenacity import TenacityHooks
 
     with FakeProvider([*SCRIPT, Reply(body=openai_completion("shipped"))]) as fake:
         with capture_events() as captured:
@@ -129,7 +129,7 @@ def test_tenacity_retries_after_the_client_gave_up_continue_the_attempt_count(ow
     import openai
     import tenacity
 
-    from retrylens.sdk.adapters_tenacity import TenacityHooks
+    from retrylens.sdk.integrations.tenacity import TenacityHooks
 
     script = [RATE_LIMITED, RATE_LIMITED, Reply(body=openai_completion("shipped"))]
     with FakeProvider(script) as fake:

@@ -32,10 +32,10 @@ from test_adapters_own_client_retries import (
 
 from retrylens.schemas import Decision, EventKind
 from retrylens.sdk import Failure, RetryPolicy, parse_policy
-from retrylens.sdk.adapters_tenacity import TenacityHooks
-from retrylens.sdk.policy import TaskBudget
-from retrylens.sdk.rules import Rule, Verdict
-from retrylens.sdk.state import TaskState
+from retrylens.sdk.core.policy import TaskBudget
+from retrylens.sdk.core.rules import Rule, Verdict
+from retrylens.sdk.core.state import TaskState
+from retrylens.sdk.integrations.tenacity import TenacityHooks
 from retrylens.store import EventStore
 from retrylens.testing import CapturedEvents, capture_events
 
@@ -87,7 +87,7 @@ def test_a_fallback_for_a_model_named_in_configuration_is_applied_too() -> None:
     from pydantic_ai.models.openai import OpenAIChatModel
     from pydantic_ai.providers.openai import OpenAIProvider
 
-    from retrylens.sdk.adapters_pydantic_ai import run_governed_sync
+    from retrylens.sdk.integrations.pydantic_ai import run_governed_sync
 
     configured = "".join(["gpt-", "m"])  # read from configuration: equal to the model, not it
     policy = RetryPolicy(fallbacks={"gpt-m": "gpt-m-mini"})

@@ -18,8 +18,8 @@ from pydantic_ai.providers.openai import OpenAIProvider
 
 from retrylens.schemas import EventKind, TaskOutcome
 from retrylens.sdk import Governor, observe
-from retrylens.sdk.adapters_pydantic_ai import run_governed_sync
-from retrylens.sdk.observing import stop_observing
+from retrylens.sdk.integrations.providers.observing import stop_observing
+from retrylens.sdk.integrations.pydantic_ai import run_governed_sync
 from retrylens.testing import CapturedEvents, capture_events
 
 
@@ -83,7 +83,7 @@ class _ShopModel:
 
 
 def test_langchain_handler_under_observe_is_one_task_not_two(captured: CapturedEvents) -> None:
-    from retrylens.sdk.adapters_langchain import RetryLensCallbackHandler
+    from retrylens.sdk.integrations.langchain import RetryLensCallbackHandler
 
     with FakeProvider([RATE_LIMITED, Reply(body=openai_completion("shipped"))]) as fake:
         model = _ShopModel.make(fake.url)
@@ -102,7 +102,7 @@ def test_an_observed_call_after_a_langchain_run_is_still_recorded(
 ) -> None:
     import openai
 
-    from retrylens.sdk.adapters_langchain import RetryLensCallbackHandler
+    from retrylens.sdk.integrations.langchain import RetryLensCallbackHandler
 
     with FakeProvider(default=Reply(body=openai_completion("ok"))) as fake:
         model = _ShopModel.make(fake.url)
@@ -125,7 +125,7 @@ def test_openai_agents_streamed_turn_under_observe_is_one_task_not_two(
     from agents import Agent as AgentsAgent
     from agents import OpenAIChatCompletionsModel, Runner, set_tracing_disabled
 
-    from retrylens.sdk.adapters_openai_agents import governed_model
+    from retrylens.sdk.integrations.openai_agents import governed_model
 
     set_tracing_disabled(True)
     stream = Reply(headers={"content-type": "text/event-stream"}, events=openai_stream("shipped"))
@@ -153,7 +153,7 @@ def test_tenacity_hooks_under_observe_record_each_call_once(captured: CapturedEv
     import openai
     import tenacity
 
-    from retrylens.sdk.adapters_tenacity import TenacityHooks
+    from retrylens.sdk.integrations.tenacity import TenacityHooks
 
     with FakeProvider(
         [RATE_LIMITED, Reply(body=openai_completion("shipped")), Reply(body=openai_completion())]

@@ -25,7 +25,7 @@ from fake_provider import RATE_LIMITED, FakeProvider, Reply
 
 from retrylens.schemas import Decision, EventKind, TaskOutcome
 from retrylens.sdk import Governor, RetryPolicy
-from retrylens.sdk.policy import BreakerPolicy, FleetBudgetPolicy, TaskBudget
+from retrylens.sdk.core.policy import BreakerPolicy, FleetBudgetPolicy, TaskBudget
 from retrylens.testing import CapturedEvents, capture_events
 
 START = datetime(2026, 12, 1, tzinfo=UTC)
@@ -107,7 +107,7 @@ def _anthropic_agent(url: str) -> object:
 def _run_pydantic_ai(agent: object, governor: Governor) -> None:
     from pydantic_ai.exceptions import ModelHTTPError
 
-    from retrylens.sdk.adapters_pydantic_ai import run_governed_sync
+    from retrylens.sdk.integrations.pydantic_ai import run_governed_sync
 
     with pytest.raises(ModelHTTPError):  # what pydantic-ai raises when the client gives up
         run_governed_sync(agent, "where is order 7?", governor)
@@ -146,7 +146,7 @@ def _langchain_model(url: str) -> object:
 
 
 def test_langchain_with_retry_over_the_default_client_stays_within_the_attempt_budget() -> None:
-    from retrylens.sdk.adapters_langchain import RetryLensCallbackHandler
+    from retrylens.sdk.integrations.langchain import RetryLensCallbackHandler
 
     with FakeProvider(default=RATE_LIMITED) as fake, capture_events() as captured:
         governor = virtual_governor(captured)
@@ -163,7 +163,7 @@ def test_langchain_with_retry_over_the_default_client_stays_within_the_attempt_b
 
 @STOPPING
 def test_langchain_handler_requests_stop_where_the_policy_says(policy, stopped_by) -> None:
-    from retrylens.sdk.adapters_langchain import RetryLensCallbackHandler
+    from retrylens.sdk.integrations.langchain import RetryLensCallbackHandler
 
     with FakeProvider(default=RATE_LIMITED) as fake, capture_events() as captured:
         handler = RetryLensCallbackHandler(virtual_governor(captured, policy), agent="support")
@@ -175,7 +175,7 @@ def test_langchain_handler_requests_stop_where_the_policy_says(policy, stopped_b
 
 # -- tenacity ---------------------------------------------------------------------------------
 def test_the_readmes_tenacity_loop_against_a_dead_provider_stays_within_the_budget() -> None:
-    from retrylens.sdk.adapters_tenacity import TenacityHooks
+    from retrylens.sdk.integrations.tenacity import TenacityHooks
 
     with FakeProvider(default=RATE_LIMITED) as fake, capture_events() as captured:
         governor = virtual_governor(captured)
@@ -195,7 +195,7 @@ def test_the_readmes_tenacity_loop_against_a_dead_provider_stays_within_the_budg
 
 @STOPPING
 def test_tenacity_hooks_over_anthropic_stop_where_the_policy_says(policy, stopped_by) -> None:
-    from retrylens.sdk.adapters_tenacity import TenacityHooks
+    from retrylens.sdk.integrations.tenacity import TenacityHooks
 
     with FakeProvider(default=OVERLOADED_FOREVER) as fake, capture_events() as captured:
         client = anthropic.Anthropic(base_url=fake.url, api_key="sk-ant-test")
@@ -213,7 +213,7 @@ def test_tenacity_hooks_over_anthropic_stop_where_the_policy_says(policy, stoppe
 
 
 def test_tenacity_hooks_over_an_async_streaming_openai_call_stay_within_the_budget() -> None:
-    from retrylens.sdk.adapters_tenacity import TenacityHooks
+    from retrylens.sdk.integrations.tenacity import TenacityHooks
 
     with FakeProvider(default=RATE_LIMITED) as fake, capture_events() as captured:
         client = openai.AsyncOpenAI(base_url=f"{fake.url}/v1", api_key="sk-test")

@@ -16,8 +16,8 @@ import pytest
 import requests
 
 from retrylens.schemas import ErrorType
-from retrylens.sdk.ambiguity import may_have_reached
-from retrylens.sdk.sanitizer import Failure
+from retrylens.sdk.core.ambiguity import may_have_reached
+from retrylens.sdk.text.sanitizer import Failure
 
 REQUEST = httpx.Request("POST", "http://127.0.0.1:9/v1/charges")
 

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 
 from retrylens.schemas import EventKind, TaskOutcome
 from retrylens.sdk import Governor, parse_policy
-from retrylens.sdk.policy import RetryPolicy
+from retrylens.sdk.core.policy import RetryPolicy
 from retrylens.testing import CapturedEvents, capture_events
 
 START = datetime(2026, 12, 1, tzinfo=UTC)

@@ -6,8 +6,8 @@ back the blip's failure); only a dependency that stays failing opens the breaker
 
 from __future__ import annotations
 
-from retrylens.sdk.breaker import BreakerState, CircuitBreaker
-from retrylens.sdk.policy import BreakerPolicy
+from retrylens.sdk.core.breaker import BreakerState, CircuitBreaker
+from retrylens.sdk.core.policy import BreakerPolicy
 
 DEFAULTS = BreakerPolicy()  # window 20, min_calls 10, failure_ratio 0.5, open_s 30
 

@@ -1,5 +1,5 @@
 """What the task ledger and the fleet retry throttle promise, read on the governor's
-decisions (issue 25 item 2: the survivors of mutating ``sdk/budget.py``).
+decisions (issue 25 item 2: the survivors of mutating ``sdk/core/budget.py``).
 
 A governor on virtual time with a seeded rng, the obvious ``call``; the breaker is
 switched off where the throttle alone must decide.
@@ -15,10 +15,10 @@ import pytest
 from retrylens.errors import TaskStopped
 from retrylens.schemas import EventKind
 from retrylens.sdk import Governor, parse_policy
-from retrylens.sdk.budget import TaskLedger, stopping_budget
-from retrylens.sdk.policy import RetryPolicy, TaskBudget, steps_allowance
-from retrylens.sdk.policy_source import PolicySource
-from retrylens.sdk.usage import Usage
+from retrylens.sdk.core.budget import TaskLedger, stopping_budget
+from retrylens.sdk.core.policy import RetryPolicy, TaskBudget, steps_allowance
+from retrylens.sdk.core.policy_source import PolicySource
+from retrylens.sdk.core.usage import Usage
 from retrylens.testing import capture_events
 
 START = datetime(2026, 12, 1, tzinfo=UTC)

@@ -17,8 +17,8 @@ import pytest
 from retrylens.errors import PolicyError, TaskStopped
 from retrylens.schemas import Decision, EventKind
 from retrylens.sdk import Governor, parse_policy
-from retrylens.sdk.budget import TaskLedger, stopping_budget
-from retrylens.sdk.policy import RetryPolicy, TaskBudget, load_policy
+from retrylens.sdk.core.budget import TaskLedger, stopping_budget
+from retrylens.sdk.core.policy import RetryPolicy, TaskBudget, load_policy
 from retrylens.testing import capture_events
 
 START = datetime(2026, 12, 1, tzinfo=UTC)

@@ -10,7 +10,7 @@ value, so a class whose name is built at run time is treated the same.
 from __future__ import annotations
 
 from retrylens.schemas.taxonomy import ErrorType
-from retrylens.sdk.sanitizer import classify
+from retrylens.sdk.text.sanitizer import classify
 
 
 def _error(name: str, status: int | None) -> BaseException:

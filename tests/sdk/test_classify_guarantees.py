@@ -17,7 +17,7 @@ import pytest
 from retrylens.schemas import EventKind, RetryEvent
 from retrylens.schemas.limits import MAX_ERROR_MESSAGE_CHARS
 from retrylens.sdk import Governor
-from retrylens.sdk.sanitizer import Failure, classify, redact
+from retrylens.sdk.text.sanitizer import Failure, classify, redact
 from retrylens.testing import capture_events
 
 START = datetime(2024, 5, 1, tzinfo=UTC)

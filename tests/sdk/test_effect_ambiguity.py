@@ -197,7 +197,7 @@ def test_a_cancellation_from_outside_goes_on_and_nothing_is_repeated() -> None:
 def _intended(store: Any, task_id: str, tool: str, *args: Any) -> None:
     """Plant what a process that died inside the tool leaves: the intent, no outcome."""
     from retrylens.schemas import SideEffectStatus
-    from retrylens.sdk.side_effects import KeyRecord, idempotency_key
+    from retrylens.sdk.core.side_effects import KeyRecord, idempotency_key
 
     key = idempotency_key(task_id, tool, {"args": args, "kwargs": {}})
     store.put(KeyRecord(key, task_id, tool, SideEffectStatus.INTENDED))

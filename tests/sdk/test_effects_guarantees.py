@@ -1,5 +1,5 @@
 """The side-effect protocol's promises, read on what the tool saw, the key store and the
-governor's decisions (issue 25 item 2: the survivors of mutating ``sdk/effects.py``).
+governor's decisions (issue 25 item 2: the survivors of mutating ``sdk/core/effects.py``).
 
 A governor on virtual time, tools wrapped with ``governor.side_effect`` as a user does.
 """
@@ -146,7 +146,7 @@ def test_the_same_side_effect_twice_in_an_attempt_is_seen_as_a_repeated_call() -
 
 
 def test_a_function_alone_has_no_contract_and_each_declaration_is_one() -> None:
-    from retrylens.sdk.effects import has_contract
+    from retrylens.sdk.core.effects import has_contract
 
     def insert(name: str) -> None: ...
 
@@ -194,7 +194,7 @@ def test_an_effect_of_a_completed_step_is_kept_when_the_attempt_then_fails() -> 
 
 
 def test_the_contract_options_are_keywords() -> None:
-    from retrylens.sdk.effects import has_contract
+    from retrylens.sdk.core.effects import has_contract
 
     with pytest.raises(TypeError):  # a positional option could be read as any of them
         has_contract(print, lambda: True)  # type: ignore[misc]
@@ -233,7 +233,7 @@ def test_a_side_effect_without_a_contract_is_retried_after_a_failure_that_is_not
 def resumed(status: SideEffectStatus, result: object = None) -> tuple[Governor, Any, str]:
     """A governor whose key store already holds ``payments`` for order A-17 of task t-1."""
     from retrylens.sdk import MemoryKeyStore
-    from retrylens.sdk.side_effects import KeyRecord, idempotency_key
+    from retrylens.sdk.core.side_effects import KeyRecord, idempotency_key
 
     store = MemoryKeyStore()
     key = idempotency_key("t-1", "payments", {"args": ("A-17",), "kwargs": {}})

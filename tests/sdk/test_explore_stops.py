@@ -5,9 +5,9 @@ from __future__ import annotations
 import random
 
 from retrylens.schemas.taxonomy import Decision
-from retrylens.sdk.policy import parse_policy
-from retrylens.sdk.shadow import explore_stop
-from retrylens.sdk.verdicts import Verdict
+from retrylens.sdk.core.policy import parse_policy
+from retrylens.sdk.core.shadow import explore_stop
+from retrylens.sdk.core.verdicts import Verdict
 
 STOP = Verdict(Decision.GIVE_UP, "cap reached for logic (0)")
 RETRY = Verdict(Decision.REBUILD_CONTEXT, "retry logic (1 of 2)", backoff_ms=0)

@@ -1,8 +1,8 @@
 """One table types an HTTP status, wherever RetryLens meets it.
 
-The provider hook types a request from its response's status (:mod:`retrylens.sdk.http_attempts`),
+The provider hook types a request from its response's status (:mod:`retrylens.sdk.integrations.providers.http_attempts`),
 the sanitizer types an exception that carries a status (an ``APIStatusError``, an
-``httpx.HTTPStatusError``): both read :mod:`retrylens.sdk.http_status`, so a status can
+``httpx.HTTPStatusError``): both read :mod:`retrylens.sdk.text.http_status`, so a status can
 never be one class on one road and another on the other.
 """
 
@@ -12,8 +12,9 @@ import httpx
 import pytest
 
 from retrylens.schemas import ErrorType
-from retrylens.sdk import http_attempts, http_status
-from retrylens.sdk.sanitizer import classify
+from retrylens.sdk.integrations.providers import http_attempts
+from retrylens.sdk.text import http_status
+from retrylens.sdk.text.sanitizer import classify
 
 REQUEST = httpx.Request("POST", "https://api.example.test/v1/chat/completions")
 

@@ -25,7 +25,7 @@ import pytest
 from fake_provider import FakeProvider, Reply, openai_completion
 
 from retrylens.schemas import EventKind, TaskOutcome
-from retrylens.sdk.observing import observe, stop_observing
+from retrylens.sdk.integrations.providers.observing import observe, stop_observing
 from retrylens.testing import CapturedEvents, capture_events
 
 pytestmark = [
@@ -142,7 +142,7 @@ def test_litellm_imported_after_observe_is_wrapped_and_the_sdk_never_needs_it() 
             f"""
             import os, sys
             os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
-            import retrylens.sdk, retrylens.sdk.litellm_calls
+            import retrylens.sdk, retrylens.sdk.integrations.litellm
             events = []
             retrylens.sdk.observe(emit=events.append)
             print("=", "litellm" in sys.modules)

@@ -1,7 +1,7 @@
 """The decision loop's guarantees, read on emitted events, through both drivers.
 
-Issue 25 item 2: the survivors of mutating ``sdk/loop.py`` (the sans-I/O attempt loop)
-and ``sdk/stopping.py``/``sdk/steps.py``. Each test runs the same task through
+Issue 25 item 2: the survivors of mutating ``sdk/core/loop.py`` (the sans-I/O attempt loop)
+and ``sdk/core/stopping.py``/``sdk/core/steps.py``. Each test runs the same task through
 ``governor.call`` (the plain driver) and ``governor.acall`` (the asyncio driver), on a
 virtual clock, so the waits are read exactly off the events' timestamps.
 """
@@ -21,10 +21,10 @@ import pytest
 from retrylens.errors import ChainCancelled, HandedOff, TaskStopped
 from retrylens.schemas import Decision, ErrorType, EventKind, RetryEvent
 from retrylens.sdk import CallbackChannel, Governor
-from retrylens.sdk.handoff import HandoffPackage
-from retrylens.sdk.policy import parse_policy
-from retrylens.sdk.sanitizer import Failure
-from retrylens.sdk.side_effects import MemoryKeyStore
+from retrylens.sdk.core.policy import parse_policy
+from retrylens.sdk.core.side_effects import MemoryKeyStore
+from retrylens.sdk.text.sanitizer import Failure
+from retrylens.sdk.transport.handoff import HandoffPackage
 from retrylens.testing import capture_events
 
 START = datetime(2026, 12, 2, tzinfo=UTC)
@@ -103,7 +103,7 @@ def gaps_ms(events: list[RetryEvent]) -> list[tuple[int | None, float]]:
     return out
 
 
-# -- sdk/loop.py: task ---------------------------------------------------------------------
+# -- sdk/core/loop.py: task ---------------------------------------------------------------------
 @DRIVERS
 def test_a_task_succeeds_on_the_attempt_its_retried_step_began(is_async: bool) -> None:
     """Pass 1 fails as a whole, pass 2's step fails and is retried in place as attempt 3:
@@ -182,7 +182,7 @@ def test_the_task_waits_exactly_each_backoff_and_nothing_without_one(is_async: b
     assert gaps_ms(events) == [(4000, 4000.0), (8000, 8000.0), (0, 0.0)]
 
 
-# -- sdk/loop.py: step ---------------------------------------------------------------------
+# -- sdk/core/loop.py: step ---------------------------------------------------------------------
 @DRIVERS
 def test_a_retried_step_waits_exactly_its_backoff(is_async: bool) -> None:
     search = Flaky(TimeoutError("slow"), TimeoutError("slow"), result="hits")
@@ -244,7 +244,7 @@ def test_a_step_that_stops_the_task_hands_off_from_its_own_phase(is_async: bool)
     assert [e.decision for e in events if e.kind is EventKind.DECISION] == [Decision.HANDOFF_HUMAN]
 
 
-# -- sdk/stopping.py: the hand-off package -------------------------------------------------
+# -- sdk/core/stopping.py: the hand-off package -------------------------------------------------
 @DRIVERS
 def test_the_handoff_package_carries_the_failed_output_and_the_tasks_story(
     is_async: bool,
@@ -288,7 +288,7 @@ def test_a_handoff_package_without_an_output_says_none(is_async: bool) -> None:
     assert packages[0].failed_output == ""
 
 
-# -- sdk/steps.py --------------------------------------------------------------------------
+# -- sdk/core/steps.py --------------------------------------------------------------------------
 @DRIVERS
 def test_a_tasks_own_usage_counts_after_a_step_that_reported_none(is_async: bool) -> None:
     """A step answering without usage leaves the attempt's usage unknown, so the usage of
@@ -348,7 +348,7 @@ def test_a_read_only_tools_calls_are_named_by_their_arguments_and_numbered_from_
     assert looked == ["A-17"] * 3
 
 
-# -- sdk/drivers.py ------------------------------------------------------------------------
+# -- sdk/core/drivers.py ------------------------------------------------------------------------
 @DRIVERS
 def test_a_clean_task_opened_without_the_fast_path_is_still_one_compact_event(
     is_async: bool,

@@ -217,7 +217,7 @@ def test_a_langgraph_node_returning_a_coroutine_in_a_sync_graph_is_refused(
     from langgraph.graph import END, START, StateGraph
     from typing_extensions import TypedDict
 
-    from retrylens.sdk.adapters_langgraph import governed_node
+    from retrylens.sdk.integrations.langgraph import governed_node
 
     class State(TypedDict):
         answer: str

@@ -21,8 +21,9 @@ from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor as GenAII
 from opentelemetry.sdk.trace import TracerProvider
 
 from retrylens.schemas import EventKind
-from retrylens.sdk import observe, provider_hook
-from retrylens.sdk.observing import stop_observing
+from retrylens.sdk import observe
+from retrylens.sdk.integrations.providers import provider_hook
+from retrylens.sdk.integrations.providers.observing import stop_observing
 from retrylens.testing import capture_events
 
 HI = [{"role": "user", "content": "hi"}]

@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from retrylens.sdk import observe
-from retrylens.sdk.observing import stop_observing
+from retrylens.sdk.integrations.providers.observing import stop_observing
 from retrylens.testing import capture_events
 
 HI = [{"role": "user", "content": "hi"}]

@@ -21,9 +21,10 @@ import httpx2
 import openai
 import pytest
 
-from retrylens.sdk import Governor, http_attempts, observe, provider_hook
-from retrylens.sdk.first_try import FirstTry, compact_template
-from retrylens.sdk.observing import stop_observing
+from retrylens.sdk import Governor, observe
+from retrylens.sdk.core.first_try import FirstTry, compact_template
+from retrylens.sdk.integrations.providers import http_attempts, provider_hook
+from retrylens.sdk.integrations.providers.observing import stop_observing
 
 _ANSWER = json.dumps(
     {

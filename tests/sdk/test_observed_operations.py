@@ -1,10 +1,10 @@
 """An observed call begins and ends its operation through one guard, for every kind of client.
 
-A stainless client's call (:mod:`retrylens.sdk.provider_calls`), a litellm call
-(:mod:`retrylens.sdk.litellm_calls`) and a plain httpx request to a provider
-(:mod:`retrylens.sdk.plain_calls`) are all operations of the observer; the
+A stainless client's call (:mod:`retrylens.sdk.integrations.providers.provider_calls`), a litellm call
+(:mod:`retrylens.sdk.integrations.litellm`) and a plain httpx request to a provider
+(:mod:`retrylens.sdk.integrations.providers.plain_calls`) are all operations of the observer; the
 guard that keeps a failing observer from changing the call is one function pair
-(:mod:`retrylens.sdk.operations`), not a copy per road.
+(:mod:`retrylens.sdk.integrations.providers.operations`), not a copy per road.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from retrylens.sdk import litellm_calls, operations, plain_calls, provider_calls
+from retrylens.sdk.integrations import litellm_calls
+from retrylens.sdk.integrations.providers import operations, plain_calls, provider_calls
 
 
 class BrokenObserver:

@@ -16,10 +16,10 @@ from opentelemetry.trace import StatusCode
 
 from retrylens.schemas import RetryEvent
 from retrylens.schemas.taxonomy import ErrorType, EventKind
-from retrylens.sdk.governor import Governor
-from retrylens.sdk.otel import key_hash, traced
-from retrylens.sdk.sanitizer import Failure
-from retrylens.sdk.usage import Usage
+from retrylens.sdk.core.governor import Governor
+from retrylens.sdk.core.usage import Usage
+from retrylens.sdk.integrations.otel import key_hash, traced
+from retrylens.sdk.text.sanitizer import Failure
 
 START = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 

@@ -159,7 +159,7 @@ def test_a_user_error_raised_from_a_dropped_connection_is_typed_network() -> Non
 def test_under_tenacity_hooks_a_user_error_from_the_clients_last_error_is_typed_by_it() -> None:
     import tenacity
 
-    from retrylens.sdk.adapters_tenacity import TenacityHooks
+    from retrylens.sdk.integrations.tenacity import TenacityHooks
 
     script = [RATE_LIMITED] * 3 + [Reply(body=openai_completion("shipped"))]
     with FakeProvider(script) as fake, capture_events() as captured:

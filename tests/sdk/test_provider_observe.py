@@ -28,8 +28,9 @@ from fake_provider import (
 )
 
 from retrylens.schemas import Decision, ErrorType, EventKind, TaskOutcome
-from retrylens.sdk import Governor, observe, provider_hook
-from retrylens.sdk.observing import stop_observing
+from retrylens.sdk import Governor, observe
+from retrylens.sdk.integrations.providers import provider_hook
+from retrylens.sdk.integrations.providers.observing import stop_observing
 from retrylens.testing import CapturedEvents, capture_events
 
 HI = [{"role": "user", "content": "hi"}]
@@ -192,7 +193,7 @@ def test_uninstall_puts_back_the_original_send() -> None:
 
 def test_observe_stays_the_function_after_its_module_is_imported() -> None:
     import retrylens.sdk
-    import retrylens.sdk.observing  # noqa: F401 - importing the module must not shadow the function
+    import retrylens.sdk.integrations.providers.observing  # noqa: F401 - importing the module must not shadow the function
 
     assert callable(retrylens.sdk.observe)
     assert retrylens.sdk.observe is observe

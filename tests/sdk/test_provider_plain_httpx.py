@@ -27,8 +27,9 @@ import pytest
 from fake_provider import OVERLOADED, RATE_LIMITED, FakeProvider, Reply, openai_completion
 
 from retrylens.schemas import Decision, ErrorType, EventKind, TaskOutcome
-from retrylens.sdk import GaveUp, Governor, observe, observing
-from retrylens.sdk.observing import _backed_off, stop_observing
+from retrylens.sdk import GaveUp, Governor, observe
+from retrylens.sdk.integrations.providers import observing
+from retrylens.sdk.integrations.providers.observing import _backed_off, stop_observing
 from retrylens.testing import CapturedEvents, capture_events
 
 START = datetime(2026, 12, 1, tzinfo=UTC)

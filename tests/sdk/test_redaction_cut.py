@@ -18,7 +18,7 @@ import pytest
 
 from retrylens.schemas.limits import MAX_ERROR_MESSAGE_CHARS
 from retrylens.sdk import Governor, RetryPolicy
-from retrylens.sdk.sanitizer import redact
+from retrylens.sdk.text.sanitizer import redact
 
 
 def _jwt(claims_chars: int) -> str:

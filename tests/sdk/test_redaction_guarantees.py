@@ -18,7 +18,7 @@ from retrylens.errors import TaskStopped
 from retrylens.schemas import EventKind, RetryEvent
 from retrylens.schemas.limits import MAX_REASON_CHARS
 from retrylens.sdk import Governor
-from retrylens.sdk.processors import (
+from retrylens.sdk.text.processors import (
     default_processors,
     process,
     redact_event,

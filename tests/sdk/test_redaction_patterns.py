@@ -12,7 +12,8 @@ from datetime import UTC, datetime
 import pytest
 from error_corpus import ORDINARY_ERRORS
 
-from retrylens.sdk import Governor, redaction
+from retrylens.sdk import Governor
+from retrylens.sdk.text import redaction
 from retrylens.testing import capture_events
 
 START = datetime(2024, 5, 1, tzinfo=UTC)

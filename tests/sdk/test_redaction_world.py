@@ -20,9 +20,9 @@ from error_corpus import ORDINARY_ERRORS
 
 from retrylens.errors import HandedOff
 from retrylens.sdk import FileChannel, Governor, HandoffPackage
-from retrylens.sdk.features import extract_input_features
-from retrylens.sdk.personal import redact_names
-from retrylens.sdk.sanitizer import redact
+from retrylens.sdk.text.features import extract_input_features
+from retrylens.sdk.text.personal import redact_names
+from retrylens.sdk.text.sanitizer import redact
 from retrylens.sdk.transport.emitter import Emitter
 from retrylens.sdk.transport.spool import Spool
 

@@ -1,6 +1,6 @@
 """The decision rules' guarantees, read on the decisions a governor records.
 
-Issue 25 item 2: the survivors of mutating the rules of ``sdk/rules.py`` (classification
+Issue 25 item 2: the survivors of mutating the rules of ``sdk/core/rules.py`` (classification
 to action, limits per class). Each test runs a task through a real governor on a virtual
 clock; the task fails with classified failures in turn (``Failure``, as an agent may
 raise it), and the test reads the recorded decisions, their reasons and waits.
@@ -19,8 +19,8 @@ import pytest
 from retrylens.errors import ChainCancelled, TaskStopped
 from retrylens.schemas import AgentRef, Decision, ErrorType, EventKind
 from retrylens.sdk import CallbackChannel, Governor
-from retrylens.sdk.policy import TaskBudget, parse_policy
-from retrylens.sdk.rules import (
+from retrylens.sdk.core.policy import TaskBudget, parse_policy
+from retrylens.sdk.core.rules import (
     Verdict,
     apply_verdict,
     hand_off_unclassified,
@@ -30,8 +30,8 @@ from retrylens.sdk.rules import (
     stop_on_known_bad_input,
     stop_when_cancelled,
 )
-from retrylens.sdk.sanitizer import Failure
-from retrylens.sdk.state import TaskState
+from retrylens.sdk.core.state import TaskState
+from retrylens.sdk.text.sanitizer import Failure
 from retrylens.testing import capture_events
 
 START = datetime(2026, 12, 2, tzinfo=UTC)

@@ -13,9 +13,9 @@ import pytest
 from retrylens.errors import GaveUp
 from retrylens.schemas import AgentRef, Decision, ErrorType, EventKind
 from retrylens.sdk import Governor, PolicySource
-from retrylens.sdk.backoff import wait_exponential, wait_from_policy, wait_retry_after
-from retrylens.sdk.policy import RetryPolicy, TaskBudget, parse_policy
-from retrylens.sdk.rules import (
+from retrylens.sdk.core.backoff import wait_exponential, wait_from_policy, wait_retry_after
+from retrylens.sdk.core.policy import RetryPolicy, TaskBudget, parse_policy
+from retrylens.sdk.core.rules import (
     FirstOf,
     Verdict,
     compile_policy,
@@ -27,9 +27,9 @@ from retrylens.sdk.rules import (
     stop_on_budget,
     stop_unless_retryable,
 )
-from retrylens.sdk.sanitizer import Failure
-from retrylens.sdk.shadow import shadow_verdict
-from retrylens.sdk.state import TaskState
+from retrylens.sdk.core.shadow import shadow_verdict
+from retrylens.sdk.core.state import TaskState
+from retrylens.sdk.text.sanitizer import Failure
 from retrylens.testing import capture_events
 
 

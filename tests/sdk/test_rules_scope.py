@@ -1,7 +1,7 @@
 """A chain calls only the rules that can answer for the failure's class, and decides the same.
 
 Each rule says which failure classes it can answer for (``Rule.answers_for``, fixed by its
-parameters); :class:`~retrylens.sdk.rules.FirstOf` precomputes per class the rules to
+parameters); :class:`~retrylens.sdk.core.rules.FirstOf` precomputes per class the rules to
 ask. These tests hold that to the plain top-to-bottom walk: a rule returns ``None`` for
 every class outside its set, over random states and environments, and a chain's verdict
 equals the walk's verdict for random policies.
@@ -16,11 +16,11 @@ from hypothesis import strategies as st
 from property_budget import examples
 
 from retrylens.schemas import AgentRef, ErrorType
-from retrylens.sdk import rules as r
-from retrylens.sdk.policy import RetryPolicy, TaskBudget
-from retrylens.sdk.rules import compile_policy, record_failure
-from retrylens.sdk.sanitizer import Failure
-from retrylens.sdk.state import TaskState
+from retrylens.sdk.core import rules as r
+from retrylens.sdk.core.policy import RetryPolicy, TaskBudget
+from retrylens.sdk.core.rules import compile_policy, record_failure
+from retrylens.sdk.core.state import TaskState
+from retrylens.sdk.text.sanitizer import Failure
 
 PHASES = ("planning", "execution")
 PROPERTY = settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -189,7 +189,7 @@ def test_a_chain_does_not_ask_a_rule_about_a_class_it_cannot_answer_for() -> Non
 
 
 def test_a_shadow_candidate_is_parsed_once_per_policy_and_equals_a_fresh_parse() -> None:
-    from retrylens.sdk.policy import parse_policy
+    from retrylens.sdk.core.policy import parse_policy
 
     policy = parse_policy({"shadow": {"candidate": {"caps": {"timeout": 0}}}})
     first = policy.candidate()

@@ -14,8 +14,8 @@ from langchain_core.output_parsers import JsonOutputParser
 import retrylens.sdk as sdk
 from retrylens.schemas import Decision, EventKind, TaskOutcome
 from retrylens.sdk import Governor, PolicySource
-from retrylens.sdk.adapters_langchain import RetryLensCallbackHandler, governed_runnable
-from retrylens.sdk.adapters_tenacity import TenacityHooks
+from retrylens.sdk.integrations.langchain import RetryLensCallbackHandler, governed_runnable
+from retrylens.sdk.integrations.tenacity import TenacityHooks
 from retrylens.testing import capture_events
 
 

@@ -8,7 +8,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import pytest
 
 from retrylens.sdk import ApiPoller, PolicySource, Preflight
-from retrylens.sdk.preflight import PrecheckRequest
+from retrylens.sdk.core.preflight import PrecheckRequest
 
 
 @pytest.fixture

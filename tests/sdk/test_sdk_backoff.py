@@ -14,7 +14,7 @@ import pytest
 
 from retrylens.schemas import EventKind
 from retrylens.sdk import Governor, parse_policy
-from retrylens.sdk.backoff import (
+from retrylens.sdk.core.backoff import (
     jitter,
     wait_exponential,
     wait_from_policy,
@@ -158,7 +158,7 @@ def test_a_policy_compiles_into_the_wait_it_describes() -> None:
 def test_the_default_wait_is_the_default_policys_backoff() -> None:
     """What a rule gets without a wait is what the default policy writes down (500 ms, ±30 %)."""
     from retrylens.sdk import RetryPolicy
-    from retrylens.sdk.backoff import default_wait
+    from retrylens.sdk.core.backoff import default_wait
 
     policy_wait = wait_from_policy(RetryPolicy().backoff)
     for seed in range(50):

@@ -19,9 +19,9 @@ from retrylens.sdk import (
     current_run,
     parse_policy,
 )
-from retrylens.sdk.features import extract_input_features, input_fingerprint
-from retrylens.sdk.first_try import is_compact
-from retrylens.sdk.ids import SystemIds
+from retrylens.sdk.core.first_try import is_compact
+from retrylens.sdk.core.ids import SystemIds
+from retrylens.sdk.text.features import extract_input_features, input_fingerprint
 from retrylens.testing import capture_events
 
 START = datetime(2024, 5, 1, tzinfo=UTC)

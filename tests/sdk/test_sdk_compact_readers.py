@@ -28,7 +28,7 @@ from retrylens.evaluation.history import build_history, read_frame
 from retrylens.ingest.processor import SourceRef, ValidEvent, process
 from retrylens.schemas import EventKind, RetryEvent
 from retrylens.sdk import Governor, TaskStopped, parse_policy
-from retrylens.sdk.features import input_fingerprint
+from retrylens.sdk.text.features import input_fingerprint
 from retrylens.sdk.transport.serializer import event_bytes
 from retrylens.store import EventStore
 

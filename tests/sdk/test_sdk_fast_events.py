@@ -54,8 +54,8 @@ def test_no_secret_or_name_reaches_an_unvalidated_event() -> None:
 
 
 def test_a_memoised_snapshot_is_the_snapshot_of_the_context_it_describes() -> None:
-    from retrylens.sdk.context import snapshot
-    from retrylens.sdk.events import EventFactory
+    from retrylens.sdk.core.events import EventFactory
+    from retrylens.sdk.text.context import snapshot
 
     factory = EventFactory(project="p", wall=lambda: START, rng=random.Random(1), validate=False)
     base = [{"role": "user", "content": "Refund order 7"}]
@@ -71,7 +71,7 @@ def test_a_memoised_snapshot_is_the_snapshot_of_the_context_it_describes() -> No
 
 
 def test_memoised_digests_and_pollution_are_those_of_the_context_they_describe() -> None:
-    from retrylens.sdk.context import _digests_and_pollution, digests_and_pollution
+    from retrylens.sdk.text.context import _digests_and_pollution, digests_and_pollution
 
     base = [{"role": "user", "content": "Refund order 7"}]
     contexts = [

@@ -244,7 +244,7 @@ def test_stack_digest_names_where_the_error_was_raised_as_stored_digests_do() ->
     import hashlib
     import traceback
 
-    from retrylens.sdk.sanitizer import stack_digest
+    from retrylens.sdk.text.sanitizer import stack_digest
 
     def deep(n: int) -> None:
         if n:

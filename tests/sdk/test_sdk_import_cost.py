@@ -14,20 +14,20 @@ from pathlib import Path
 
 #: the governed loop's machinery: loads with the first governed call, not with the import
 DEFERRED = (
-    "retrylens.sdk.run",
-    "retrylens.sdk.drivers",
-    "retrylens.sdk.effects",
-    "retrylens.sdk.steps",
-    "retrylens.sdk.recording",
-    "retrylens.sdk.run_events",
-    "retrylens.sdk.stopping",
-    "retrylens.sdk.attempts",
-    "retrylens.sdk.shadow",
-    "retrylens.sdk.provider_hook",
-    "retrylens.sdk.provider_send",
-    "retrylens.sdk.provider_calls",
-    "retrylens.sdk.litellm_calls",
-    "retrylens.sdk.observing",
+    "retrylens.sdk.core.run",
+    "retrylens.sdk.core.drivers",
+    "retrylens.sdk.core.effects",
+    "retrylens.sdk.core.steps",
+    "retrylens.sdk.core.recording",
+    "retrylens.sdk.core.run_events",
+    "retrylens.sdk.core.stopping",
+    "retrylens.sdk.core.attempts",
+    "retrylens.sdk.core.shadow",
+    "retrylens.sdk.integrations.providers.provider_hook",
+    "retrylens.sdk.integrations.providers.provider_send",
+    "retrylens.sdk.integrations.providers.provider_calls",
+    "retrylens.sdk.integrations.litellm",
+    "retrylens.sdk.integrations.providers.observing",
 )
 
 _SNIPPET = """
@@ -61,7 +61,7 @@ def test_the_readme_snippet_loads_no_loop_machinery_and_the_first_call_still_ret
     ).stdout
     report = json.loads(out.strip().splitlines()[-1])
     assert [m for m in DEFERRED if m in report["loaded"]] == []
-    assert "retrylens.sdk.governor" in report["loaded"]  # the snippet did import the governor
+    assert "retrylens.sdk.core.governor" in report["loaded"]  # the snippet did import the governor
     assert report["answer"] == "ok"
     assert report["calls"] == 2  # the lazily loaded loop retried the timeout
     assert len(report["kinds"]) > 2

@@ -14,9 +14,9 @@ pytestmark = pytest.mark.source_only  # no installed package's version can chang
 
 def test_the_scan_sees_lazy_and_type_checking_imports() -> None:
     graph = import_graph("retrylens.sdk")
-    assert "retrylens.sdk.verdicts" in graph["retrylens.sdk.run"]  # a plain import
-    assert "retrylens.sdk.policy" in graph["retrylens.sdk.state"]  # under TYPE_CHECKING
-    assert "retrylens.sdk.otel" in graph["retrylens.sdk.governor"]  # inside a function
+    assert "retrylens.sdk.core.verdicts" in graph["retrylens.sdk.core.run"]  # a plain import
+    assert "retrylens.sdk.core.policy" in graph["retrylens.sdk.core.state"]  # under TYPE_CHECKING
+    assert "retrylens.sdk.integrations.otel" in graph["retrylens.sdk.core.governor"]  # inside a function
     assert cycles({"a": {"b"}, "b": {"a"}, "c": set()}) == [["a", "b"]]
 
 

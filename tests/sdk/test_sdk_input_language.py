@@ -8,7 +8,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from retrylens.sdk.features import _language, extract_input_features
+from retrylens.sdk.text.features import _language, extract_input_features
 
 
 def _by_every_letter(text: str) -> str:

@@ -31,7 +31,7 @@ from retrylens.sdk import (
     SqliteKeyStore,
     WebhookChannel,
 )
-from retrylens.sdk.side_effects import KeyRecord
+from retrylens.sdk.core.side_effects import KeyRecord
 
 START = datetime(2024, 5, 1, tzinfo=UTC)
 

@@ -19,7 +19,7 @@ import pytest
 from retrylens.errors import HandedOff, TaskStopped
 from retrylens.schemas import Decision, EventKind, SideEffectStatus, TaskOutcome
 from retrylens.sdk import CallbackChannel, Governor
-from retrylens.sdk.policy import RetryPolicy, TaskBudget
+from retrylens.sdk.core.policy import RetryPolicy, TaskBudget
 from retrylens.testing import capture_events
 
 START = datetime(2024, 5, 1, tzinfo=UTC)

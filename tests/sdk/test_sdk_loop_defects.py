@@ -15,7 +15,7 @@ import pytest
 from retrylens.errors import GaveUp, HandedOff, TaskStopped
 from retrylens.schemas import EventKind, TaskOutcome
 from retrylens.sdk import CallbackChannel, Governor, PolicySource
-from retrylens.sdk.policy import RetryPolicy, TaskBudget
+from retrylens.sdk.core.policy import RetryPolicy, TaskBudget
 from retrylens.testing import capture_events
 
 START = datetime(2024, 5, 1, tzinfo=UTC)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from retrylens.sdk import Governor, RetryPolicy
-from retrylens.sdk.policy import BackoffPolicy
+from retrylens.sdk.core.policy import BackoffPolicy
 
 
 @pytest.fixture

@@ -12,9 +12,9 @@ import pytest
 from retrylens.errors import GaveUp, HandedOff
 from retrylens.schemas import Decision, EventKind, SideEffectStatus
 from retrylens.sdk import CallbackChannel, Governor, MemoryKeyStore
-from retrylens.sdk.backoff import wait_from_policy
-from retrylens.sdk.policy import BackoffPolicy, RetryPolicy, TaskBudget
-from retrylens.sdk.sanitizer import classify
+from retrylens.sdk.core.backoff import wait_from_policy
+from retrylens.sdk.core.policy import BackoffPolicy, RetryPolicy, TaskBudget
+from retrylens.sdk.text.sanitizer import classify
 from retrylens.testing import capture_events
 
 START = datetime(2024, 5, 1, tzinfo=UTC)
@@ -60,7 +60,7 @@ def test_async_side_effect_awaits_before_committing_and_retries_the_coroutine_fu
 
 # -- 3. usage and money budgets ----------------------------------------------------------
 def test_cost_budget_triggers_through_call_and_costs_reach_events() -> None:
-    from retrylens.sdk.usage import Usage
+    from retrylens.sdk.core.usage import Usage
 
     policy = RetryPolicy(budget=TaskBudget(max_attempts=15, max_cost_usd=0.05))
     calls = 0
@@ -141,7 +141,7 @@ def test_open_breaker_without_fallback_fails_new_tasks_fast() -> None:
 
 
 def test_preflight_human_review_hands_off_before_the_task_runs() -> None:
-    from retrylens.sdk.preflight import PrecheckResponse, apply_advice
+    from retrylens.sdk.core.preflight import PrecheckResponse, apply_advice
 
     class Advice:
         def adapt(self, run):  # noqa: ANN001, ANN202
@@ -284,7 +284,7 @@ def test_success_check_rejects_an_output_and_the_task_retries() -> None:
 
 
 def test_preflight_note_is_emitted() -> None:
-    from retrylens.sdk.preflight import PrecheckResponse, apply_advice
+    from retrylens.sdk.core.preflight import PrecheckResponse, apply_advice
 
     class Advice:
         def adapt(self, run):  # noqa: ANN001, ANN202
@@ -446,8 +446,8 @@ def test_rollback_runs_when_the_attempt_fails_after_the_tool_returned() -> None:
 # -- composable rules with their own parameters --------------------------------------------
 def test_a_user_chain_of_parameterised_rules_decides() -> None:
     from retrylens.schemas import ErrorType
-    from retrylens.sdk.backoff import wait_exponential
-    from retrylens.sdk.rules import retry_by_class, stop_at_class_cap, stop_on_budget
+    from retrylens.sdk.core.backoff import wait_exponential
+    from retrylens.sdk.core.rules import retry_by_class, stop_at_class_cap, stop_on_budget
 
     rules = (
         stop_on_budget(TaskBudget(max_attempts=10))
@@ -507,7 +507,7 @@ def test_attempts_loop_records_failures_and_the_success() -> None:
 def test_file_channel_given_a_folder_writes_a_file_inside_it(tmp_path) -> None:  # noqa: ANN001
     import json
 
-    from retrylens.sdk.handoff import FileChannel
+    from retrylens.sdk.transport.handoff import FileChannel
 
     folder = f"{tmp_path}/handoffs/"
     gov = governor(handoff=FileChannel(folder))
@@ -563,8 +563,8 @@ def test_the_name_processor_keeps_technical_words_of_a_reason() -> None:
 def test_preflight_cap_advice_stops_retries_of_that_class_only() -> None:
     """Advice ``caps: {"logic": 0}``: a logic failure is not retried; other classes keep their caps."""
     from retrylens.schemas import ErrorType
-    from retrylens.sdk.preflight import PrecheckResponse, apply_advice
-    from retrylens.sdk.sanitizer import Failure
+    from retrylens.sdk.core.preflight import PrecheckResponse, apply_advice
+    from retrylens.sdk.text.sanitizer import Failure
 
     class Advice:
         def adapt(self, run):  # noqa: ANN001, ANN202

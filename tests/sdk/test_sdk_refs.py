@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from retrylens.schemas import limits
-from retrylens.sdk.features import extract_input_features
-from retrylens.sdk.refs import MAX_REFS, input_refs, ref_feature
+from retrylens.sdk.text.features import extract_input_features
+from retrylens.sdk.text.refs import MAX_REFS, input_refs, ref_feature
 
 
 def _refs(features: dict) -> set[str]:

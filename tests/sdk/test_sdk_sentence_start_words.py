@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from retrylens.sdk.features import input_terms, keywords
+from retrylens.sdk.text.features import input_terms, keywords
 
 
 def test_a_sentence_initial_word_written_lower_case_elsewhere_is_kept() -> None:

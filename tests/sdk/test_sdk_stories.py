@@ -16,8 +16,8 @@ from retrylens.sdk import (
     MemoryKeyStore,
     SqliteKeyStore,
 )
-from retrylens.sdk.context import ContextBuilder, digest, drop_echoed_input, pollution_score
-from retrylens.sdk.sanitizer import redact
+from retrylens.sdk.text.context import ContextBuilder, digest, drop_echoed_input, pollution_score
+from retrylens.sdk.text.sanitizer import redact
 from retrylens.testing import capture_events
 
 START = datetime(2024, 5, 1, tzinfo=UTC)
@@ -72,7 +72,7 @@ def test_committed_side_effect_is_never_executed_twice() -> None:
             raise TimeoutError("the answer step timed out after the insert")
         return result
 
-    from retrylens.sdk.governor import current_run as gov_run
+    from retrylens.sdk.core.governor import current_run as gov_run
 
     assert gov.call(step, goal="insert a row", agent="a") == "row-1"
     assert executed == [1]
@@ -340,7 +340,7 @@ def test_secrets_never_reach_handoff_packages_or_their_events() -> None:
 def test_secrets_never_reach_events_from_the_tenacity_adapter() -> None:
     import tenacity
 
-    from retrylens.sdk.adapters_tenacity import TenacityHooks
+    from retrylens.sdk.integrations.tenacity import TenacityHooks
 
     with capture_events() as captured:
         hooks = TenacityHooks(governor(emit=captured.emit), goal=SECRET_GOAL, agent="billing")

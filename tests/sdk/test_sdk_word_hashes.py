@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-from retrylens.sdk.features import extract_input_features, input_terms, keywords
-from retrylens.sdk.word_hashes import (
+from retrylens.sdk.text.features import extract_input_features, input_terms, keywords
+from retrylens.sdk.text.word_hashes import (
     KEYS,
     MAX_TERMS,
     SKLEARN_ENGLISH_STOP_WORDS,

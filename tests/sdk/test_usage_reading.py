@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from pydantic._internal._model_construction import ModelMetaclass
 
 from retrylens.sdk import Usage
-from retrylens.sdk.usage import usage_of
+from retrylens.sdk.core.usage import usage_of
 
 _OPENAI = {
     "id": "c",

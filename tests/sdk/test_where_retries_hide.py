@@ -19,7 +19,7 @@ from fake_provider import RATE_LIMITED, FakeProvider, Reply, openai_completion
 
 from retrylens.schemas import EventKind
 from retrylens.sdk import Governor, observe
-from retrylens.sdk.observing import stop_observing
+from retrylens.sdk.integrations.providers.observing import stop_observing
 from retrylens.testing import CapturedEvents, capture_events
 
 HI = [{"role": "user", "content": "hi"}]
@@ -157,7 +157,7 @@ def test_a_governed_langgraph_node_owns_the_client_retries_under_it(provider, go
     from langgraph.graph import END, START, StateGraph
     from langgraph.types import RetryPolicy
 
-    from retrylens.sdk.adapters_langgraph import governed_node
+    from retrylens.sdk.integrations.langgraph import governed_node
 
     class State(TypedDict):
         answer: str
@@ -191,7 +191,7 @@ def test_a_governed_openai_agents_model_owns_the_client_retries_under_it(
         set_tracing_disabled,
     )
 
-    from retrylens.sdk.adapters_openai_agents import governed_model, retry_settings
+    from retrylens.sdk.integrations.openai_agents import governed_model, retry_settings
 
     captured, governor = governed
     set_tracing_disabled(True)
@@ -242,7 +242,7 @@ def test_pydantic_ai_run_governed_counts_the_client_retries_under_it(provider, g
     from pydantic_ai.models.openai import OpenAIChatModel
     from pydantic_ai.providers.openai import OpenAIProvider
 
-    from retrylens.sdk.adapters_pydantic_ai import run_governed_sync
+    from retrylens.sdk.integrations.pydantic_ai import run_governed_sync
 
     captured, governor = governed
     model = OpenAIChatModel(
@@ -264,7 +264,7 @@ def assert_the_governor_decided(captured: CapturedEvents) -> None:
 def test_the_langchain_handler_owns_the_client_retries_under_it(provider, governed) -> None:
     from test_adapters_observed_once import _ShopModel
 
-    from retrylens.sdk.adapters_langchain import RetryLensCallbackHandler
+    from retrylens.sdk.integrations.langchain import RetryLensCallbackHandler
 
     captured, governor = governed
     model = _ShopModel.make(provider.url)  # a chat model over the default openai client
@@ -279,7 +279,7 @@ def test_the_langchain_handler_owns_the_client_retries_under_it(provider, govern
 def test_tenacity_hooks_own_the_client_retries_under_them(provider, governed) -> None:
     import tenacity
 
-    from retrylens.sdk.adapters_tenacity import TenacityHooks
+    from retrylens.sdk.integrations.tenacity import TenacityHooks
 
     captured, governor = governed
     client = openai.OpenAI(base_url=f"{provider.url}/v1", api_key="sk-test")  # max_retries=2

@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from retrylens.sdk.preflight import PrecheckResponse, Recommendation, apply_advice
+from retrylens.sdk.core.preflight import PrecheckResponse, Recommendation, apply_advice
 from retrylens.simulation import load_scenario, run_fleet
 
 START = datetime(2026, 11, 1, tzinfo=UTC)

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from retrylens.cli.main import app
 from retrylens.errors import ConfigError
 from retrylens.schemas import EventKind, RetryEvent
-from retrylens.sdk.features import input_fingerprint
+from retrylens.sdk.text.features import input_fingerprint
 from retrylens.simulation import generate_tasks, load_scenario, run_fleet
 from retrylens.simulation.scenario import parse_scenario
 

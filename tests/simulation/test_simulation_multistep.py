@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from retrylens.sdk.policy import RetryPolicy, TaskBudget
+from retrylens.sdk.core.policy import RetryPolicy, TaskBudget
 from retrylens.simulation.multistep import (
     WIRINGS,
     Finished,
