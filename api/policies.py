@@ -84,6 +84,14 @@ def get_agent_history(store: StoreDep, project: ProjectDep, agent: AgentName, li
     return [r.as_dict() for r in store.history(project, agent, limit=limit)]
 
 
+@router.put("/policies/{project}/{agent:path}/history", include_in_schema=False)
+def history_is_read_only() -> Response:
+    """A history is read-only: without this route ``PUT …/{agent}/history`` would match the
+    policy write below as an agent named "{agent}/history" (its ``{agent:path}`` takes the
+    rest of the path) and answer as a malformed write instead of 405."""
+    return Response(status_code=405, headers={"Allow": "GET"})
+
+
 @router.put("/policies/{project}/{agent:path}", summary="Set an agent's policy (new revision)")
 def put_agent_policy(store: StoreDep, project: ProjectDep, agent: AgentName, body: PolicyBody) -> dict[str, Any]:
     return _put(store, project, agent, body)

@@ -224,9 +224,14 @@ def test_a_projects_black_hole_receivers_never_delay_another_projects_page(store
         save_rule(store, AlertRule(name="beta calls", metric="calls", op=">", threshold=0, window_minutes=3 * 24 * 60,
                                    where=Slice(project="beta"), webhook_url=beta.url))
         outbox = Outbox()
-        dispatcher = Dispatcher(outbox, allowed_hosts=LOCAL, timeout_s=3.0)
-        stop = dispatcher.start(poll_s=0.05)
+        # The dispatcher's clock runs from the evaluation's time: with the wall clock, a page
+        # queued at AFTER (hours back) was past its give-up age, so on a loaded machine where
+        # the evaluation outlasted the 3 s timeout, alpha's first page was given up at its
+        # first failed try and the last assertion failed.
         began = time.monotonic()
+        dispatcher = Dispatcher(outbox, allowed_hosts=LOCAL, timeout_s=3.0,
+                                clock=lambda: AFTER.timestamp() + time.monotonic() - began)
+        stop = dispatcher.start(poll_s=0.05)
         fired = evaluate_alerts(store, now=AFTER, outbox=outbox, on_enqueue=dispatcher.wake)
         evaluated = time.monotonic() - began
         while not beta.received and time.monotonic() - began < 10:

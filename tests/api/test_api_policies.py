@@ -131,3 +131,13 @@ def test_an_agent_name_with_a_slash_has_its_policy_history_and_kill_switch(clien
     killed = client.put(f"/v1/kill-switch/acme/{name}", json={"enabled": True, "reason": "loop"}, headers=ACME)
     assert killed.status_code == 200 and killed.json()["agents"] == ["team/planner"]
     assert parse_policy(client.get(f"/v1/policies/acme/{name}", headers=ACME).json()).is_killed("team/planner")
+
+
+def test_a_history_route_refuses_a_write_with_405_not_as_a_policy_of_an_agent_named_history(client):
+    """The agent routes take the rest of the path as the name, so ``PUT …/planner/history``
+    matched the policy write of an agent called "planner/history" and answered 415/422;
+    a history is read-only: 405 naming GET, and no policy is written."""
+    put = client.put("/v1/policies/acme/planner/history", json={"id": "x"}, headers=ACME)
+    assert put.status_code == 405 and put.headers["allow"] == "GET"
+    assert client.put("/v1/policies/acme/planner/history", headers=ACME).status_code == 405  # no body either
+    assert client.get("/v1/policies/acme", headers=ACME).json()["agents"] == []

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from retrylens.sdk.integrations import litellm_calls
+from retrylens.sdk.integrations import litellm as litellm_calls
 from retrylens.sdk.integrations.providers import operations, plain_calls, provider_calls
 
 

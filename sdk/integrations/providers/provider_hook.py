@@ -113,7 +113,7 @@ def _FOR(name: str) -> bool:  # noqa: N802 - reads as "is this module one to pat
 
 def _patch_module(name: str, module: Any) -> None:
     if name == _LITELLM:  # its own retries around its client calls: one operation per call
-        from .. import litellm_calls
+        from .. import litellm as litellm_calls
 
         for attribute, is_async in litellm_calls.WRAPPED:
             if callable(module.__dict__.get(attribute)):
