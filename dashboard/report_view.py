@@ -11,14 +11,13 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from retrylens.evaluation.verdict_words import VERDICT_WORDS, differing_agents, verdict_words
+
 LABELS = {"success": "success rate", "attempts": "attempts / task", "tokens": "tokens / task",
           "cost_usd": "cost / task (USD)", "latency_ms": "latency / task (ms)", "handoff": "hand-off rate"}
 DECISIONS = {"adopt_candidate": "adopt", "no_clear_winner": "no clear winner: keep the live policy",
              "insufficient_evidence": "insufficient evidence", "keep_live": "keep the live policy"}
-VERDICTS = {"better": "better beyond the margin", "cheaper": "cheaper beyond the margin",
-            "below_margin": "a gain too small to act on (below the margin)", "within_uncertainty": "no difference beyond the uncertainty",
-            "worse": "worse", "leans_on_imputation": "leans on imputation",
-            "not_supported": "not supported by the log"}
+VERDICTS = VERDICT_WORDS  # one source of the words: evaluation.verdict_words
 
 
 def fmt(value: Any, metric: str = "") -> str:
@@ -84,14 +83,17 @@ def margins_text(data: Mapping[str, Any]) -> str | None:
 
 
 def candidate_rows(data: Mapping[str, Any]) -> list[dict[str, str]]:
-    """Each candidate: what it changes against the live policy, its verdict and why."""
+    """Each candidate: what it changes against the live policy, its verdict and why; then, where an
+    agent's own tasks give another verdict than the fleet's, a row per agent."""
     verdicts = {v.get("name"): v for v in data["recommendation"].get("candidates", []) if isinstance(v, Mapping)}
     rows = []
     for c in data.get("candidates") or []:
         v = verdicts.get(c.get("name"), {})
         rows.append({"candidate": str(c.get("name")), "changed fields (live → candidate)": changes_text(c.get("changes")),
-                     "verdict": VERDICTS.get(v.get("verdict", ""), str(v.get("verdict", "—"))),
-                     "why": str(v.get("why", ""))})
+                     "verdict": verdict_words(v), "why": str(v.get("why", ""))})
+        rows += [{"candidate": f"{c.get('name')}, for {agent} alone (its own tasks and logged retries)",
+                  "changed fields (live → candidate)": "as above", "verdict": verdict_words(av),
+                  "why": str(av.get("why", ""))} for agent, av in differing_agents(v)]
     return rows
 
 

@@ -25,6 +25,10 @@ from .history import History, describe
 from .off_policy import evaluate
 from .replay import METRICS, PolicyReplay, replay
 from .shadow import ShadowComparison
+from .verdict_words import (
+    VERDICT_WORDS as VERDICT_WORDS,  # re-exported: readers import it from here
+)
+from .verdict_words import differing_agents, verdict_text
 
 MIN_TASKS = 30          # fewer finished tasks: no numbers, "insufficient evidence"
 MIN_FAILURES = 10       # fewer failures: retry policies cannot differ measurably
@@ -108,14 +112,6 @@ class Margins:
             value = getattr(self, name)
             if not (isinstance(value, int | float) and math.isfinite(value) and 0 <= value < 1):
                 raise ValueError(f"margin {name} must be a number in [0, 1), got {value!r}")
-
-
-#: Each verdict in words, as the CLI line, the HTML report and the dashboard print it.
-VERDICT_WORDS = {"better": "better beyond the margin", "cheaper": "cheaper beyond the margin",
-                 "below_margin": "a gain too small to act on (below the margin)",
-                 "within_uncertainty": "no difference beyond the uncertainty", "worse": "worse",
-                 "leans_on_imputation": "leans on imputation",
-                 "not_supported": "not supported by the log"}
 
 
 def pct(value: float) -> str:
@@ -336,15 +332,7 @@ def recommendation_lines(report: dict[str, Any]) -> list[str]:
     for c in report.get("candidates", []):
         v = verdicts.get(c["name"], {})
         lines.append(f"  candidate {c['name']}: {describe_changes(c.get('changes', []), limit=20)}"
-                     + (f"; {_verdict_and_why(v)}" if v else ""))
-        by_agent = v.get("by_agent") or {}
-        if any(av["verdict"] != v["verdict"] for av in by_agent.values()):  # agents that differ: each one
-            lines += [f"    for {agent} alone (its own tasks and logged retries): {_verdict_and_why(av)}"
-                      for agent, av in by_agent.items()]
+                     + (f"; {verdict_text(v)}" if v else ""))
+        lines += [f"    for {agent} alone (its own tasks and logged retries): {verdict_text(av)}"
+                  for agent, av in differing_agents(v)]
     return lines
-
-
-def _verdict_and_why(verdict: dict[str, Any]) -> str:
-    """The verdict's words, then why; once, where the why already opens with them."""
-    words = VERDICT_WORDS.get(verdict["verdict"], verdict["verdict"])
-    return verdict["why"] if verdict["why"].startswith(f"{words}:") else f"{words}: {verdict['why']}"

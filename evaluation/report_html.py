@@ -6,6 +6,8 @@ import math
 from html import escape
 from typing import Any
 
+from .verdict_words import VERDICT_WORDS, differing_agents, verdict_words
+
 LABELS = {"success": "success rate", "attempts": "attempts / task", "tokens": "tokens / task",
           "cost_usd": "cost / task (USD)", "latency_ms": "latency / task (ms)", "handoff": "hand-off rate"}
 COLOURS = ["#555", "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e"]
@@ -126,10 +128,7 @@ def _shadow_section(shadow: dict[str, Any] | None) -> str:
             f"under the live policy</h3>{differ}{slices}")
 
 
-VERDICTS = {"better": "better beyond the margin", "cheaper": "cheaper beyond the margin",
-            "below_margin": "a gain too small to act on (below the margin)", "within_uncertainty": "no difference beyond the uncertainty",
-            "worse": "worse", "leans_on_imputation": "leans on imputation",
-            "not_supported": "not supported by the log"}
+VERDICTS = VERDICT_WORDS  # one source of the words: verdict_words
 
 
 def _changes_cell(changes: list[dict[str, Any]]) -> str:
@@ -170,8 +169,10 @@ def _candidates_section(report: dict[str, Any]) -> str:
     for c in report.get("candidates", []):
         v = verdicts.get(c["name"], {})
         rows.append([escape(c["name"]), escape(str(c.get("source", ""))), _changes_cell(c.get("changes", [])),
-                     escape(VERDICTS.get(v.get("verdict", ""), v.get("verdict", "—"))),
-                     escape(v.get("why", ""))])
+                     escape(verdict_words(v)), escape(str(v.get("why", "")))])
+        rows += [[f"&nbsp;&nbsp;for {escape(agent)} alone", '<span class="muted">its own tasks and logged retries</span>',
+                  '<span class="muted">as above</span>', escape(verdict_words(av)), escape(str(av.get("why", "")))]
+                 for agent, av in differing_agents(v)]
     if not rows:
         return ""
     return ("<h2>Candidates and what they change</h2>" +
