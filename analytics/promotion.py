@@ -45,7 +45,19 @@ def _figures(labels: Sequence[int], probabilities: Sequence[float]) -> dict[str,
 def judge(candidate: clf.RiskModel, current: LoadedModel | None, rows: Sequence[dict[str, float]],
           labels: Sequence[int], *, force: bool = False) -> Promotion:
     """Candidate against the model in force on the held-out ``rows`` (:func:`~.classifier.feature_dict` output)."""
-    mine = _figures(labels, candidate.predict_proba(rows)) if rows else {"brier": None, "roc_auc": None}
+    return judge_scores(candidate.predict_proba(rows).tolist() if rows else [], current, rows, labels, force=force)
+
+
+def judge_scores(candidate_probabilities: Sequence[float], current: LoadedModel | None,
+                 rows: Sequence[dict[str, float]], labels: Sequence[int], *, force: bool = False,
+                 held_out: str = "recent held-out tasks") -> Promotion:
+    """As :func:`judge`, from the candidate's probabilities on ``rows`` already computed.
+
+    The trace-file road has no time order to hold the last tasks out by; its candidate is
+    judged by its out-of-fold probabilities (each task scored by a fold that did not train
+    on it), ``held_out`` says so in the reason.
+    """
+    mine = _figures(labels, candidate_probabilities) if rows else {"brier": None, "roc_auc": None}
     if current is None:
         return Promotion(True, "no model in force", len(rows), mine)
     trained = str(current.meta.get("feature_set") or "")
@@ -58,7 +70,7 @@ def judge(candidate: clf.RiskModel, current: LoadedModel | None, rows: Sequence[
                          0, mine, current_version=current.version)
     theirs = _figures(labels, current.model.predict_proba(rows))
     better = mine["brier"] is not None and theirs["brier"] is not None and mine["brier"] <= theirs["brier"] + BRIER_TOLERANCE
-    figures = f"Brier {mine['brier']} vs {theirs['brier']} on {len(rows)} recent held-out tasks"
+    figures = f"Brier {mine['brier']} vs {theirs['brier']} on {len(rows)} {held_out}"
     if better:
         reason = f"no worse than {current.version}: {figures}"
     elif force:

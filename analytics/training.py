@@ -34,7 +34,7 @@ from .blas_threads import one_blas_thread
 from .classifier import RiskContext, RiskModel, feature_dict
 from .filters import Slice
 from .model_store import LoadedModel, ModelStore
-from .promotion import judge
+from .promotion import judge, judge_scores
 from .traces import TraceRecord, read_traces
 
 
@@ -206,11 +206,16 @@ def trace_examples(path: str | Path) -> list[Example]:
 
 
 @one_blas_thread
-def train_from_traces(path: str | Path, *, model_store: ModelStore | None = None, n_splits: int = 5) -> TrainingResult:
+def train_from_traces(path: str | Path, *, model_store: ModelStore | None = None, n_splits: int = 5,
+                      force: bool = False) -> TrainingResult:
     """Grouped-CV report (model vs baselines), then fit on every record and save.
 
     ``metrics``/``baselines`` in the meta are the out-of-fold figures pooled over folds;
-    ``cv`` holds them per fold with mean and standard deviation.
+    ``cv`` holds them per fold with mean and standard deviation. With ``model_store`` the
+    model becomes current only if its out-of-fold Brier score is no worse than the model in
+    force on the same tasks (:func:`.promotion.judge_scores`; ``force`` overrides), else it
+    is saved as a candidate: a worse retrain never replaces a better model unchecked. (The
+    model in force may have trained on these tasks; the check then leans its way.)
     """
     examples = trace_examples(path)
     labels = [e.label for e in examples]
@@ -226,7 +231,15 @@ def train_from_traces(path: str | Path, *, model_store: ModelStore | None = None
                    "validation": f"out-of-fold, {len(splits)} folds grouped by task_key",
                    "cv": report["summary"], "cv_folds": report["folds"]}
     meta = _meta(f"traces:{Path(path).name}", examples, summary, model)
-    version = model_store.save(model, meta) if model_store else None
+    version = None
+    if model_store is not None:
+        scored = sorted((report or {}).get("out_of_fold", {}).items())
+        promotion = judge_scores([p for _, p in scored], _in_force(model_store),
+                                 [examples[i].as_model_input() for i, _ in scored],
+                                 [examples[i].label for i, _ in scored], force=force,
+                                 held_out="tasks scored out of fold")
+        meta["promotion"] = promotion.as_dict()
+        version = model_store.save(model, meta, make_current=promotion.promoted)
     return TrainingResult(model, meta, version)
 
 

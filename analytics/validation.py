@@ -91,13 +91,17 @@ def cross_validate(examples: Sequence[Any], splits: Sequence[Split], *, grouped:
 
     ``examples`` need ``features``, ``label``, ``text``, ``group`` and ``as_model_input()``
     (:class:`.training.Example`). ``grouped``: the model's own inner folds group by task.
+    ``out_of_fold`` maps each tested example's index to the model's probability from the fold
+    that did not train on it: what a promotion check may judge the model by.
     """
     rows: list[dict[str, Any]] = []
     pooled: dict[str, list[tuple[int, float]]] = {name: [] for name in CANDIDATES}
+    out_of_fold: dict[int, float] = {}
     for number, (tr, te) in enumerate(splits):
         train, test = [examples[i] for i in tr], [examples[i] for i in te]
         labels = [e.label for e in test]
         probabilities = {"model": _model(train, test, grouped), **_baselines(train, test)}
+        out_of_fold.update(zip((int(i) for i in te), probabilities["model"].tolist(), strict=True))
         row: dict[str, Any] = {"fold": number, "n_train": len(train), "n_test": len(test), "positives": sum(labels)}
         for name in CANDIDATES:
             ev = clf.evaluate(labels, probabilities[name])
@@ -114,4 +118,4 @@ def cross_validate(examples: Sequence[Any], splits: Sequence[Split], *, grouped:
     for name, pairs in pooled.items():
         ev = clf.evaluate([y for y, _ in pairs], [p for _, p in pairs])
         pooled_eval[name] = {k: v for k, v in ev.as_dict().items() if k != "calibration"}
-    return {"folds": rows, "summary": summary, "pooled": pooled_eval}
+    return {"folds": rows, "summary": summary, "pooled": pooled_eval, "out_of_fold": out_of_fold}

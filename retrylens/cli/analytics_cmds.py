@@ -20,7 +20,7 @@ from rich.console import Console
 
 from retrylens.analytics.sealing import DEFAULT_GRACE
 from retrylens.analytics.traces import read_traces
-from retrylens.errors import RetryLensError
+from retrylens.errors import ArgumentError, RetryLensError
 
 from .common import ConfigOption, console, handle_errors, progress_bars, settings_from
 from .road import store_operation
@@ -157,10 +157,16 @@ def _train(settings: Any, traces: Path | None, project: str | None, in_memory_li
     if traces is None:
         return store_operation(settings, "train", project=project, in_memory_limit=in_memory_limit,
                                force=force, **window)
+    ignored = [name for name, given in (("--project", project), ("--days", window.get("days")),
+                                        ("--start", window.get("start")), ("--end", window.get("end")))
+               if given is not None]
+    if ignored:
+        raise ArgumentError(f"{', '.join(ignored)} choose tasks of the store; a trace file is trained whole "
+                            "(drop them, or train from the store without --traces)")
     from retrylens.analytics.model_store import ModelStore, models_dir
     from retrylens.analytics.training import train_from_traces
 
-    result = train_from_traces(traces, model_store=ModelStore(models_dir(settings)))
+    result = train_from_traces(traces, model_store=ModelStore(models_dir(settings)), force=force)
     summary = {k: v for k, v in result.meta.items() if k not in {"features"}}
     for section in [summary.get("metrics", {}), *summary.get("baselines", {}).values()]:
         section.pop("calibration", None)

@@ -84,11 +84,15 @@ def test_versions_are_saved_and_the_current_model_reloads(settings):
         load_current_model(settings)
     first = train_from_traces(SAMPLE, model_store=target)
     assert load_current_model(settings, check_interval_s=0).version == first.version == "v0001"
-    second = train_from_traces(SAMPLE, model_store=target)
+    # the same file again: judged out of fold against a model that trained on every one of
+    # its tasks, the retrain is no better, so it is kept as a candidate unless forced
+    kept = train_from_traces(SAMPLE, model_store=target)
+    assert kept.meta["promotion"]["promoted"] is False and target.current_version() == "v0001"
+    second = train_from_traces(SAMPLE, model_store=target, force=True)
     loaded = load_current_model(settings, check_interval_s=0)
-    assert loaded.version == second.version == "v0002"
+    assert loaded.version == second.version == "v0003"
     assert loaded.meta["source"] == "traces:agent_traces_sample.jsonl" and loaded.meta["features"]
-    assert target.versions() == ["v0001", "v0002"]
+    assert target.versions() == ["v0001", "v0002", "v0003"]
 
 
 def test_risk_uses_the_shared_feature_function_and_explains_itself(sample_model):
