@@ -91,17 +91,18 @@ def post_page(url: str, delivery: Delivery, *, timeout_s: float) -> Outcome:
 class Dispatcher:
     """Sends due deliveries, lane by lane (see the module doc).
 
-    ``clock`` gives epoch seconds (tests pass a virtual one); :meth:`run_once` sends what is
+    ``clock`` gives epoch seconds, by default the outbox's (the one its pages were queued and
+    aged by; tests pass a virtual one); :meth:`run_once` sends what is
     due now in the caller's thread, :meth:`start` keeps sending from worker threads.
     """
 
     def __init__(self, outbox: Outbox, *, allowed_hosts: Iterable[str] = (), timeout_s: float = 5.0,
-                 clock: Callable[[], float] = time.time,
+                 clock: Callable[[], float] | None = None,
                  post: Callable[..., Outcome] = post_page) -> None:
         self.outbox = outbox
         self.allowed_hosts = tuple(allowed_hosts)
         self.timeout_s = timeout_s
-        self.clock = clock
+        self.clock = outbox.clock if clock is None else clock
         self._post = post
         self._busy: set[tuple[str, str]] = set()
         self._busy_lock = threading.Lock()

@@ -18,8 +18,11 @@ Two tables, one SQLite file in the data directory (``<data_dir>/alert_outbox.sql
   resolution never overtakes its firing.
 
 The schedule is decided here (sans-I/O): :meth:`Outbox.record_failure` sets the next try by
-:func:`backoff_s`; :mod:`.alert_delivery` only performs the posts. Times are epoch seconds
-passed in by the caller, so tests run in virtual time.
+:func:`backoff_s`; :mod:`.alert_delivery` only performs the posts. Times are epoch seconds of
+the outbox's ``clock`` (the wall clock; tests pass a virtual one), which the dispatcher shares.
+A page is aged from when it was queued, by that clock, never from the time its evaluation was
+run for: an evaluation of a past time (a replay, a catch-up) queued pages that were given up
+at their first failed try as a day old. The evaluation's time stays in the page (``at``).
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ import hashlib
 import json
 import sqlite3
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -97,7 +102,9 @@ class Delivery:
 class Outbox:
     """The durable queue of pages (see the module doc); safe to share between threads."""
 
-    def __init__(self, path: Path | str = ":memory:") -> None:
+    def __init__(self, path: Path | str = ":memory:", *, clock: Callable[[], float] = time.time) -> None:
+        #: epoch seconds: when a page is queued, and the dispatcher's clock unless it is given one
+        self.clock = clock
         if str(path) != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         self.path = str(path)
@@ -147,9 +154,14 @@ class Outbox:
 
     # --- deliveries -------------------------------------------------------------------
 
-    def enqueue(self, *, project: str, receiver: str, trusted: bool, payload: dict[str, Any], now: float) -> bool:
+    def enqueue(self, *, project: str, receiver: str, trusted: bool, payload: dict[str, Any],
+                now: float | None = None) -> bool:
         """Queue ``payload`` (which carries ``dedup_key``, ``status``, ``rule_id``, ``slice_value``) for
-        ``receiver``; ``False`` when that page was queued before (a repeat is never sent twice)."""
+        ``receiver``; ``False`` when that page was queued before (a repeat is never sent twice).
+
+        ``now``: the enqueue time on this outbox's clock (default: ``clock()``), from which the
+        page is aged and first due; not the time its evaluation was run for."""
+        now = self.clock() if now is None else now
         with self._lock, self._db:
             cursor = self._db.execute(
                 "INSERT OR IGNORE INTO deliveries (project, receiver, trusted, dedup_key, status, rule_id,"

@@ -293,8 +293,8 @@ def _record(store: EventStore, change: Notification, rule: AlertRule, delivery: 
         raise ValueError(f"rule {rule.name!r} has a receiver but the evaluation was given no outbox to queue it in")
     for url, trusted in targets:
         assert delivery.outbox is not None
-        delivery.outbox.enqueue(project=rule.where.project or "", receiver=url, trusted=trusted, payload=change.body,
-                                now=change.at.timestamp())
+        # aged from now by the outbox's clock; the evaluation's time is the page's `at`
+        delivery.outbox.enqueue(project=rule.where.project or "", receiver=url, trusted=trusted, payload=change.body)
     if targets:
         delivery.on_enqueue()
     value = float("nan") if change.value is None else change.value

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import replace
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -52,13 +52,13 @@ def test_a_page_sent_while_the_receiver_is_down_arrives_when_it_is_back_even_aft
     load(store)
     save_rule(store, planner_rule(receiver.url))
     path, clock = tmp_path / "outbox.sqlite3", Clock(DURING.timestamp())
-    outbox = Outbox(path)
+    outbox = Outbox(path, clock=clock)
     fired = evaluate_alerts(store, now=DURING, outbox=outbox)
     assert [n.status for n in fired] == ["firing"]
     assert _dispatcher(outbox, clock).run_once() == 0  # the receiver is down: connection refused
     outbox.close()  # the server stops; the page must survive it
 
-    outbox = Outbox(path)
+    outbox = Outbox(path, clock=clock)
     dispatcher = _dispatcher(outbox, clock)
     clock.advance(30)
     assert dispatcher.run_once() == 0  # still down
@@ -82,7 +82,8 @@ def test_a_refiring_whose_state_was_lost_pages_no_second_time(store, receiver: R
     receiver.start()
     load(store)
     save_rule(store, planner_rule(receiver.url))
-    outbox, clock = Outbox(), Clock(DURING.timestamp())
+    clock = Clock(DURING.timestamp())
+    outbox = Outbox(clock=clock)
     first = evaluate_alerts(store, now=DURING, outbox=outbox)
     store.client.command(f"TRUNCATE TABLE {store.database}.alert_state")
     again = evaluate_alerts(store, now=DURING + timedelta(minutes=1), outbox=outbox)
@@ -100,7 +101,8 @@ def test_a_flaky_receiver_is_retried_with_backoff_and_its_retry_after_until_it_a
     receiver.fail_next, receiver.retry_after = [503, 429], "60"
     load(store)
     save_rule(store, planner_rule(receiver.url))
-    outbox, clock = Outbox(), Clock(DURING.timestamp())
+    clock = Clock(DURING.timestamp())
+    outbox = Outbox(clock=clock)
     evaluate_alerts(store, now=DURING, outbox=outbox)
     dispatcher = _dispatcher(outbox, clock)
     tries = []
@@ -120,7 +122,8 @@ def test_without_retry_after_the_backoff_doubles(store, receiver: Receiver) -> N
     receiver.fail_next = [500, 500, 500]
     load(store)
     save_rule(store, planner_rule(receiver.url))
-    outbox, clock = Outbox(), Clock(DURING.timestamp())
+    clock = Clock(DURING.timestamp())
+    outbox = Outbox(clock=clock)
     evaluate_alerts(store, now=DURING, outbox=outbox)
     dispatcher, start, tried_at = _dispatcher(outbox, clock), clock.now, []
     while len(receiver.received) < 1 and clock.now - start < 100:
@@ -140,7 +143,8 @@ def test_a_refused_page_is_given_up_at_once_and_a_silent_receiver_after_a_day(
     load(store)
     save_rule(store, planner_rule(receiver.url))
     save_rule(store, planner_rule("http://127.0.0.1:9/down", name="to nowhere"))
-    outbox, clock = Outbox(), Clock(DURING.timestamp())
+    clock = Clock(DURING.timestamp())
+    outbox = Outbox(clock=clock)
     evaluate_alerts(store, now=DURING, outbox=outbox)
     dispatcher = _dispatcher(outbox, clock)
     with caplog.at_level(logging.ERROR, logger="retrylens.alerts"):
@@ -164,7 +168,8 @@ def test_a_slow_receiver_is_retried_under_the_same_key(store, receiver: Receiver
     receiver.delay_s = 1.0
     load(store)
     save_rule(store, planner_rule(receiver.url))
-    outbox, clock = Outbox(), Clock(DURING.timestamp())
+    clock = Clock(DURING.timestamp())
+    outbox = Outbox(clock=clock)
     evaluate_alerts(store, now=DURING, outbox=outbox)
     dispatcher = _dispatcher(outbox, clock, timeout_s=0.3)
     assert dispatcher.run_once() == 0
@@ -180,7 +185,8 @@ def test_deleting_or_disabling_a_firing_rule_sends_its_resolution(store, receive
     load(store)
     deleted = save_rule(store, planner_rule(receiver.url, name="deleted later"))
     disabled = save_rule(store, planner_rule(receiver.url, name="disabled later"))
-    outbox, clock = Outbox(), Clock(DURING.timestamp())
+    clock = Clock(DURING.timestamp())
+    outbox = Outbox(clock=clock)
     evaluate_alerts(store, now=DURING, outbox=outbox)
     delete_rule(store, deleted)
     save_rule(store, replace(disabled, enabled=False))
@@ -203,7 +209,8 @@ def test_a_rule_with_its_own_webhook_does_not_also_page_the_default_one(store) -
         load(store)
         save_rule(store, planner_rule(own.url, name="own hook"))
         save_rule(store, planner_rule(name="default hook"))
-        outbox, clock = Outbox(), Clock(DURING.timestamp())
+        clock = Clock(DURING.timestamp())
+        outbox = Outbox(clock=clock)
         evaluate_alerts(store, now=DURING, outbox=outbox, webhook_url=default.url)
         _dispatcher(outbox, clock).run_once()
         assert [r["rule_name"] for r in own.received] == ["own hook"]
@@ -224,13 +231,8 @@ def test_a_projects_black_hole_receivers_never_delay_another_projects_page(store
         save_rule(store, AlertRule(name="beta calls", metric="calls", op=">", threshold=0, window_minutes=3 * 24 * 60,
                                    where=Slice(project="beta"), webhook_url=beta.url))
         outbox = Outbox()
-        # The dispatcher's clock runs from the evaluation's time: with the wall clock, a page
-        # queued at AFTER (hours back) was past its give-up age, so on a loaded machine where
-        # the evaluation outlasted the 3 s timeout, alpha's first page was given up at its
-        # first failed try and the last assertion failed.
+        dispatcher = Dispatcher(outbox, allowed_hosts=LOCAL, timeout_s=3.0)
         began = time.monotonic()
-        dispatcher = Dispatcher(outbox, allowed_hosts=LOCAL, timeout_s=3.0,
-                                clock=lambda: AFTER.timestamp() + time.monotonic() - began)
         stop = dispatcher.start(poll_s=0.05)
         fired = evaluate_alerts(store, now=AFTER, outbox=outbox, on_enqueue=dispatcher.wake)
         evaluated = time.monotonic() - began
@@ -249,9 +251,29 @@ def test_a_projects_black_hole_receivers_never_delay_another_projects_page(store
 def test_a_receivers_credentials_never_reach_the_log(store, caplog: pytest.LogCaptureFixture) -> None:
     load(store)
     save_rule(store, planner_rule("http://pager:s3cret-pw@127.0.0.1:9/hook?token=t0ken-value&team=ops"))
-    outbox, clock = Outbox(), Clock(DURING.timestamp())
+    clock = Clock(DURING.timestamp())
+    outbox = Outbox(clock=clock)
     with caplog.at_level(logging.DEBUG, logger="retrylens"):
         evaluate_alerts(store, now=DURING, outbox=outbox)
         _dispatcher(outbox, clock).run_once()
     assert "alert webhook" in caplog.text and "127.0.0.1:9/hook" in caplog.text
     assert "s3cret-pw" not in caplog.text and "t0ken-value" not in caplog.text and "pager" not in caplog.text
+
+
+def test_a_page_from_an_evaluation_at_a_past_time_is_aged_from_its_enqueueing(store) -> None:
+    """An evaluation run for a time long past (a replay, a catch-up) queues its page now: the
+    outbox ages it from then, so its first failed try schedules a retry instead of giving it up
+    as a day old; the page still says when the rule was evaluated."""
+    down = Receiver()  # never started: connection refused
+    evaluated_at = datetime.now(UTC) - timedelta(days=30)
+    save_rule(store, AlertRule(name="no calls", metric="calls", op="<", threshold=1, window_minutes=60,
+                               where=Slice(project="alpha"), webhook_url=down.url))
+    outbox = Outbox()
+    (fired,) = evaluate_alerts(store, now=evaluated_at, outbox=outbox)
+    assert fired.status == "firing"
+    before = time.time()
+    assert Dispatcher(outbox, allowed_hosts=LOCAL, timeout_s=2.0).run_once() == 0
+    (delivery,) = outbox.deliveries()
+    assert (delivery.state, delivery.attempts) == ("pending", 1), delivery.last_error
+    assert before - 60 < delivery.created_at <= time.time()
+    assert delivery.payload["at"] == evaluated_at.isoformat()

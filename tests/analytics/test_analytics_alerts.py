@@ -61,9 +61,8 @@ def test_rules_round_trip(store):
 
 
 def _deliver(outbox: Outbox, allowed_hosts: tuple[str, ...] = ()) -> None:
-    """Post what is queued, as at the last evaluation of these tests (every page is due, none a day old)."""
-    at = (T1 + timedelta(hours=3)).timestamp()
-    Dispatcher(outbox, allowed_hosts=allowed_hosts, timeout_s=2, clock=lambda: at).run_once()
+    """Post what is queued (on the outbox's clock every page is due from when it was queued)."""
+    Dispatcher(outbox, allowed_hosts=allowed_hosts, timeout_s=2).run_once()
 
 
 def test_fires_once_per_breach_then_resolves(store, webhook, caplog):

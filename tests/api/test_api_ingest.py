@@ -54,18 +54,23 @@ def test_embedded_road_end_to_end_through_the_servers_spool_ingestor(api_setting
         with TestClient(create_app(api_settings, store, health=ingest.status)) as client:
             events = _events(20, seed=12)
             assert client.post("/v1/events", json={"events": events}, headers=ACME).json()["accepted"] == len(events)
-            # The spool ingest thread runs at nice +10 (below the API): on a machine busy with
-            # other work it gets a small share of a core, so it is given long (the loop ends as
-            # soon as the events are in); 20 s ran out in the lowest lane's four workers.
+            # Waits for the ingestor to report the rows written, not for them to show in `events`:
+            # ClickHouse makes an insert's `events` rows readable before its materialized views'
+            # rows (the rollup's open set among them), and the insert returns only once every
+            # view has its rows; in between, a read saw 111 events and an empty open set (0 tasks
+            # where the exact read gave 20; tests/foundation/test_view_visibility.py). The spool
+            # ingest thread runs at nice +10 (below the API): on a busy machine it gets a small
+            # share of a core, so it is given long (the loop ends as soon as the rows are in).
             deadline = time.monotonic() + 120
-            while store.count_distinct_events("acme") < len(events) and time.monotonic() < deadline:
+            while ingest.status()["spool_rows"] < len(events) and time.monotonic() < deadline:
                 time.sleep(0.1)
             assert store.count_distinct_events("acme") == len(events), "not ingested within 120 s"
-            # The exact (raw) read: in one order of this module's tests (its Kafka test left out,
-            # as in the lowest lane's draw) the rollup's open set missed the rows the events
-            # table holds, under investigation (README, "What is not done"); the rollups are
-            # held to the store's truth by the truth harness, not here.
-            assert client.get("/v1/projects/acme/metrics?source=raw", headers=ACME).json()["metrics"]["tasks"] == 20
+            rollup = client.get("/v1/projects/acme/metrics", headers=ACME).json()["metrics"]
+            assert rollup["tasks"] == 20
+            exact = client.get("/v1/projects/acme/metrics?source=raw", headers=ACME).json()["metrics"]
+            assert {k: v for k, v in rollup.items() if isinstance(v, int)} == {
+                k: v for k, v in exact.items() if isinstance(v, int)
+            }
             assert client.get("/healthz").json()["spool_rows"] == len(events)
             assert (api_settings.effective_spool_dir / "http").is_dir()
     finally:
