@@ -39,7 +39,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from retrylens.schemas.limits import MAX_REASON_CHARS
 from retrylens.schemas.taxonomy import EventKind
 
-from .budget import PerDependency
 from .chain import ChainRegistry
 from .events import EventFactory, utc_now_ms
 from .first_try import FirstTry
@@ -61,7 +60,7 @@ if TYPE_CHECKING:
     from ..text.processors import Processor
     from ..transport.handoff import HandoffChannel
     from .breaker import CircuitBreaker
-    from .budget import RetryThrottle, TaskLedger
+    from .budget import PerDependency, RetryThrottle, TaskLedger
     from .policy import RetryPolicy
     from .rule_chain import Rule
     from .run import TaskRun
@@ -126,7 +125,7 @@ class Governor(GovernorTools):
         from ..text import features as _features  # noqa: F401 - loaded now, not on the first call
         from ..text.processors import default_processors
         from .breaker import CircuitBreaker
-        from .budget import RetryThrottle
+        from .budget import PerDependency, RetryThrottle
         from .policy_chain import default_rules
         from .side_effects import MemoryKeyStore
 
@@ -484,6 +483,7 @@ _LAZY_NAMES: dict[str, str] = {
     "default_processors": "..text.processors",
     "HandoffChannel": "..transport.handoff",
     "CircuitBreaker": ".breaker",
+    "PerDependency": ".budget",
     "RetryThrottle": ".budget",
     "TaskLedger": ".budget",
     "VirtualClock": ".clock",

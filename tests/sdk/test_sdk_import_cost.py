@@ -50,6 +50,7 @@ DEFERRED_TO_GOVERNOR = (
     "retrylens.sdk.core.verdicts",
     "retrylens.sdk.core.breaker",
     "retrylens.sdk.core.side_effects",
+    "retrylens.sdk.core.budget",
 )
 #: ``import retrylens.sdk`` alone names everything and loads none of it (PEP 562)
 BARE_IMPORT_LOADS = ["retrylens", "retrylens.sdk", "retrylens.sdk.old_paths"]
