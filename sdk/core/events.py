@@ -17,14 +17,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from retrylens.schemas.limits import MAX_ERROR_MESSAGE_CHARS
 from retrylens.schemas.taxonomy import EventKind, TaskOutcome
 
-from ..text.context import Message, content_key, snapshot_fields
 from ..text.lazy_pattern import LazyPattern
-from ..text.sanitizer import Failure, redact
 from .ids import IdSource, SeededIds
-from .state import TaskState
 
 if TYPE_CHECKING:
     from retrylens.schemas import ContextSnapshot, ErrorDetail, RetryEvent
+
+    from ..text.context import Message
+    from ..text.sanitizer import Failure
+    from .state import TaskState
 
 M = TypeVar("M")
 
@@ -33,6 +34,20 @@ _SNAPSHOT_CACHE_SIZE = 512
 _SNAPSHOT_CACHE_CHARS = 8_192  # larger contexts are not memoised: the key keeps their text
 _HEX_DIGEST = LazyPattern(r"[0-9a-f]{16,64}")  # the schema's HexDigest
 _ALL_FIELDS: set[str] = set()
+
+
+#: :mod:`retrylens.sdk.text.context`, loaded with the first snapshot (a failed attempt), not
+#: with the SDK's import; kept here, as an ``import`` inside the method would run the import
+#: machinery on every retried attempt
+_CONTEXT: Any = None
+
+
+def _load_context() -> Any:
+    global _CONTEXT
+    from ..text import context
+
+    _CONTEXT = context
+    return context
 
 
 def _defaults() -> dict[str, Any]:
@@ -277,6 +292,8 @@ class EventFactory:
         """:func:`~retrylens.sdk.text.context.snapshot` of an attempt's context, memoised on its
         content: retried attempts of the same input carry the same context again, and a
         snapshot (frozen) can be shared between events."""
+        context = _CONTEXT or _load_context()
+        content_key, snapshot_fields = context.content_key, context.snapshot_fields
         content = content_key(messages)
         if sum(len(part[2]) for part in content) > _SNAPSHOT_CACHE_CHARS:
             return self.snapshot(
@@ -305,6 +322,8 @@ class EventFactory:
         found = details.get(key)
         if found is None:  # a retried failure repeats its detail: one frozen part, shared
             from retrylens.schemas.event import ErrorDetail
+
+            from ..text.redaction import redact
 
             status = failure.status
             found = construct_part(

@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from retrylens.schemas.taxonomy import EventKind, TaskOutcome
 
-from ..text.features import task_features
 from .events import _construct, _defaults
 from .ids import uuid4_from_int
 from .usage import usage_of
@@ -211,6 +210,8 @@ def compact_template(
     features of a new input are computed once here either way.
     """
     from retrylens.schemas.event import AgentRef
+
+    from ..text.features import task_features  # input features load with the first call site
 
     fingerprint, features = task_features(goal, agent, dependency, ())
     values = _defaults()  # in field order, with placeholders for the per-event fields

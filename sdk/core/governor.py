@@ -39,31 +39,33 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from retrylens.schemas.limits import MAX_REASON_CHARS
 from retrylens.schemas.taxonomy import EventKind
 
-from ..text.context import ContextBuilder, Message
-from ..text.features import task_features
-from ..text.processors import Processor, default_processors
-from ..transport.handoff import HandoffChannel
-from .breaker import CircuitBreaker
-from .budget import PerDependency, RetryThrottle, TaskLedger
 from .chain import ChainRegistry
-from .clock import VirtualClock
 from .events import EventFactory, utc_now_ms
 from .first_try import FirstTry
 from .history import FailureHistory
 from .ids import IdSource, SeededIds, SystemIds
-from .policy_chain import default_rules
 from .policy_source import PolicySource
-from .rule_chain import Rule
-from .side_effects import KeyStore, MemoryKeyStore
-from .state import TaskState
 from .tools import GovernorTools
 from .tools import current_run as current_run  # re-exported: the public name lives here
 
+# What a governor uses only once made (its rules, processors, key store, breakers), on a
+# failure (task state, context hygiene) or at a hand-off loads then, not with the import:
+# ``from retrylens.sdk import Governor`` stays cheap (bench/sdk_import.py,
+# tests/sdk/test_sdk_import_cost.py).
 if TYPE_CHECKING:
     from retrylens.schemas import AgentRef, RetryEvent
 
+    from ..text.context import ContextBuilder, Message
+    from ..text.features import task_features
+    from ..text.processors import Processor
+    from ..transport.handoff import HandoffChannel
+    from .breaker import CircuitBreaker
+    from .budget import PerDependency, RetryThrottle, TaskLedger
     from .policy import RetryPolicy
+    from .rule_chain import Rule
     from .run import TaskRun
+    from .side_effects import KeyStore
+    from .state import TaskState
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -120,6 +122,13 @@ class Governor(GovernorTools):
         the same way, by running it in a worker thread (off by default: inline, in the caller's
         thread, it may use thread-bound resources such as a SQLite connection; on, it must not,
         and a hook that hangs past the timeout is abandoned, still running, in its thread)."""
+        from ..text import features as _features  # noqa: F401 - loaded now, not on the first call
+        from ..text.processors import default_processors
+        from .breaker import CircuitBreaker
+        from .budget import PerDependency, RetryThrottle
+        from .policy_chain import default_rules
+        from .side_effects import MemoryKeyStore
+
         if not isinstance(bound_sync_hooks, bool):
             raise TypeError(f"bound_sync_hooks must be a bool, got {bound_sync_hooks!r}")
         if not isinstance(policy, PolicySource):
@@ -176,6 +185,8 @@ class Governor(GovernorTools):
         cls, policy: RetryPolicy | PolicySource | None = None, *, start: datetime, **kwargs: Any
     ) -> Governor:
         """A governor on a virtual clock: ``sleep`` advances time instead of waiting."""
+        from .clock import VirtualClock
+
         clock = VirtualClock()
         return cls(
             policy,
@@ -280,6 +291,8 @@ class Governor(GovernorTools):
         """:meth:`start`, plus ``compact`` (hold events back for the compact form), ``ts``, and
         ``source_policy``: the policy a first try already ran under (a reload since then is
         adopted for the decision, while the first attempt's events keep their own)."""
+        if _TASK_RUN is None:  # the loop's machinery and task state load with the first task run
+            _load_drivers()
         agent_ref = _agent_ref(agent) if isinstance(agent, str) else agent
         source_policy = source_policy or self.policy
         policy = source_policy.for_role(agent_ref.role)
@@ -312,8 +325,6 @@ class Governor(GovernorTools):
             dependency=dependency,
             context=ContextBuilder.for_input(goal, system=system, history=history),
         )
-        if _TASK_RUN is None:  # the loop's machinery loads with the first task run
-            _load_drivers()
         run = _TASK_RUN(self, state, root=root, compact=compact, source_policy=source_policy)
         if self.preflight is not None:
             self.preflight.adapt(run)
@@ -417,9 +428,15 @@ _TASK_RUN: Any = None
 
 
 def _load_drivers() -> Any:
-    global _DRIVERS, _TASK_RUN
+    """Bind the attempt loop's machinery, and the task state ``_open`` builds, as this module's
+    globals, once: the import does not load them, and a warm call runs no import machinery."""
+    global _DRIVERS, _TASK_RUN, ContextBuilder, TaskLedger, TaskState, task_features
+    from ..text.context import ContextBuilder
+    from ..text.features import task_features
     from . import drivers
+    from .budget import TaskLedger
     from .run import TaskRun
+    from .state import TaskState
 
     _DRIVERS, _TASK_RUN = drivers, TaskRun
     return drivers
@@ -455,11 +472,36 @@ def _describe_call(fn: Callable[..., object], args: tuple[Any, ...], kwargs: dic
     ]
 
 
-def __getattr__(name: str) -> Any:
-    """``TaskRun`` is still importable from here; it loads on first use (PEP 562), so
-    importing the governor does not load the attempt loop's machinery."""
-    if name == "TaskRun":
-        from .run import TaskRun
+#: names this module imported at its top before session 17, still importable from here
+#: (``from retrylens.sdk.core.governor import VirtualClock``): name -> module relative to this one
+_LAZY_NAMES: dict[str, str] = {
+    "TaskRun": ".run",
+    "ContextBuilder": "..text.context",
+    "Message": "..text.context",
+    "task_features": "..text.features",
+    "Processor": "..text.processors",
+    "default_processors": "..text.processors",
+    "HandoffChannel": "..transport.handoff",
+    "CircuitBreaker": ".breaker",
+    "PerDependency": ".budget",
+    "RetryThrottle": ".budget",
+    "TaskLedger": ".budget",
+    "VirtualClock": ".clock",
+    "default_rules": ".policy_chain",
+    "Rule": ".rule_chain",
+    "KeyStore": ".side_effects",
+    "MemoryKeyStore": ".side_effects",
+    "TaskState": ".state",
+}
 
-        return TaskRun
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+def __getattr__(name: str) -> Any:
+    """``TaskRun`` and the names in :data:`_LAZY_NAMES` are still importable from here; they
+    load on first use (PEP 562), so importing the governor loads neither the attempt loop's
+    machinery nor the text hygiene, rules and task state a governor needs only once made."""
+    module = _LAZY_NAMES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module, __package__), name)

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING
 
 from .lazy_pattern import LazyPattern
 from .personal import COMMON_WORDS, redact_names
+from .redaction import redact  # not via .sanitizer: that loads the failure classifier
 from .refs import input_refs
-from .sanitizer import redact
 from .word_hashes import (
     MAX_TERMS,
     SCOPE_WORDS,

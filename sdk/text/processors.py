@@ -23,7 +23,7 @@ from retrylens.schemas.limits import MAX_ERROR_MESSAGE_CHARS, MAX_MESSAGE_CHARS,
 
 from .lazy_pattern import LazyPattern
 from .personal import redact_names
-from .sanitizer import redact
+from .redaction import redact  # not via .sanitizer: that loads the failure classifier
 
 if TYPE_CHECKING:
     from retrylens.schemas import RetryEvent

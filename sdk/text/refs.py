@@ -29,7 +29,7 @@ import functools
 import hashlib
 
 from .lazy_pattern import LazyPattern
-from .sanitizer import redact
+from .redaction import redact  # not via .sanitizer: that loads the failure classifier
 
 REF_PREFIX = "ref:"
 MIN_REF_CHARS = 3

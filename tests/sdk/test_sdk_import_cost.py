@@ -29,6 +29,31 @@ DEFERRED = (
     "retrylens.sdk.integrations.litellm",
     "retrylens.sdk.integrations.providers.observing",
 )
+#: what a governor needs only once made (rules, processors, input features, key store,
+#: breakers), on a failure (task state, context hygiene, the classifier) or at a hand-off:
+#: loads with ``Governor(...)`` or later, not with the import (issue 35's "SDK import <= 2x
+#: tenacity"; each of these was loaded by the import before session 17)
+DEFERRED_TO_GOVERNOR = (
+    "retrylens.sdk.text.sanitizer",
+    "retrylens.sdk.text.features",
+    "retrylens.sdk.text.context",
+    "retrylens.sdk.text.processors",
+    "retrylens.sdk.text.personal",
+    "retrylens.sdk.text.refs",
+    "retrylens.sdk.text.word_hashes",
+    "retrylens.sdk.text.redaction",
+    "retrylens.sdk.transport.handoff",
+    "retrylens.sdk.core.state",
+    "retrylens.sdk.core.policy_chain",
+    "retrylens.sdk.core.stop_rules",
+    "retrylens.sdk.core.retry_rules",
+    "retrylens.sdk.core.verdicts",
+    "retrylens.sdk.core.breaker",
+    "retrylens.sdk.core.side_effects",
+    "retrylens.sdk.core.budget",
+)
+#: ``import retrylens.sdk`` alone names everything and loads none of it (PEP 562)
+BARE_IMPORT_LOADS = ["retrylens", "retrylens.sdk", "retrylens.sdk.old_paths"]
 
 _SNIPPET = """
 import json, sys
@@ -61,7 +86,50 @@ def test_the_readme_snippet_loads_no_loop_machinery_and_the_first_call_still_ret
     ).stdout
     report = json.loads(out.strip().splitlines()[-1])
     assert [m for m in DEFERRED if m in report["loaded"]] == []
+    assert [m for m in DEFERRED_TO_GOVERNOR if m in report["loaded"]] == []
     assert "retrylens.sdk.core.governor" in report["loaded"]  # the snippet did import the governor
     assert report["answer"] == "ok"
     assert report["calls"] == 2  # the lazily loaded loop retried the timeout
     assert len(report["kinds"]) > 2
+
+
+def test_importing_the_sdk_alone_loads_only_its_front_door(tmp_path: Path) -> None:
+    code = (
+        "import json, sys\nimport retrylens.sdk\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('retrylens'))))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={"RETRYLENS_DATA_DIR": str(tmp_path), "PATH": ""},
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    assert json.loads(out.strip().splitlines()[-1]) == BARE_IMPORT_LOADS
+
+
+def test_one_module_of_the_transport_room_does_not_load_the_emitter(tmp_path: Path) -> None:
+    """The hand-off channels (and the settings the server reads) load without the emitter,
+    the spool and orjson: ``retrylens.sdk.transport`` names those on first use."""
+    code = (
+        "import json, sys\nimport retrylens.sdk.transport.handoff\n"
+        "import retrylens.sdk.transport.settings\n"
+        "loaded = [m for m in ('retrylens.sdk.transport.emitter', 'retrylens.sdk.transport.spool',"
+        " 'retrylens.sdk.transport.build', 'orjson') if m in sys.modules]\n"
+        "from retrylens.sdk.transport import Emitter, EmitterSettings, Spool, build_emitter\n"
+        "print(json.dumps([loaded, Emitter.__module__, Spool.__module__, build_emitter.__module__]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={"RETRYLENS_DATA_DIR": str(tmp_path), "PATH": ""},
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    loaded, *modules = json.loads(out.strip().splitlines()[-1])
+    assert loaded == []
+    assert modules == [
+        "retrylens.sdk.transport.emitter",
+        "retrylens.sdk.transport.spool",
+        "retrylens.sdk.transport.build",
+    ]
