@@ -33,6 +33,7 @@ from . import (
     alert_rules,
     events,
     fleet,
+    intake_thread,
     iso_patterns,
     offload,
     operations,
@@ -75,6 +76,7 @@ def create_app(
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         offload.warm_up()
         yield
+        intake_thread.shutdown()  # its last exports reach the spool before the intake closes
         intake.close()
         app.state.precheck_log.close()
         offload.shutdown()

@@ -29,18 +29,18 @@ from .sql import query_rows, query_scalar, render
 class EventStore:
     """Insert batches of event rows; read them back exactly."""
 
-    def __init__(self, client: Client, ctx: MigrationContext, *, insert_niceness: int = 0) -> None:
+    def __init__(self, client: Client, ctx: MigrationContext, *, engine_niceness: int = 0) -> None:
         self.client = client
         self.ctx = ctx
         self.database = ctx.database
         self.events_table = f"{ctx.database}.events"
         #: An in-process chDB engine (inserts read files) rather than a ClickHouse server.
         self.client_is_embedded = isinstance(client, ChdbClient)
-        #: The niceness of the engine threads that run this store's inserts (0: the engine's own).
+        #: The niceness of the engine threads that run this store's writes (0: the engine's own).
         #: A niced ingest thread alone does not lower them: an embedded insert runs on the engine's
         #: pooled threads (its parsing, materialized views and squashing), which a thread at niceness
         #: 0 started, so a flood's inserts took the CPU from the API's reads at full priority.
-        self.insert_niceness = insert_niceness
+        self.engine_niceness = engine_niceness
 
     def insert_rows(self, rows: Sequence[Sequence[Any]], *, dedup_token: str | None = None) -> None:
         """One INSERT (one part). A repeated ``dedup_token`` within the window is a no-op."""
@@ -59,12 +59,16 @@ class EventStore:
             settings["insert_deduplication_token"] = dedup_token
         if self.ctx.cluster:
             settings["insert_distributed_sync"] = 1
-        if self.insert_niceness:
-            settings["os_thread_priority"] = self.insert_niceness
-        with _caller_niceness_kept():
+        settings.update(self.write_priority())
+        with caller_niceness_kept():
             self.client.raw_insert(
                 self.events_table, list(EVENT_COLUMN_NAMES), insert_block=body, fmt="Native", settings=settings
             )
+
+    def write_priority(self) -> dict[str, Any]:
+        """The settings that run a write's engine threads at :attr:`engine_niceness` (none at 0);
+        a caller passing them runs the call under :func:`caller_niceness_kept`."""
+        return {"os_thread_priority": self.engine_niceness} if self.engine_niceness else {}
 
     def sql(self, template: str) -> str:
         """``template`` with ``[[db]]`` filled in: the one way to name our tables in SQL."""
@@ -102,7 +106,7 @@ class EventStore:
 
 
 @contextmanager
-def _caller_niceness_kept() -> Iterator[None]:
+def caller_niceness_kept() -> Iterator[None]:
     """Give the calling thread back its niceness after an engine call: a query run with
     ``os_thread_priority`` sets it on every thread that runs it, the caller's included, and
     resets it to 0 (not to what it was) when done, which would leave a niced ingest thread's
@@ -137,4 +141,4 @@ def open_store(settings: Settings, *, migrate: bool = True, apart: bool = False)
     if migrate:
         Migrator(client, ctx).apply()
     niceness = BACKGROUND_INSERT_NICENESS if apart and settings.effective_dsn.startswith("chdb://") else 0
-    return EventStore(client, ctx, insert_niceness=niceness)
+    return EventStore(client, ctx, engine_niceness=niceness)
