@@ -28,8 +28,9 @@ THREAD_NAME = "retrylens-intake"
 
 #: The interpreter's switch interval while the API serves (Python's default: 5 ms). The intake and
 #: ingest threads run Python for long stretches; the event loop gives the interpreter up at every
-#: socket call and, to get it back, waits for the busy thread's interval to run out: a ``/healthz``
-#: of a dozen such turns waited ~5 ms each (p99 3.5-5.5x idle under an OTLP flood, 2.5x at 1 ms).
+#: socket call and, to get it back, waits for the busy thread's interval to run out, each time.
+#: Under the OTLP flood bench its effect on healthz p99 was not told from the machine's noise
+#: (``bench/RESULTS.md``, session 17): kept for the mechanism, not for a figure.
 SWITCH_INTERVAL_S = 0.001
 
 _pool: ThreadPoolExecutor | None = None
