@@ -28,6 +28,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from retrylens.store import EventStore
+from retrylens.store.events import caller_niceness_kept
 from retrylens.store.schema import DAY, FIVE_MINUTES, HOUR, LOG, OPEN
 from retrylens.store.sql import query_rows, query_scalar
 
@@ -102,10 +103,12 @@ def _chunks(items: Sequence[datetime], size: int) -> Iterable[list[datetime]]:
 
 
 def _run(store: EventStore, statements: Sequence[str], params: dict[str, Any]) -> None:
+    """The sealing statements (each recomputes buckets from ``events FINAL``: the pass's CPU), on
+    engine threads at the store's write priority (the server's store apart: below its reads)."""
+    settings = {**write_settings(store), **store.write_priority()}
     for statement in statements:
-        store.client.command(
-            store.sql(statement), parameters=params, settings=write_settings(store)
-        )
+        with caller_niceness_kept():
+            store.client.command(store.sql(statement), parameters=params, settings=settings)
 
 
 def _seal_five_minutes(
@@ -213,14 +216,18 @@ def start_sealer(
     *,
     grace: timedelta = DEFAULT_GRACE,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    on_start: Callable[[], object] | None = None,
 ) -> Callable[[], None]:
     """Run :func:`seal_rollups` every ``interval_s`` seconds in a daemon thread; returns ``stop()``.
 
     A failing pass is logged and retried at the next tick; ``stop()`` waits for a running pass.
+    ``on_start``: called first in the thread (the server lowers its priority there).
     """
     stopped = threading.Event()
 
     def loop() -> None:
+        if on_start is not None:
+            on_start()
         while not stopped.is_set():
             try:
                 seal_rollups(store, now=clock(), grace=grace)

@@ -37,7 +37,6 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import JSONResponse, Response
-from starlette.concurrency import run_in_threadpool
 
 from retrylens.errors import OtlpTooLarge
 from retrylens.schemas.limits import MAX_NAME_CHARS
@@ -45,6 +44,7 @@ from retrylens.schemas.taxonomy import TRANSIENT_ERROR_TYPES, ErrorType
 
 from .auth import Principal, principal
 from .events import EventIntake, IntakeUnavailable, judge
+from .intake_thread import on_intake_thread
 from .offload import in_worker
 from .otlp_decode import JSON, PROTOBUF, OtlpDecodeError, OtlpUnsupported, Span
 from .otlp_memory import TraceBook, kept_spans
@@ -328,7 +328,8 @@ async def ingest_traces(request: Request, who: Principal = Depends(principal)) -
         raise HTTPException(413, str(exc)) from exc
     except OtlpDecodeError as exc:
         raise HTTPException(400, str(exc)) from exc
-    result = await run_in_threadpool(ingest_spans, request, who, spans) if spans else {"events": 0, "rejected": []}
+    # mapping and judging hold the interpreter per event: below the API's priority, one export at a time
+    result = await on_intake_thread(ingest_spans, request, who, spans) if spans else {"events": 0, "rejected": []}
     rejected = len(result["rejected"])
     if content_type.split(";")[0].strip().lower() == PROTOBUF:
         from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (

@@ -109,19 +109,32 @@ class IngestThreads:
         return out
 
 
+def _below_the_api(target: Callable[..., None]) -> Callable[..., None]:
+    """``target`` run on a thread lowered first (:func:`~retrylens.ingest.priority.lower_this_thread`)."""
+
+    def run(**kwargs: Any) -> None:
+        lower_this_thread()
+        target(**kwargs)
+
+    return run
+
+
 def start_maintenance(store: EventStore, settings: Settings) -> Callable[[], None]:
     """Seal closed rollup buckets, evaluate alert rules and post their pages; returns ``stop()``.
 
     Evaluation queues pages in the outbox of the data directory; the dispatcher posts them
-    from threads of its own, so a slow receiver never holds up evaluation or another project."""
-    stop_sealer = start_sealer(store, interval_s=settings.maintenance_interval_s)
+    from threads of its own, so a slow receiver never holds up evaluation or another project.
+    Sealing and evaluation run below the API's priority, as ingestion does: a sealing pass
+    recomputes every bucket a flood's events touched (seconds of CPU a minute under one), and
+    it must take the CPU the reads leave, not half of it."""
+    stop_sealer = start_sealer(store, interval_s=settings.maintenance_interval_s, on_start=lower_this_thread)
     outbox = Outbox.in_data_dir(settings.data_dir)
     dispatcher = Dispatcher(outbox, allowed_hosts=settings.alert_webhook_hosts,
                             timeout_s=settings.alert_delivery_timeout_s)
     stop_dispatch = dispatcher.start()
     stop_alerts = threading.Event()
     alerts = threading.Thread(
-        target=run_periodically,
+        target=_below_the_api(run_periodically),
         kwargs={"store": store, "interval_s": settings.maintenance_interval_s, "stop": stop_alerts,
                 "webhook_url": settings.alert_webhook_url, "outbox": outbox, "dashboard_url": settings.dashboard_url,
                 "on_enqueue": dispatcher.wake},

@@ -1,27 +1,30 @@
 """One tenant attacks, another reads: ``/healthz`` and the other tenant's reads under each attack.
 
-    python bench/attacks.py [--tasks N] [--seconds S] [--json] [--smoke]
+    python bench/attacks.py [--tasks N] [--seconds S] [--rounds R] [--attacks ...] [--json] [--smoke]
 
 1. A setup process seeds an embedded store with ``N`` synthetic tasks of the ``victim`` project.
 2. ``retrylens serve`` starts on it with two keys: ``victim`` and ``attacker``.
 3. A probe process sends ``/healthz`` (``--rate`` a second) and the victim's
    ``GET /v1/projects/victim/metrics`` (a store read, a fifth as often), each on its own
    connection, open loop, for ``S`` seconds, each timed from when it was due (so a stall counts
-   for every request it delayed): first with the
-   server idle (the baseline, in the same run), then while the attacker, from another process
-   on two connections, sends one of these back to back:
+   for every request it delayed).
+4. Per attack, ``R`` rounds: in each, one probe with the server idle (after the server has
+   ingested what an earlier attack left) and one while the attacker, from another process on
+   two connections, sends one of these back to back (idle first in odd rounds, the attack
+   first in even ones):
 
    - ``gzip_bomb``: ``/v1/traces`` with a 1 MiB gzip body inflating to 1 GiB;
-   - ``otlp_retention``: ``/v1/traces`` protobuf requests of ~620 KB, new traces each, every span
+   - ``otlp_retention``: ``/v1/traces`` protobuf requests of ~1 MB, new traces each, every span
      with 300 attributes the mapping never reads (the server's RSS growth is reported);
    - ``precheck_features``: ``/v1/precheck`` with 80,000 features (~1 MiB);
    - ``deep_nesting``: ``/v1/events`` with a body nested 100,000 levels deep.
 
-Prints, per attack, the p99 of each probe and its ratio to idle (target: ≤ 2), the attack's
-answers by status and the server's RSS after it; and the idle probe once more at the end, as a
-ratio to the first (the machine's own noise: on a shared machine an attack's ratio within that
-distance from 1 says nothing). ``--json``: one object. ``--smoke``: a tiny
-size (a suite test runs it) whose figures mean nothing.
+Prints, per attack, each round's p99s and their ratio to that round's idle, and the median
+ratio of the rounds (target: ≤ 2), the attack's answers by status and the server's RSS after
+it; and the spread of the idle probes' p99s (max / min: the machine's own noise, which on a
+shared machine moves by more than 2x within minutes, hence rounds side by side and medians).
+``--json``: one object. ``--smoke``: a tiny size, one round (a suite test runs it) whose
+figures mean nothing.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from api import _free_port, _percentile, _run_child, _wait_healthy  # noqa: E402
+from api import _free_port, _percentile, _wait_healthy  # noqa: E402
 
 KEYS = {"victim": "victim-key-0123456789", "attacker": "attacker-key-0123456789"}
 ATTACKS = ("gzip_bomb", "otlp_retention", "precheck_features", "deep_nesting")
@@ -105,12 +108,32 @@ def _otlp_request(batch: int, spans: int, attributes: int) -> bytes:
     request = ExportTraceServiceRequest()
     scope = request.resource_spans.add().scope_spans.add()
     for i in range(spans):
-        span = scope.spans.add(trace_id=(batch * spans + i + 1).to_bytes(16, "big"), span_id=b"\x01" * 8,
+        span = scope.spans.add(trace_id=batch.to_bytes(8, "big") + (i + 1).to_bytes(8, "big"), span_id=b"\x01" * 8,
                                name="chat", start_time_unix_nano=1_760_000_000 * 10**9,
                                end_time_unix_nano=1_760_000_001 * 10**9)
         for k in range(attributes):
             span.attributes.add(key=f"junk.{k}").value.string_value = "v"
     return request.SerializeToString()
+
+
+#: the first half of every trace id of the template request (:class:`OtlpBodies`), replaced per request
+_MARK = 0x5EED_F00D_5EED_F00D
+
+
+class OtlpBodies:
+    """New traces in every request without serializing 60,000 attributes each time: one request
+    is built once, and each copy gets its own first half of every trace id (a byte replacement of
+    the same length keeps the protobuf valid). Building each request anew took the attacking
+    process as much CPU as the server's whole ingest of it, on the same 2 cores and in the same
+    scheduling group as the server: the bench measured the attacker's client as much as the server."""
+
+    def __init__(self, spans: int, attributes: int) -> None:
+        self.template = _otlp_request(_MARK, spans, attributes)
+        self.mark = _MARK.to_bytes(8, "big")
+        assert self.template.count(self.mark) == spans
+
+    def body(self, batch: int) -> bytes:
+        return self.template.replace(self.mark, (batch + 1).to_bytes(8, "big"))
 
 
 def attack(url: str, kind: str, seconds: float, smoke: bool) -> dict:
@@ -134,6 +157,7 @@ def attack(url: str, kind: str, seconds: float, smoke: bool) -> dict:
                    "content": b'{"events": ' + b"[" * depth + b"]" * depth + b"}"}
     else:
         request = {}
+        bodies = OtlpBodies(*((20, 30) if smoke else (200, 300)))
     statuses: Counter[int] = Counter()
     print("ready", flush=True)  # the body is built (a 1 GiB bomb takes seconds): the probe may start
     stop = time.perf_counter() + seconds
@@ -144,8 +168,7 @@ def attack(url: str, kind: str, seconds: float, smoke: bool) -> dict:
             if kind == "otlp_retention":
                 with lock:
                     batch = next(batches)
-                spans, attributes = (20, 30) if smoke else (200, 300)
-                answer = client.post("/v1/traces", content=_otlp_request(batch, spans, attributes),
+                answer = client.post("/v1/traces", content=bodies.body(batch),
                                      headers={**headers, "Content-Type": "application/x-protobuf"})
             else:
                 answer = client.post(**request)
@@ -183,9 +206,47 @@ def _result(process: subprocess.Popen) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
+def _quiet(url: str, timeout_s: float = 90.0) -> float:
+    """Wait until the server has ingested what the last attack left (its spool rows stop
+    growing for a second), so that the next idle probe measures an idle server; the wait in s."""
+    import httpx
+
+    start = time.perf_counter()
+    last, still_since = None, time.perf_counter()
+    while time.perf_counter() - start < timeout_s:
+        rows = httpx.get(f"{url}/healthz", timeout=60).json().get("spool_rows")
+        if rows != last:
+            last, still_since = rows, time.perf_counter()
+        elif time.perf_counter() - still_since >= 1.0:
+            break
+        time.sleep(0.25)
+    return round(time.perf_counter() - start, 1)
+
+
+def _attacked(url: str, kind: str, args: argparse.Namespace, env: dict[str, str], pid: int) -> dict:
+    """One probe while ``kind`` runs (the attack outlasts the probe by the probe's start-up)."""
+    attacker = _child(["attack", url, kind, str(args.seconds + (0.5 if args.smoke else 5)),
+                       "smoke" if args.smoke else "full"], env)
+    assert attacker.stdout is not None and attacker.stdout.readline().strip() == "ready", kind
+    time.sleep(0.5)  # the attack is under way when the probe starts
+    measured = _p99s(_result(_child(["probe", url, str(args.seconds), str(args.rate)], env)))
+    answers = _result(attacker)
+    return {**measured, "attack_answers": answers["statuses"], "rss_mb_after": _rss_mb(pid)}
+
+
+def _ratios(attacked: dict, idle: dict) -> dict:
+    return {f"{name.removesuffix('_p99_ms')}_ratio": round(attacked[name] / idle[name], 2) for name in idle}
+
+
 def run(args: argparse.Namespace) -> dict:
+    """Per attack, ``--rounds`` rounds of an idle probe and a probe under the attack, in
+    alternating order (idle first in odd rounds, the attack first in even ones), each round's
+    ratio against its own idle; the attack's ratio is the median of its rounds'. On a shared
+    machine the load moves by more than 2x within a minute: a ratio against an idle measured
+    minutes apart says as much about the machine as about the server."""
     import os
     import signal
+    import statistics
 
     with tempfile.TemporaryDirectory(prefix="retrylens-attacks-") as folder:
         data_dir = Path(folder)
@@ -193,34 +254,42 @@ def run(args: argparse.Namespace) -> dict:
         port = _free_port()
         env = {**base, "RETRYLENS_DATA_DIR": str(data_dir), "RETRYLENS_API_KEYS": json.dumps(KEYS),
                "RETRYLENS_API_PORT": str(port), "RETRYLENS_KAFKA_BOOTSTRAP_SERVERS": ""}
-        seeded = _run_child(["--child", "setup", str(data_dir), str(args.tasks)], env) if args.tasks else {"events": 0}
+        # this script's own setup (bench/api.py's seeds its own project, which the victim never reads)
+        seeded = _result(_child(["setup", str(data_dir), str(args.tasks)], env)) if args.tasks else {"events": 0}
         server = subprocess.Popen([sys.executable, "-m", "retrylens.cli.main", "serve", "--host", "127.0.0.1",
                                    "--port", str(port), "--log-level", "warning"], env=env,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         url = f"http://127.0.0.1:{port}"
         try:
             _wait_healthy(url, server)
-            seconds, rate = str(args.seconds), str(args.rate)
-            idle = _p99s(_result(_child(["probe", url, seconds, rate], env)))
-            out: dict = {"tasks": seeded["events"], "seconds": args.seconds, "idle": idle,
+
+            def idle_probe() -> dict:
+                _quiet(url)
+                return _p99s(_result(_child(["probe", url, str(args.seconds), str(args.rate)], env)))
+
+            idle = idle_probe()
+            out: dict = {"tasks": seeded["events"], "seconds": args.seconds, "rounds": args.rounds, "idle": idle,
                          "idle_rss_mb": _rss_mb(server.pid), "attacks": {}}
             for kind in args.attacks:
-                # the attack outlasts the probe by the probe's start-up, so the probe is measured under it
-                attacker = _child(["attack", url, kind, str(args.seconds + (0.5 if args.smoke else 5)),
-                                   "smoke" if args.smoke else "full"], env)
-                assert attacker.stdout is not None and attacker.stdout.readline().strip() == "ready", kind
-                time.sleep(0.5)  # the attack is under way when the probe starts
-                measured = _p99s(_result(_child(["probe", url, seconds, rate], env)))
-                answers = _result(attacker)
+                rounds = []
+                for number in range(args.rounds):
+                    if number % 2 == 0:
+                        calm = idle_probe()
+                        hit = _attacked(url, kind, args, env, server.pid)
+                    else:
+                        hit = _attacked(url, kind, args, env, server.pid)
+                        calm = idle_probe()
+                    rounds.append({"idle": calm, **hit, **_ratios(hit, calm), "load": os.getloadavg()[0]})
                 out["attacks"][kind] = {
-                    **measured, **{f"{name.removesuffix('_p99_ms')}_ratio": round(value / idle[name], 2)
-                                   for name, value in measured.items()},
-                    "attack_answers": answers["statuses"], "rss_mb_after": _rss_mb(server.pid)}
-            # the machine's own noise: idle again, as a ratio to the first idle (an attack's ratio
-            # within this one's distance from 1 cannot be told from the machine's other work)
-            again = _p99s(_result(_child(["probe", url, seconds, rate], env)))
-            out["idle_again_ratio"] = {name.removesuffix("_p99_ms"): round(value / idle[name], 2)
-                                       for name, value in again.items()}
+                    **{name: round(statistics.median(r[name] for r in rounds), 2)
+                       for name in ("healthz_p99_ms", "victim_read_p99_ms", "healthz_ratio", "victim_read_ratio")},
+                    "attack_answers": dict(sum((Counter(r["attack_answers"]) for r in rounds), Counter())),
+                    "rss_mb_after": rounds[-1]["rss_mb_after"], "rounds": rounds}
+            # the machine's own noise: the spread of the idle probes (max / min of their p99s)
+            idles = [idle] + [r["idle"] for figures in out["attacks"].values() for r in figures["rounds"]]
+            out["idle_spread"] = {name.removesuffix("_p99_ms"): round(max(i[name] for i in idles)
+                                                                       / max(min(i[name] for i in idles), 1e-9), 2)
+                                  for name in idle}
             return out
         finally:
             server.send_signal(signal.SIGTERM)
@@ -233,7 +302,8 @@ def run(args: argparse.Namespace) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tasks", type=int, default=2000, help="Synthetic tasks of the victim project.")
-    parser.add_argument("--seconds", type=float, default=15.0, help="Probe duration, idle and per attack.")
+    parser.add_argument("--seconds", type=float, default=10.0, help="Probe duration, idle and per attack.")
+    parser.add_argument("--rounds", type=int, default=5, help="Rounds of idle and attacked probes per attack.")
     parser.add_argument("--rate", type=float, default=10.0, help="Healthz probes per second (reads: a fifth).")
     parser.add_argument("--smoke", action="store_true", help="A tiny size: the figures mean nothing.")
     parser.add_argument("--json", action="store_true", help="Print one JSON object.")
@@ -250,18 +320,22 @@ def main() -> None:
             print(json.dumps(attack(rest[0], rest[1], float(rest[2]), rest[3] == "smoke")))
         return
     if args.smoke:
-        args.tasks, args.seconds = 0, 0.5  # the victim reads an empty project: no seeding process
+        args.tasks, args.seconds, args.rounds = 0, 0.5, 1  # the victim reads an empty project: no seeding
     out = run(args)
     if args.json:
         print(json.dumps(out))
         return
-    print(f"idle: healthz p99 {out['idle']['healthz_p99_ms']} ms, victim read p99 {out['idle']['victim_read_p99_ms']} "
-          f"ms, RSS {out['idle_rss_mb']} MB")
+    print(f"idle (first): healthz p99 {out['idle']['healthz_p99_ms']} ms, victim read p99 "
+          f"{out['idle']['victim_read_p99_ms']} ms, RSS {out['idle_rss_mb']} MB")
     for kind, figures in out["attacks"].items():
-        print(f"{kind:>18}: healthz p99 {figures['healthz_p99_ms']} ms ({figures['healthz_ratio']}x), victim read "
-              f"p99 {figures['victim_read_p99_ms']} ms ({figures['victim_read_ratio']}x), answers "
-              f"{figures['attack_answers']}, RSS {figures['rss_mb_after']} MB")
-    print(f"idle again / idle: {out['idle_again_ratio']}")
+        print(f"{kind:>18}: median of {len(figures['rounds'])} rounds: healthz {figures['healthz_ratio']}x, victim "
+              f"read {figures['victim_read_ratio']}x; answers {figures['attack_answers']}, RSS "
+              f"{figures['rss_mb_after']} MB")
+        for number, r in enumerate(figures["rounds"], 1):
+            print(f"{'':>20}round {number}: healthz {r['idle']['healthz_p99_ms']} -> {r['healthz_p99_ms']} ms "
+                  f"({r['healthz_ratio']}x), read {r['idle']['victim_read_p99_ms']} -> {r['victim_read_p99_ms']} ms "
+                  f"({r['victim_read_ratio']}x), load {r['load']:.1f}")
+    print(f"idle p99 spread (max / min over the idle probes): {out['idle_spread']}")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,11 @@ re-sent event that has not been merged away yet is still counted once.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+import sys
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
 from typing import Any
 
 from clickhouse_connect.driver._chdbclient import ChdbClient
@@ -25,13 +29,18 @@ from .sql import query_rows, query_scalar, render
 class EventStore:
     """Insert batches of event rows; read them back exactly."""
 
-    def __init__(self, client: Client, ctx: MigrationContext) -> None:
+    def __init__(self, client: Client, ctx: MigrationContext, *, engine_niceness: int = 0) -> None:
         self.client = client
         self.ctx = ctx
         self.database = ctx.database
         self.events_table = f"{ctx.database}.events"
         #: An in-process chDB engine (inserts read files) rather than a ClickHouse server.
         self.client_is_embedded = isinstance(client, ChdbClient)
+        #: The niceness of the engine threads that run this store's writes (0: the engine's own).
+        #: A niced ingest thread alone does not lower them: an embedded insert runs on the engine's
+        #: pooled threads (its parsing, materialized views and squashing), which a thread at niceness
+        #: 0 started, so a flood's inserts took the CPU from the API's reads at full priority.
+        self.engine_niceness = engine_niceness
 
     def insert_rows(self, rows: Sequence[Sequence[Any]], *, dedup_token: str | None = None) -> None:
         """One INSERT (one part). A repeated ``dedup_token`` within the window is a no-op."""
@@ -50,9 +59,16 @@ class EventStore:
             settings["insert_deduplication_token"] = dedup_token
         if self.ctx.cluster:
             settings["insert_distributed_sync"] = 1
-        self.client.raw_insert(
-            self.events_table, list(EVENT_COLUMN_NAMES), insert_block=body, fmt="Native", settings=settings
-        )
+        settings.update(self.write_priority())
+        with caller_niceness_kept():
+            self.client.raw_insert(
+                self.events_table, list(EVENT_COLUMN_NAMES), insert_block=body, fmt="Native", settings=settings
+            )
+
+    def write_priority(self) -> dict[str, Any]:
+        """The settings that run a write's engine threads at :attr:`engine_niceness` (none at 0);
+        a caller passing them runs the call under :func:`caller_niceness_kept`."""
+        return {"os_thread_priority": self.engine_niceness} if self.engine_niceness else {}
 
     def sql(self, template: str) -> str:
         """``template`` with ``[[db]]`` filled in: the one way to name our tables in SQL."""
@@ -89,13 +105,40 @@ class EventStore:
         return {row[0] for row in result.result_rows}
 
 
+@contextmanager
+def caller_niceness_kept() -> Iterator[None]:
+    """Give the calling thread back its niceness after an engine call: a query run with
+    ``os_thread_priority`` sets it on every thread that runs it, the caller's included, and
+    resets it to 0 (not to what it was) when done, which would leave a niced ingest thread's
+    Python work at full priority."""
+    if not sys.platform.startswith("linux"):
+        yield
+        return
+    tid = threading.get_native_id()
+    before = os.getpriority(os.PRIO_PROCESS, tid)
+    try:
+        yield
+    finally:
+        if os.getpriority(os.PRIO_PROCESS, tid) != before:
+            with suppress(OSError):  # back below 0 needs a privilege the process may not have
+                os.setpriority(os.PRIO_PROCESS, tid, before)
+
+
+#: The niceness of the engine threads that run a background store's inserts
+#: (``open_store(apart=True)``): the same as the ingest threads' (:mod:`retrylens.ingest.priority`).
+BACKGROUND_INSERT_NICENESS = 10
+
+
 def open_store(settings: Settings, *, migrate: bool = True, apart: bool = False) -> EventStore:
     """Connect to the configured store and bring its schema up to date.
 
     ``apart``: on a connection of its own (:func:`.client.connect_apart`), for the server's
-    ingest and maintenance threads, so that their work never holds the API's reads."""
+    ingest and maintenance threads, so that their work never holds the API's reads; an
+    embedded store's inserts on it also run on engine threads at
+    :data:`BACKGROUND_INSERT_NICENESS` (a server of its own schedules its own threads)."""
     client = connect_apart(settings) if apart else connect(settings)
     ctx = context_from(settings)
     if migrate:
         Migrator(client, ctx).apply()
-    return EventStore(client, ctx)
+    niceness = BACKGROUND_INSERT_NICENESS if apart and settings.effective_dsn.startswith("chdb://") else 0
+    return EventStore(client, ctx, engine_niceness=niceness)

@@ -65,3 +65,77 @@ def test_the_spool_ingest_thread_runs_below_the_api(api_settings: Settings, stor
         assert thread_niceness() == mine  # the API's thread keeps its priority
     finally:
         threads.stop()
+
+
+def _niceness_of(thread: threading.Thread, unlike: int) -> int:
+    """The thread's niceness once it has set it (a thread starting on a loaded machine)."""
+    tid = thread.native_id
+    assert tid is not None
+    deadline = time.monotonic() + 30
+    while os.getpriority(os.PRIO_PROCESS, tid) == unlike and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return os.getpriority(os.PRIO_PROCESS, tid)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a thread's own niceness is Linux's")
+def test_sealing_and_alert_evaluation_run_below_the_api(api_settings: Settings, store: EventStore) -> None:
+    """A sealing pass recomputes every bucket a flood's events touched: it must take the CPU the
+    reads leave (it ran at the API's priority, seconds a minute under a flood)."""
+    from retrylens.api.server import start_maintenance
+
+    mine = thread_niceness()
+    stop = start_maintenance(store, api_settings)
+    try:
+        named = {t.name: t for t in threading.enumerate()}
+        for name in ("retrylens-rollup-sealer", "retrylens-alerts"):
+            assert _niceness_of(named[name], mine) == min(19, mine + INGEST_NICENESS), name
+        assert thread_niceness() == mine
+    finally:
+        stop()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a thread's own niceness is Linux's")
+def test_an_otlp_exports_intake_runs_on_its_own_thread_below_the_api(api_settings: Settings, store: EventStore,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Mapping and judging an export's events ran in the request pool at the reads' priority, as
+    many at once as exports arrived; they run on one intake thread at the ingest threads' niceness."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    import retrylens.api.otlp as otlp
+    from retrylens.api.intake_thread import THREAD_NAME
+
+    judged_on: list[threading.Thread] = []
+    real_judge = otlp.judge
+
+    def judge_and_note_the_thread(*args: object, **kwargs: object) -> object:  # the real judge, watched
+        judged_on.append(threading.current_thread())
+        return real_judge(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(otlp, "judge", judge_and_note_the_thread)
+    export = ExportTraceServiceRequest()
+    span = export.resource_spans.add().scope_spans.add().spans.add(
+        trace_id=(7).to_bytes(16, "big"), span_id=b"\x01" * 8, name="chat",
+        start_time_unix_nano=1_760_000_000 * 10**9, end_time_unix_nano=1_760_000_001 * 10**9)
+    span.attributes.add(key="gen_ai.operation.name").value.string_value = "invoke_agent"
+    mine = thread_niceness()
+    with TestClient(create_app(api_settings, store)) as client:
+        answer = client.post("/v1/traces", content=export.SerializeToString(),
+                             headers={**GLOBEX, "Content-Type": "application/x-protobuf"})
+        assert answer.status_code == 200, answer.text
+        assert [t.name.startswith(THREAD_NAME) for t in judged_on] == [True]
+        assert _niceness_of(judged_on[0], mine) == min(19, mine + INGEST_NICENESS)
+    assert thread_niceness() == mine
+
+
+def test_the_api_serves_with_a_short_switch_interval_and_gives_the_old_one_back(api_settings: Settings,
+                                                                               store: EventStore) -> None:
+    """The event loop gives the interpreter up at every socket call; behind a busy intake or ingest
+    thread it waited the whole switch interval (5 ms by default) to get it back, each time."""
+    from retrylens.api.intake_thread import SWITCH_INTERVAL_S
+
+    before = sys.getswitchinterval()
+    assert before > SWITCH_INTERVAL_S  # Python's default
+    with TestClient(create_app(api_settings, store)) as client:
+        assert client.get("/healthz").status_code == 200
+        assert sys.getswitchinterval() == SWITCH_INTERVAL_S
+    assert sys.getswitchinterval() == before

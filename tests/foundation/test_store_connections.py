@@ -3,6 +3,8 @@ inserting on one while reading on the other is safe on the real engine (chDB).""
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 import time
 
@@ -10,6 +12,7 @@ import pytest
 
 from retrylens.config import Settings
 from retrylens.store import EventStore, open_store
+from retrylens.store.events import BACKGROUND_INSERT_NICENESS
 
 pytestmark = pytest.mark.clickhouse
 
@@ -82,3 +85,40 @@ def test_inserts_apart_and_exact_reads_side_by_side_lose_and_double_nothing(sett
     assert errors == []
     assert seen and max(seen) <= len(events)
     assert store.count_distinct_events("acme") == len(events)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a thread's own niceness is Linux's")
+def test_inserts_apart_run_on_engine_threads_below_the_api_and_leave_the_caller_as_it_was(
+        settings: Settings, store: EventStore) -> None:
+    """The engine runs an insert (its materialized views too) on pooled threads a niced caller does
+    not lower: the store apart asks the engine to nice them (``os_thread_priority``), and the
+    calling ingest thread keeps its own niceness afterwards (the engine resets it to 0)."""
+    from retrylens.analytics.synthetic import synthetic_events
+    from retrylens.store.event_table import event_row
+
+    db = settings.clickhouse_database
+    store.client.command(f"CREATE TABLE `{db}`.seen_priority (p Int64) ENGINE = Memory")
+    store.client.command(f"CREATE MATERIALIZED VIEW `{db}`.seen_priority_mv TO `{db}`.seen_priority AS "
+                         f"SELECT toInt64(getSetting('os_thread_priority')) AS p FROM `{db}`.events")
+    rows = [event_row(e, topic="t", partition=0, offset=i)
+            for i, e in enumerate(synthetic_events(2, seed=3, project="acme"))]
+    apart = open_store(settings, migrate=False, apart=True)
+    seen: dict[str, int] = {}
+
+    def insert_from_a_niced_thread() -> None:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + 3)
+        seen["before"] = os.getpriority(os.PRIO_PROCESS, tid)
+        apart.insert_rows(rows[:5])
+        seen["after"] = os.getpriority(os.PRIO_PROCESS, tid)
+
+    try:
+        worker = threading.Thread(target=insert_from_a_niced_thread)
+        worker.start()
+        worker.join()
+        store.insert_rows(rows[5:10])  # the API's own connection: the engine's default
+        priorities = sorted(int(r[0]) for r in store.client.query(f"SELECT p FROM `{db}`.seen_priority").result_rows)
+        assert priorities == [0] * 5 + [BACKGROUND_INSERT_NICENESS] * 5
+        assert seen["after"] == seen["before"]
+    finally:
+        apart.client.close()

@@ -1,0 +1,66 @@
+"""One thread below the API's priority for the intake work an OTLP export asks of the server's own
+process: mapping its spans to events, judging them, appending them to the spool.
+
+That work used to run in the request thread pool the API's reads run in, at their priority and on
+as many of its threads as requests arrived: under one tenant's flood of exports it took a core at
+the reads' weight (and pool threads the reads wait for). Here it runs one export at a time on a
+thread of its own at :data:`~retrylens.ingest.priority.INGEST_NICENESS` (the ingest threads' and
+the worker process's): a flood queues behind its own exports, and the CPU it takes is what the
+reads leave. Inflating and parsing the body happen before, in the worker process
+(:mod:`.offload`); storing the events after, in the ingest thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import sys
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from retrylens.ingest.priority import lower_this_thread
+
+T = TypeVar("T")
+
+THREAD_NAME = "retrylens-intake"
+
+#: The interpreter's switch interval while the API serves (Python's default: 5 ms). The intake and
+#: ingest threads run Python for long stretches; the event loop gives the interpreter up at every
+#: socket call and, to get it back, waits for the busy thread's interval to run out, each time.
+#: Under the OTLP flood bench its effect on healthz p99 was not told from the machine's noise
+#: (``bench/RESULTS.md``, session 17): kept for the mechanism, not for a figure.
+SWITCH_INTERVAL_S = 0.001
+
+_pool: ThreadPoolExecutor | None = None
+_lock = threading.Lock()
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _pool
+    with _lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=THREAD_NAME, initializer=lower_this_thread)
+        return _pool
+
+
+async def on_intake_thread(function: Callable[..., T], *args: Any) -> T:
+    """``function(*args)`` on the intake thread, in turn with every other export's intake."""
+    return await asyncio.get_running_loop().run_in_executor(_executor(), functools.partial(function, *args))
+
+
+def serving_switch_interval() -> float:
+    """Set the switch interval for serving (:data:`SWITCH_INTERVAL_S`); returns the one it replaced."""
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(min(previous, SWITCH_INTERVAL_S))
+    return previous
+
+
+def shutdown() -> None:
+    """Let the intake thread finish what it was given and stop (the server's shutdown)."""
+    global _pool
+    with _lock:
+        pool, _pool = _pool, None
+    if pool is not None:
+        pool.shutdown(wait=True)
