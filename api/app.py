@@ -15,7 +15,6 @@ store and runs the ingest threads beside it; tests pass the fixture store in. Ro
 from __future__ import annotations
 
 import logging
-import sys
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -76,9 +75,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         offload.warm_up()
-        switch_interval = intake_thread.serving_switch_interval()
         yield
-        sys.setswitchinterval(switch_interval)
         intake_thread.shutdown()  # its last exports reach the spool before the intake closes
         intake.close()
         app.state.precheck_log.close()

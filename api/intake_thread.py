@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -25,13 +24,6 @@ from retrylens.ingest.priority import lower_this_thread
 T = TypeVar("T")
 
 THREAD_NAME = "retrylens-intake"
-
-#: The interpreter's switch interval while the API serves (Python's default: 5 ms). The intake and
-#: ingest threads run Python for long stretches; the event loop gives the interpreter up at every
-#: socket call and, to get it back, waits for the busy thread's interval to run out, each time.
-#: Under the OTLP flood bench its effect on healthz p99 was not told from the machine's noise
-#: (``bench/RESULTS.md``, session 17): kept for the mechanism, not for a figure.
-SWITCH_INTERVAL_S = 0.001
 
 _pool: ThreadPoolExecutor | None = None
 _lock = threading.Lock()
@@ -48,13 +40,6 @@ def _executor() -> ThreadPoolExecutor:
 async def on_intake_thread(function: Callable[..., T], *args: Any) -> T:
     """``function(*args)`` on the intake thread, in turn with every other export's intake."""
     return await asyncio.get_running_loop().run_in_executor(_executor(), functools.partial(function, *args))
-
-
-def serving_switch_interval() -> float:
-    """Set the switch interval for serving (:data:`SWITCH_INTERVAL_S`); returns the one it replaced."""
-    previous = sys.getswitchinterval()
-    sys.setswitchinterval(min(previous, SWITCH_INTERVAL_S))
-    return previous
 
 
 def shutdown() -> None:

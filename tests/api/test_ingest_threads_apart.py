@@ -125,17 +125,3 @@ def test_an_otlp_exports_intake_runs_on_its_own_thread_below_the_api(api_setting
         assert [t.name.startswith(THREAD_NAME) for t in judged_on] == [True]
         assert _niceness_of(judged_on[0], mine) == min(19, mine + INGEST_NICENESS)
     assert thread_niceness() == mine
-
-
-def test_the_api_serves_with_a_short_switch_interval_and_gives_the_old_one_back(api_settings: Settings,
-                                                                               store: EventStore) -> None:
-    """The event loop gives the interpreter up at every socket call; behind a busy intake or ingest
-    thread it waited the whole switch interval (5 ms by default) to get it back, each time."""
-    from retrylens.api.intake_thread import SWITCH_INTERVAL_S
-
-    before = sys.getswitchinterval()
-    assert before > SWITCH_INTERVAL_S  # Python's default
-    with TestClient(create_app(api_settings, store)) as client:
-        assert client.get("/healthz").status_code == 200
-        assert sys.getswitchinterval() == SWITCH_INTERVAL_S
-    assert sys.getswitchinterval() == before
