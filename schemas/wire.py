@@ -236,7 +236,12 @@ def _twin(struct: type, cache: dict[type, type]) -> type:
                 fields.append((each.name, kind, msgspec.field(default_factory=each.default_factory)))
             else:
                 fields.append((each.name, kind))
-        cache[struct] = msgspec.defstruct(struct.__name__, fields, kw_only=True, forbid_unknown_fields=True)
+        # gc=False: a decoded event is a tree read from JSON (no cycle can form through it), so
+        # its structs need not be tracked by the cyclic collector; the consumer decodes a
+        # poll's thousands of events at a time (decode 7.6-9.8 -> 5.5-6.6 us an event, load 20)
+        cache[struct] = msgspec.defstruct(
+            struct.__name__, fields, kw_only=True, forbid_unknown_fields=True, gc=False
+        )
     return cache[struct]
 
 
