@@ -12,8 +12,10 @@ N events by a producer process (its rate is reported as ``produce_eps``):
 * ``e2e_eps``: the real ``IngestConsumer`` as configured by default — poll, validate,
   write event lines, insert into ClickHouse on the insert thread, commit — from the call
   (its topic check, Kafka clients and group join included) until the last offset is
-  committed; ``e2e_workers_eps`` is the same with ``--workers`` ingest worker processes
-  (default 1) doing the validation.
+  committed (the process's set-up before the call, as ``retrylens consume`` does it, is not:
+  the store opened, the start-up heap settled by :mod:`retrylens.ingest.heap`);
+  ``e2e_workers_eps`` is the same with ``--workers`` ingest worker processes (default 1)
+  doing the validation.
 * ``e2e_unvalidated_eps`` (an experiment, not a product road): the same consumer with the
   decode step replaced by splicing each raw payload after its Kafka position — no
   validation, no re-encoding, nothing dead-lettered. What is left is Kafka, the chain and
@@ -47,6 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from retrylens.config import Settings, load_settings  # noqa: E402
 from retrylens.ingest.consumer import IngestConsumer  # noqa: E402
 from retrylens.ingest.encoder import encode_chunk  # noqa: E402
+from retrylens.ingest.heap import settle_startup_heap  # noqa: E402
 from retrylens.ingest.kafka_clients import ensure_topics, make_consumer, make_producer  # noqa: E402
 from retrylens.ingest.processor import SourceRef, ValidEvent, process, validate  # noqa: E402
 from retrylens.ingest.writer import insert_event_lines  # noqa: E402
@@ -225,6 +228,7 @@ def end_to_end(settings: Settings, n: int, workers: int, *, threaded_insert: boo
     """
     settings = settings.model_copy(update={"ingest_workers": workers})
     store = open_store(settings)
+    settle_startup_heap()  # as `retrylens consume` does once its store is open
     started, cpu_started = time.perf_counter(), time.process_time()
     IngestConsumer(settings, store, threaded_insert=threaded_insert).run(max_messages=n)
     elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu_started

@@ -63,15 +63,21 @@ def encode_chunk(
     lines: list[bytes] = []
     invalid: list[tuple[int, InvalidMessage]] = []
     prefix = line_prefix(topic, partition)
+    # One source for the chunk's valid events (validate reads it only to word a dead
+    # letter); an invalid message gets its own offset. This loop runs once per event on
+    # the consumer's thread, so it builds nothing per event that a valid one does not need.
+    chunk_source = SourceRef(topic, partition, -1)
     for index, (offset, value) in enumerate(zip(offsets, values, strict=True)):
-        source = SourceRef(topic, partition, offset)
-        outcome = validate(value, source)
-        if projects is not None and not isinstance(outcome, InvalidMessage):  # tenant binding
-            outcome = bound(outcome, source, projects)
-        if isinstance(outcome, InvalidMessage):
-            invalid.append((index, outcome))
-        else:
-            lines.append(event_line(outcome, prefix, offset))
+        outcome = validate(value, chunk_source)
+        if type(outcome) is InvalidMessage:
+            invalid.append((index, InvalidMessage(outcome.reason, outcome.detail, SourceRef(topic, partition, offset))))
+            continue
+        if projects is not None:  # tenant binding
+            outcome = bound(outcome, SourceRef(topic, partition, offset), projects)
+            if type(outcome) is InvalidMessage:
+                invalid.append((index, outcome))
+                continue
+        lines.append(event_line(outcome, prefix, offset))  # type: ignore[arg-type]
     # Every line ends with a newline, so the chunks of a batch are simply concatenated.
     block = b"\n".join(lines) + b"\n" if lines else b""
     return EncodedChunk(len(lines), block, invalid)

@@ -28,11 +28,6 @@ from retrylens.sdk.text.redaction import redact
 __all__ = ["redact_event_text"]
 
 
-def _clean(text: str, limit: int) -> str:
-    """Memoised for texts up to 2 KiB (:func:`redact`'s own memo): messages repeat."""
-    return redact(text, limit=limit)
-
-
 def _replace(part: Any, **changes: Any) -> Any:
     if isinstance(part, BaseModel):
         return part.model_copy(update=changes)
@@ -47,16 +42,16 @@ def redact_event_text(event: Any) -> Any:
         return event
     changes: dict[str, Any] = {}
     if reason:
-        cleaned = _clean(reason, limits.MAX_REASON_CHARS)
+        cleaned = redact(reason, limit=limits.MAX_REASON_CHARS)
         if cleaned != reason:
             changes["decision_reason"] = cleaned
     if detail is not None and detail.message:
-        cleaned = _clean(detail.message, limits.MAX_ERROR_MESSAGE_CHARS)
+        cleaned = redact(detail.message, limit=limits.MAX_ERROR_MESSAGE_CHARS)
         if cleaned != detail.message:
             changes["error_detail"] = _replace(detail, message=cleaned)
     if snapshot is not None and snapshot.last_messages:
         messages = snapshot.last_messages
-        cleaned_messages = [_clean(m.content, limits.MAX_MESSAGE_CHARS) for m in messages]
+        cleaned_messages = [redact(m.content, limit=limits.MAX_MESSAGE_CHARS) for m in messages]
         if any(c != m.content for c, m in zip(cleaned_messages, messages, strict=True)):
             changes["context_snapshot"] = _replace(
                 snapshot,

@@ -27,7 +27,7 @@ import re
 import typing
 import uuid
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from types import UnionType
 from typing import Annotated, Any, Literal
 
@@ -236,7 +236,12 @@ def _twin(struct: type, cache: dict[type, type]) -> type:
                 fields.append((each.name, kind, msgspec.field(default_factory=each.default_factory)))
             else:
                 fields.append((each.name, kind))
-        cache[struct] = msgspec.defstruct(struct.__name__, fields, kw_only=True, forbid_unknown_fields=True)
+        # gc=False: a decoded event is a tree read from JSON (no cycle can form through it), so
+        # its structs need not be tracked by the cyclic collector; the consumer decodes a
+        # poll's thousands of events at a time (decode 7.6-9.8 -> 5.5-6.6 us an event, load 20)
+        cache[struct] = msgspec.defstruct(
+            struct.__name__, fields, kw_only=True, forbid_unknown_fields=True, gc=False
+        )
     return cache[struct]
 
 
@@ -257,9 +262,6 @@ _CHECKED: dict[tuple[str, str], str] = {
 }
 assert _DROPPED == _CHECKED, f"a WireEvent pattern has no fast check: {set(_DROPPED.items()) ^ set(_CHECKED.items())}"
 _IDENTIFIER = _PATTERN_CHECKS[r"\A[^\x00-\x1f]+\Z"]
-_TRACE_ID = _PATTERN_CHECKS[r"\A[0-9a-f]{32}\Z"]
-_SPAN_ID = _PATTERN_CHECKS[r"\A[0-9a-f]{16}\Z"]
-_DIGEST = _PATTERN_CHECKS[r"\A[0-9a-f]{16,64}\Z"]
 
 
 def _patterns_hold(event: Any, payload: bytes) -> bool:
@@ -273,19 +275,37 @@ def _patterns_hold(event: Any, payload: bytes) -> bool:
         identifiers.extend(effect.idempotency_key for effect in event.side_effects)
         if not all(map(_IDENTIFIER, identifiers)):
             return False
-    if event.trace_id is not None and not _TRACE_ID(event.trace_id):
-        return False
-    if event.span_id is not None and not _SPAN_ID(event.span_id):
-        return False
-    if event.parent_span_id is not None and not _SPAN_ID(event.parent_span_id):
-        return False
-    if event.input_fingerprint is not None and not _DIGEST(event.input_fingerprint):
-        return False
+    # The hex fields: each one's length checked alone, their characters in one pass over
+    # their concatenation (one ``strip`` per event instead of one call per field: this runs
+    # on the consumer's thread for every event).
+    hexes: list[str] = []
+    value = event.trace_id
+    if value is not None:
+        if len(value) != 32:
+            return False
+        hexes.append(value)
+    for value in (event.span_id, event.parent_span_id):
+        if value is not None:
+            if len(value) != 16:
+                return False
+            hexes.append(value)
+    value = event.input_fingerprint
+    if value is not None:
+        if not 16 <= len(value) <= 64:
+            return False
+        hexes.append(value)
     error = event.error_detail
-    if error is not None and error.stack_digest is not None and not _DIGEST(error.stack_digest):
-        return False
+    if error is not None and error.stack_digest is not None:
+        if not 16 <= len(error.stack_digest) <= 64:
+            return False
+        hexes.append(error.stack_digest)
     context = event.context_snapshot
-    return context is None or all(map(_DIGEST, context.message_digests))
+    if context is not None and context.message_digests:
+        digests = context.message_digests
+        if not (16 <= min(map(len, digests)) and max(map(len, digests)) <= 64):
+            return False
+        hexes.extend(digests)
+    return not "".join(hexes).strip(_HEX)
 
 
 _DECODER = msgspec.json.Decoder(_FAST_EVENT)
@@ -320,7 +340,12 @@ def decode_wire(payload: bytes, *, fill_event_id: bool = True) -> WireEvent | No
         event.ts = utc_now_ms()  # type: ignore[assignment]
     else:
         try:
-            event.ts = _UTC_MILLISECONDS(datetime.fromisoformat(ts))  # type: ignore[arg-type]
+            parsed = datetime.fromisoformat(ts)
+            # Already UTC at millisecond precision (what the SDK sends): the model's
+            # normalisation would return it unchanged; anything else goes through it.
+            if parsed.tzinfo is not UTC or parsed.microsecond % 1000:
+                parsed = _UTC_MILLISECONDS(parsed)  # type: ignore[arg-type]
+            event.ts = parsed  # type: ignore[assignment]
         except (ValueError, OverflowError):  # e.g. 0001-01-01T00:00:00+01:00 has no UTC
             return None
     if fill_event_id and event.event_id is UNSET:

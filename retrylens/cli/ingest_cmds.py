@@ -68,9 +68,11 @@ def consume(
     from retrylens.ingest.group import (
         ConsumerGroup,  # kafka-python: imported by the Kafka commands only
     )
+    from retrylens.ingest.heap import settle_startup_heap
 
     group = ConsumerGroup(settings, open_store(settings))
     group.install_signal_handlers()
+    settle_startup_heap()  # the loop's collections then skip what start-up built (ingest/heap.py)
     done = threading.Event()
     if stats:
         threading.Thread(target=_report_status, args=(group, stats, done), daemon=True).start()

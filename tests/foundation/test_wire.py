@@ -541,6 +541,38 @@ def test_each_patterns_fast_check_accepts_exactly_what_its_regex_accepts(value: 
         assert check(value) == (re.search(pattern, value) is not None), (pattern, value)
 
 
+_HEX_PATHS = {
+    ("trace_id",): r"\A[0-9a-f]{32}\Z",
+    ("span_id",): r"\A[0-9a-f]{16}\Z",
+    ("parent_span_id",): r"\A[0-9a-f]{16}\Z",
+    ("input_fingerprint",): r"\A[0-9a-f]{16,64}\Z",
+    ("error_detail", "stack_digest"): r"\A[0-9a-f]{16,64}\Z",
+    ("context_snapshot", "message_digests", 0): r"\A[0-9a-f]{16,64}\Z",
+    ("context_snapshot", "message_digests", 1): r"\A[0-9a-f]{16,64}\Z",
+}
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=_PATTERN_PROBES, path=st.sampled_from(sorted(_HEX_PATHS, key=str)))
+def test_the_decoder_accepts_a_hex_field_exactly_when_its_pattern_holds(value: str, path: tuple[Any, ...]) -> None:
+    """The hex fields' lengths are checked one by one and their characters in one pass over
+    their concatenation: a bad character or length in any one of them is still refused."""
+    assert (decode_wire(_with(path, value)) is not None) == (re.search(_HEX_PATHS[path], value) is not None)
+
+
+@pytest.mark.parametrize(
+    "ts",
+    ["2026-12-06T17:10:50.840000Z", "2026-12-06T17:10:50.840Z", "2026-12-06T17:10:50Z", "2026-12-06T17:10:50.840123Z",
+     "2026-12-06T17:10:50.840+00:00", "2026-12-06T17:10:50.840-00:00", "2026-12-06T18:10:50.840999+01:00",
+     "2026-12-06T17:10:50.1Z"],
+)
+def test_the_decoders_timestamp_is_the_models_utc_millisecond(ts: str) -> None:
+    raw = _with(("ts",), ts)
+    decoded, model = decode_wire(raw), RetryEvent.model_validate_json(raw)
+    assert decoded is not None
+    assert decoded.ts == model.ts and decoded.ts.tzinfo is model.ts.tzinfo and decoded.ts.microsecond % 1000 == 0
+
+
 _IDENTIFIER_PATHS = [("project",), ("task_id",), ("correlation_id",), ("parent_task_id",),
                      ("side_effects", 0, "idempotency_key")]
 
