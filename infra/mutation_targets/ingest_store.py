@@ -1,7 +1,8 @@
 """Mutation targets of the smaller ingest, store and transport modules that coverage.py listed
 as "target still to be written" (issue 38 round two, session 16): the tenant binding, the
 invalid-burst breaker, the file dead-letter sink, ingest status, private folders, the wire
-serializer, the Native block and the migrator.
+serializer, the Native block and the migrator; and (session 17) the server's redaction of an
+event's free text and embedded mode's spool source.
 
 Each lists the narrowest tests that pin its guarantee; pure tests first, so that ``-x`` stops
 most mutants there.
@@ -61,6 +62,20 @@ TARGETS: dict[str, Target] = {
             f"{_PARTS}::test_blocks_encoded_apart_insert_as_one_deduplicated_insert",
             f"{_PARTS}::test_a_chunk_keeps_invalid_verdicts_in_place_and_encodes_the_valid_rows",
         ),
+    ),
+    "ingest_redaction": Target(
+        "ingest/redaction.py",
+        # Which of an event's free texts are cleaned before storage, and the same object back
+        # when none was (the HTTP road re-encodes only a changed event). Pure, under a second.
+        ("_clean", "_replace", "redact_event_text"),
+        ("tests/foundation/test_ingest_redaction_exact.py",),
+    ),
+    "spool_ingestor": Target(
+        "ingest/spool_ingestor.py",
+        # Embedded mode's spool source: one chunk per segment, a batch a folder, the cursor
+        # committed at each folder's furthest position, fallback folders left. chDB.
+        ("spool_chunks", "_folders", "run_once", "_commit", "drain", "_any_pending"),
+        ("tests/foundation/test_spool_ingestor_exact.py",),
     ),
     "migrator": Target(
         "store/migrator.py",
