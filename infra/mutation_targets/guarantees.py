@@ -90,6 +90,7 @@ _POSITIONAL = "the keyword-only `*` as `/`: every caller passes the first argume
 _ANNOTATION = "an annotation: the module has `from __future__ import annotations`, so it is a string never evaluated"
 
 _HISTORY = "evaluation/history.py"
+_PRECHECKS = "analytics/prechecks.py"
 _DISCARDED = ("np.where keeps `explored` only where it is not NA: the value NAs are filled with is"
               " discarded, whichever it is")
 _NEVER_NULL = ("backoff_ms is never null: a non-null UInt32 in the store, an int defaulting to 0 on the"
@@ -131,6 +132,13 @@ EQUIVALENT: Equivalent = {
     (_HISTORY, "build_history", "core/ReplaceComparisonOperator_Eq_GtE",
      'succeeded=outcome >= "succeeded", handed_off=outcome == "handed_off",'):
         'the outcomes are succeeded, failed, handed_off and cancelled: none sorts after "succeeded"',
+    (_PRECHECKS, "precheck_measures", "core/ReplaceBinaryOperator_Mul_Div",
+     "def precheck_measures(store: EventStore, /, project: str | None, agent: str | None, start: datetime,"):
+        "both callers (alerts.evaluate_rule, a test) pass the store by position and the rest by name: the same calls",
+    (_PRECHECKS, "precheck_measures", "core/ReplaceBinaryOperator_BitOr_BitAnd",
+     "def precheck_measures(store: EventStore, *, project: str & None, agent: str | None, start: datetime,"): _ANNOTATION,
+    (_PRECHECKS, "precheck_measures", "core/ReplaceBinaryOperator_BitOr_BitAnd",
+     "def precheck_measures(store: EventStore, *, project: str | None, agent: str & None, start: datetime,"): _ANNOTATION,
     (_HISTORY, "build_history", "core/ReplaceFalseWithTrue",
      'task_codes, task_keys = pd.factorize(att["key"], sort=True)'):
         "`att` is sorted by key two lines above: codes in order of first appearance are the sorted order",
