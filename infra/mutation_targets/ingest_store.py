@@ -88,7 +88,14 @@ TARGETS: dict[str, Target] = {
     ),
 }
 
+_SAME_LENGTH = ("the cleaned list is built from the messages one for one: zip of two lists of one length"
+                " stops at the same place strict or not")
+
 EQUIVALENT: Equivalent = {
+    ("ingest/redaction.py", "redact_event_text", "core/ReplaceTrueWithFalse",
+     "if any(c != m.content for c, m in zip(cleaned_messages, messages, strict=False)):"): _SAME_LENGTH,
+    ("ingest/redaction.py", "redact_event_text", "core/ReplaceTrueWithFalse",
+     "for c, m in zip(cleaned_messages, messages, strict=False)"): _SAME_LENGTH,
     ("sdk/transport/private_dirs.py", "private_dir", "core/ReplaceBinaryOperator_BitOr_BitAnd",
      "def private_dir(path: Path & str) -> Path:"): "an annotation, never evaluated (from __future__ import annotations)",
     ("sdk/transport/private_dirs.py", "private_dir", "core/ReplaceBreakWithContinue", "continue"):

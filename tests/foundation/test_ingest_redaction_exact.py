@@ -140,3 +140,36 @@ def test_a_cleaned_text_at_the_field_limit_stays_within_it(shape: int) -> None:
     assert len(clean.decision_reason) <= limits.MAX_REASON_CHARS
     assert len(clean.error_detail.message) <= limits.MAX_ERROR_MESSAGE_CHARS
     assert SECRET not in clean.decision_reason + clean.error_detail.message
+
+
+#: A text whose cleaned form sorts after it ("[" after "A"), as DIRTY's sorts before it ("[" before "s"):
+#: a comparison that only asked "is it smaller" would miss one of the two.
+DIRTY_FIRST = "AKIAZ7QW3ER5TY1UI9OP refused for bucket"
+
+
+@pytest.mark.parametrize("shape", [0, 1], ids=["RetryEvent", "WireEvent"])
+@pytest.mark.parametrize("text", [DIRTY, DIRTY_FIRST], ids=["cleaned sorts before", "cleaned sorts after"])
+@pytest.mark.parametrize("field", ["reason", "message", "snapshot"])
+def test_a_secret_in_one_field_is_cleaned_when_the_other_two_are_absent(field: str, text: str, shape: int) -> None:
+    """No reason, no error detail and no snapshot is the one shape returned at once; each
+    field alone, the other two absent (empty, None), is still cleaned."""
+    changes: dict[str, Any] = {"error_detail": None, "context_snapshot": None}
+    if field == "reason":
+        changes["decision_reason"] = text
+    elif field == "message":
+        changes["error_detail"] = {"message": text, "code": "E42"}
+    else:
+        changes["context_snapshot"] = _snapshot(text)
+    event = _shapes(_failed(**changes))[shape]
+    clean = redact_event_text(event)
+    stored = orjson.dumps(_fields(clean)).decode()
+    assert "AKIAZ7QW3ER5TY1UI9OP" not in stored and SECRET not in stored
+    texts = {
+        "reason": clean.decision_reason,
+        "message": clean.error_detail.message if clean.error_detail else None,
+        "snapshot": clean.context_snapshot.last_messages[0].content if clean.context_snapshot else None,
+    }
+    assert texts[field] == redact(text, limit={"reason": limits.MAX_REASON_CHARS,
+                                               "message": limits.MAX_ERROR_MESSAGE_CHARS,
+                                               "snapshot": limits.MAX_MESSAGE_CHARS}[field])
+    assert [name for name, value in texts.items() if name != field and value] == []
