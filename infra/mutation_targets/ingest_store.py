@@ -91,7 +91,22 @@ TARGETS: dict[str, Target] = {
 _SAME_LENGTH = ("the cleaned list is built from the messages one for one: zip of two lists of one length"
                 " stops at the same place strict or not")
 
+_BINDING = "ingest/binding.py"
+_ANNOTATION = "an annotation, never evaluated (from __future__ import annotations)"
+
 EQUIVALENT: Equivalent = {
+    (_BINDING, "refusal", "core/ReplaceBinaryOperator_BitOr_BitAnd",
+     "def refusal(project: str, topic: str, allowed: frozenset[str]) -> str & None:"): _ANNOTATION,
+    (_BINDING, "parse_project_topics", "core/ReplaceBinaryOperator_BitOr_BitAnd",
+     ") -> ProjectBinding & None:"): _ANNOTATION,
+    (_BINDING, "parse_project_topics", "core/ReplaceBinaryOperator_Mul_Div",
+     "project_topics: Mapping[str, Sequence[str]], /, event_topic: str, dlq_topic: str"):
+        "every caller (settings, consumer, dead-letter replay, client setup) passes the binding by position"
+        " and both topics by name: the same calls",
+    (_BINDING, "parse_project_topics", "core/ReplaceComparisonOperator_NotEq_IsNot",
+     "if not isinstance(project, str) or not project.strip() or project is not project.strip():"):
+        "CPython's str.strip returns the string itself when there is nothing to strip and a new one"
+        " otherwise, so `is not` holds exactly when `!=` does (the names are str, checked just before)",
     ("ingest/redaction.py", "redact_event_text", "core/ReplaceTrueWithFalse",
      "if any(c != m.content for c, m in zip(cleaned_messages, messages, strict=False)):"): _SAME_LENGTH,
     ("ingest/redaction.py", "redact_event_text", "core/ReplaceTrueWithFalse",
