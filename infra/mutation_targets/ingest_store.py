@@ -33,6 +33,7 @@ TARGETS: dict[str, Target] = {
         "ingest/dead_letter_file.py",
         ("publish", "flush"),
         (
+            "tests/foundation/test_dead_letter_file_exact.py",  # pure: the letters byte for byte
             f"{_PARTS}::test_the_chain_writes_dead_letters_then_inserts_then_commits",
             f"{_PARTS}::test_a_crash_before_commit_replays_the_batch_with_the_same_token",
         ),
@@ -59,6 +60,7 @@ TARGETS: dict[str, Target] = {
         "store/native_block.py",
         ("encode_native",),
         (
+            "tests/foundation/test_dead_letter_file_exact.py::test_a_row_missing_a_column_is_refused_not_shifted_into_the_others",
             f"{_PARTS}::test_blocks_encoded_apart_insert_as_one_deduplicated_insert",
             f"{_PARTS}::test_a_chunk_keeps_invalid_verdicts_in_place_and_encodes_the_valid_rows",
         ),
@@ -95,6 +97,13 @@ _BINDING = "ingest/binding.py"
 _ANNOTATION = "an annotation, never evaluated (from __future__ import annotations)"
 
 EQUIVALENT: Equivalent = {
+    ("ingest/dead_letter_file.py", "publish", "core/ReplaceBinaryOperator_Mul_Div",
+     "def publish(self, invalid: InvalidMessage, /, key: bytes | None, value: bytes | None) -> None:"):
+        "the chain (its one caller) passes the message by position and key and value by name: the same call",
+    ("ingest/dead_letter_file.py", "publish", "core/ReplaceBinaryOperator_BitOr_BitAnd",
+     "def publish(self, invalid: InvalidMessage, *, key: bytes & None, value: bytes | None) -> None:"): _ANNOTATION,
+    ("ingest/dead_letter_file.py", "publish", "core/ReplaceBinaryOperator_BitOr_BitAnd",
+     "def publish(self, invalid: InvalidMessage, *, key: bytes | None, value: bytes & None) -> None:"): _ANNOTATION,
     (_BINDING, "refusal", "core/ReplaceBinaryOperator_BitOr_BitAnd",
      "def refusal(project: str, topic: str, allowed: frozenset[str]) -> str & None:"): _ANNOTATION,
     (_BINDING, "parse_project_topics", "core/ReplaceBinaryOperator_BitOr_BitAnd",
