@@ -20,7 +20,7 @@ from retrylens.ingest.dead_letter_file import DEAD_LETTER_FILE
 from retrylens.ingest.encoder import RawChunk
 from retrylens.ingest.spool_ingestor import SpoolIngestor, spool_chunks
 from retrylens.sdk.transport.build import KAFKA_FALLBACK_PREFIX
-from retrylens.sdk.transport.spool import Spool, SpoolPosition
+from retrylens.sdk.transport.spool import Spool, SpoolPosition, SpoolRecord
 from retrylens.store import EventStore
 
 
@@ -127,3 +127,25 @@ def test_an_invalid_record_is_a_dead_letter_and_the_cursor_moves_past_it(
     letters = [orjson.loads(line) for line in (settings.data_dir / DEAD_LETTER_FILE).read_bytes().splitlines()]
     assert len(letters) == 1
     assert store.count_rows() == 2
+
+
+def test_a_segment_of_more_than_256_records_is_one_chunk() -> None:
+    """Pure. Past CPython's cached small ints: the last record's index is compared by value."""
+    records = [SpoolRecord(SpoolPosition(4, i * 10), SpoolPosition(4, i * 10 + 10), b"k%d" % i, b"v")
+               for i in range(300)]
+    chunks = spool_chunks("spool:big", records)
+    assert len(chunks) == 1
+    assert chunks[0].partition == 4 and chunks[0].offsets == [i * 10 for i in range(300)]
+    assert chunks[0].commit_to == SpoolPosition(4, 3000)
+
+
+@pytest.mark.clickhouse
+def test_an_empty_folder_does_not_stop_the_run_before_the_folders_after_it(
+    settings: Settings, store: EventStore
+) -> None:
+    empty = Spool(settings.effective_spool_dir / "a-empty")
+    empty.close()
+    _spool(settings, "b-agent", ["b0", "b1"])
+    _spool(settings, "c-agent", ["c0"])
+    assert SpoolIngestor(settings, store).run_once() == 3
+    assert store.count_rows() == 3
