@@ -149,3 +149,26 @@ def test_an_empty_folder_does_not_stop_the_run_before_the_folders_after_it(
     _spool(settings, "c-agent", ["c0"])
     assert SpoolIngestor(settings, store).run_once() == 3
     assert store.count_rows() == 3
+
+
+def test_segments_past_256_are_compared_by_value() -> None:
+    """Pure. Segment numbers are parsed from file names (distinct int objects past 256)."""
+    first, second = SpoolPosition(int("300"), 0), SpoolPosition(int("300"), 10)
+    records = [SpoolRecord(first, second, b"a", b"v"), SpoolRecord(second, SpoolPosition(int("300"), 20), b"b", b"v")]
+    assert [(c.partition, c.offsets) for c in spool_chunks("spool:x", records)] == [(300, [0, 10])]
+
+
+@pytest.mark.clickhouse
+def test_the_ingestor_never_cuts_a_frame_an_agent_is_still_writing(settings: Settings, store: EventStore) -> None:
+    """The agent owns its spool's tail: the ingestor reads (and commits) only. Opening the
+    folder as a writer would cut the half-written frame at the end of the last segment."""
+    spool = Spool(settings.effective_spool_dir / "agent")
+    spool.append([(b"t0", payload(task_id="t0"))])
+    tail = spool._segment_path(spool._segments()[-1])
+    spool.close()
+    with open(tail, "ab") as handle:
+        handle.write(b"\x00\x00\x01\x00partial")  # a frame's first bytes, the rest still to come
+    size = tail.stat().st_size
+    assert SpoolIngestor(settings, store).drain() == 1
+    assert tail.stat().st_size == size
+    assert store.count_rows() == 1
