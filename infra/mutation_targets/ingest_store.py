@@ -96,7 +96,21 @@ _SAME_LENGTH = ("the cleaned list is built from the messages one for one: zip of
 _BINDING = "ingest/binding.py"
 _ANNOTATION = "an annotation, never evaluated (from __future__ import annotations)"
 
+_INGESTOR = "ingest/spool_ingestor.py"
+_ASCENDING = "a spool reads its records in order, segments ascending: a later record's segment is never smaller"
+
 EQUIVALENT: Equivalent = {
+    (_INGESTOR, "spool_chunks", "core/NumberReplacer", "run[ -1].position.segment,"):
+        "a run is cut where the segment changes: its first and last records share one segment",
+    (_INGESTOR, "spool_chunks", "core/ReplaceComparisonOperator_Eq_GtE",
+     "if end == len(records) or records[end].position.segment != records[start].position.segment:".replace(
+         "end ==", "end >=")): "end runs up to len(records) and no further: >= is ==",
+    (_INGESTOR, "spool_chunks", "core/ReplaceComparisonOperator_NotEq_Gt",
+     "if end == len(records) or records[end].position.segment > records[start].position.segment:"): _ASCENDING,
+    (_INGESTOR, "_commit", "core/ReplaceComparisonOperator_Gt_NotEq",
+     "if topic not in ends or position != ends[topic]:"):
+        "a batch's positions are keyed in the order its chunks were read (segments ascending), so the last"
+        " position of a topic is its furthest: keeping the last is keeping the largest",
     ("ingest/dead_letter_file.py", "publish", "core/ReplaceBinaryOperator_Mul_Div",
      "def publish(self, invalid: InvalidMessage, /, key: bytes | None, value: bytes | None) -> None:"):
         "the chain (its one caller) passes the message by position and key and value by name: the same call",
