@@ -107,6 +107,8 @@ EQUIVALENT: Equivalent = {
          "end ==", "end >=")): "end runs up to len(records) and no further: >= is ==",
     (_INGESTOR, "spool_chunks", "core/ReplaceComparisonOperator_NotEq_Gt",
      "if end == len(records) or records[end].position.segment > records[start].position.segment:"): _ASCENDING,
+    (_INGESTOR, "_commit", "core/ReplaceComparisonOperator_Gt_GtE",
+     "if topic not in ends or position >= ends[topic]:"): "replacing a position with an equal one changes nothing",
     (_INGESTOR, "_commit", "core/ReplaceComparisonOperator_Gt_NotEq",
      "if topic not in ends or position != ends[topic]:"):
         "a batch's positions are keyed in the order its chunks were read (segments ascending), so the last"
