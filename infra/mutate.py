@@ -142,8 +142,22 @@ def score(session: Path) -> dict[str, object]:
     }
 
 
+def _imports_this_checkout(name: str, target: Target) -> None:
+    """The tests must import the module cosmic-ray mutates: an editable install made for
+    another checkout (a clone run with the worktree's venv) would test the unmutated file
+    and count every mutant as a survivor, or, worse, pass a clean-looking score."""
+    dotted = "retrylens." + target.module.removesuffix(".py").replace("/", ".")
+    probe = f"import importlib.util; print(importlib.util.find_spec({dotted!r}).origin)"
+    done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=True)
+    origin = Path(done.stdout.strip()).resolve()
+    if origin != (REPO / target.module).resolve():
+        sys.exit(f"{name}: the tests would import {origin}, not {REPO / target.module}: "
+                 "install this checkout (uv pip install -e .) or point PYTHONPATH at it")
+
+
 def _baseline(name: str, target: Target) -> None:
     """The tests must pass on the unmutated module, or every mutant would count as killed."""
+    _imports_this_checkout(name, target)
     command = [sys.executable, *PYTEST.split(), *target.tests]
     env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, check=False)

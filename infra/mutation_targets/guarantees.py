@@ -89,7 +89,59 @@ _LAST_TAIL = ("a frame cut short can only be the last segment's tail (a failed a
 _POSITIONAL = "the keyword-only `*` as `/`: every caller passes the first argument by position and the rest by keyword"
 _ANNOTATION = "an annotation: the module has `from __future__ import annotations`, so it is a string never evaluated"
 
+_HISTORY = "evaluation/history.py"
+_PRECHECKS = "analytics/prechecks.py"
+_DISCARDED = ("np.where keeps `explored` only where it is not NA: the value NAs are filled with is"
+              " discarded, whichever it is")
+_NEVER_NULL = ("backoff_ms is never null: a non-null UInt32 in the store, an int defaulting to 0 on the"
+               " event; a row without a decision joined is `none`, a stop, so not `retried` and its wait is 0")
+_ATTEMPTS_ONLY = ("`att` holds attempt_failed and attempt_succeeded rows only (isin above), and"
+                  " attempt_succeeded sorts after attempt_failed: <= is ==")
+_ENDED = ("a task_finished event always carries an outcome (the event's validator refuses one without),"
+          " so the outcome term alone marks it; the frame holds no kind sorting after task_finished"
+          " (task_started is not read)")
+
 EQUIVALENT: Equivalent = {
+    **{
+        (_HISTORY, "build_history", op, f"greedy = np.where(explored.notna(), explored.fillna({fill}).astype(int), decision)"):
+            _DISCARDED
+        for op, fill in (("core/ReplaceUnaryOperator_USub_Invert", "~1"), ("core/ReplaceUnaryOperator_Delete_USub", "1"),
+                         ("core/NumberReplacer", "- 2"), ("core/NumberReplacer", "- 0"),
+                         ("core/ReplaceUnaryOperator_USub_UAdd", "+1"))
+    },
+    **{
+        (_HISTORY, "build_history", "core/NumberReplacer",
+         f'backoff = np.where(retried, pd.to_numeric(att["backoff_ms"]).fillna({fill}).to_numpy(dtype=np.float64), 0.0)'):
+            _NEVER_NULL
+        for fill in (" -1", " 1")
+    },
+    (_HISTORY, "build_history", "core/ReplaceComparisonOperator_Eq_LtE",
+     'failed = (att["kind"] <= "attempt_failed").to_numpy()'): _ATTEMPTS_ONLY,
+    **{
+        (_HISTORY, "build_history", op,
+         f'ended = (frame["kind"] {cmp} "task_finished") | (frame["outcome"].fillna("").astype(str) != "")'): _ENDED
+        for op, cmp in (("core/ReplaceComparisonOperator_Eq_Gt", ">"), ("core/ReplaceComparisonOperator_Eq_GtE", ">="),
+                        ("core/ReplaceComparisonOperator_Eq_Is", "is"))
+    },
+    (_HISTORY, "build_history", "core/ReplaceComparisonOperator_NotEq_Gt",
+     'ended = (frame["kind"] == "task_finished") | (frame["outcome"].fillna("").astype(str) > "")'):
+        'every non-empty string sorts after "": > "" is != ""',
+    (_HISTORY, "build_history", "core/ReplaceTrueWithFalse",
+     'att = att.sort_values(["key", "attempt"], kind="stable").reset_index(drop=False)'):
+        "the old index kept as a column named `index` that nothing reads; the new index is 0..n-1 either way",
+    (_HISTORY, "build_history", "core/ReplaceComparisonOperator_Eq_GtE",
+     'succeeded=outcome >= "succeeded", handed_off=outcome == "handed_off",'):
+        'the outcomes are succeeded, failed, handed_off and cancelled: none sorts after "succeeded"',
+    (_PRECHECKS, "precheck_measures", "core/ReplaceBinaryOperator_Mul_Div",
+     "def precheck_measures(store: EventStore, /, project: str | None, agent: str | None, start: datetime,"):
+        "both callers (alerts.evaluate_rule, a test) pass the store by position and the rest by name: the same calls",
+    (_PRECHECKS, "precheck_measures", "core/ReplaceBinaryOperator_BitOr_BitAnd",
+     "def precheck_measures(store: EventStore, *, project: str & None, agent: str | None, start: datetime,"): _ANNOTATION,
+    (_PRECHECKS, "precheck_measures", "core/ReplaceBinaryOperator_BitOr_BitAnd",
+     "def precheck_measures(store: EventStore, *, project: str | None, agent: str & None, start: datetime,"): _ANNOTATION,
+    (_HISTORY, "build_history", "core/ReplaceFalseWithTrue",
+     'task_codes, task_keys = pd.factorize(att["key"], sort=True)'):
+        "`att` is sorted by key two lines above: codes in order of first appearance are the sorted order",
     (_SPOOL, "append", "core/ReplaceOrWithAnd", "self._unsynced = self._unsynced and not sync"): _FSYNC,
     (_SPOOL, "append", "core/AddNot", "if not sync:"): _FSYNC,
     (_SPOOL, "append", "core/ReplaceTrueWithFalse",

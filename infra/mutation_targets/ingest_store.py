@@ -1,7 +1,8 @@
 """Mutation targets of the smaller ingest, store and transport modules that coverage.py listed
 as "target still to be written" (issue 38 round two, session 16): the tenant binding, the
 invalid-burst breaker, the file dead-letter sink, ingest status, private folders, the wire
-serializer, the Native block and the migrator.
+serializer, the Native block and the migrator; and (session 17) the server's redaction of an
+event's free text and embedded mode's spool source.
 
 Each lists the narrowest tests that pin its guarantee; pure tests first, so that ``-x`` stops
 most mutants there.
@@ -32,6 +33,7 @@ TARGETS: dict[str, Target] = {
         "ingest/dead_letter_file.py",
         ("publish", "flush"),
         (
+            "tests/foundation/test_dead_letter_file_exact.py",  # pure: the letters byte for byte
             f"{_PARTS}::test_the_chain_writes_dead_letters_then_inserts_then_commits",
             f"{_PARTS}::test_a_crash_before_commit_replays_the_batch_with_the_same_token",
         ),
@@ -58,9 +60,24 @@ TARGETS: dict[str, Target] = {
         "store/native_block.py",
         ("encode_native",),
         (
+            "tests/foundation/test_dead_letter_file_exact.py::test_a_row_missing_a_column_is_refused_not_shifted_into_the_others",
             f"{_PARTS}::test_blocks_encoded_apart_insert_as_one_deduplicated_insert",
             f"{_PARTS}::test_a_chunk_keeps_invalid_verdicts_in_place_and_encodes_the_valid_rows",
         ),
+    ),
+    "ingest_redaction": Target(
+        "ingest/redaction.py",
+        # Which of an event's free texts are cleaned before storage, and the same object back
+        # when none was (the HTTP road re-encodes only a changed event). Pure, under a second.
+        ("_clean", "_replace", "redact_event_text"),
+        ("tests/foundation/test_ingest_redaction_exact.py",),
+    ),
+    "spool_ingestor": Target(
+        "ingest/spool_ingestor.py",
+        # Embedded mode's spool source: one chunk per segment, a batch a folder, the cursor
+        # committed at each folder's furthest position, fallback folders left. chDB.
+        ("spool_chunks", "_folders", "run_once", "_commit", "drain", "_any_pending"),
+        ("tests/foundation/test_spool_ingestor_exact.py",),
     ),
     "migrator": Target(
         "store/migrator.py",
@@ -73,7 +90,52 @@ TARGETS: dict[str, Target] = {
     ),
 }
 
+_SAME_LENGTH = ("the cleaned list is built from the messages one for one: zip of two lists of one length"
+                " stops at the same place strict or not")
+
+_BINDING = "ingest/binding.py"
+_ANNOTATION = "an annotation, never evaluated (from __future__ import annotations)"
+
+_INGESTOR = "ingest/spool_ingestor.py"
+_ASCENDING = "a spool reads its records in order, segments ascending: a later record's segment is never smaller"
+
 EQUIVALENT: Equivalent = {
+    (_INGESTOR, "spool_chunks", "core/NumberReplacer", "run[ -1].position.segment,"):
+        "a run is cut where the segment changes: its first and last records share one segment",
+    (_INGESTOR, "spool_chunks", "core/ReplaceComparisonOperator_Eq_GtE",
+     "if end == len(records) or records[end].position.segment != records[start].position.segment:".replace(
+         "end ==", "end >=")): "end runs up to len(records) and no further: >= is ==",
+    (_INGESTOR, "spool_chunks", "core/ReplaceComparisonOperator_NotEq_Gt",
+     "if end == len(records) or records[end].position.segment > records[start].position.segment:"): _ASCENDING,
+    (_INGESTOR, "_commit", "core/ReplaceComparisonOperator_Gt_GtE",
+     "if topic not in ends or position >= ends[topic]:"): "replacing a position with an equal one changes nothing",
+    (_INGESTOR, "_commit", "core/ReplaceComparisonOperator_Gt_NotEq",
+     "if topic not in ends or position != ends[topic]:"):
+        "a batch's positions are keyed in the order its chunks were read (segments ascending), so the last"
+        " position of a topic is its furthest: keeping the last is keeping the largest",
+    ("ingest/dead_letter_file.py", "publish", "core/ReplaceBinaryOperator_Mul_Div",
+     "def publish(self, invalid: InvalidMessage, /, key: bytes | None, value: bytes | None) -> None:"):
+        "the chain (its one caller) passes the message by position and key and value by name: the same call",
+    ("ingest/dead_letter_file.py", "publish", "core/ReplaceBinaryOperator_BitOr_BitAnd",
+     "def publish(self, invalid: InvalidMessage, *, key: bytes & None, value: bytes | None) -> None:"): _ANNOTATION,
+    ("ingest/dead_letter_file.py", "publish", "core/ReplaceBinaryOperator_BitOr_BitAnd",
+     "def publish(self, invalid: InvalidMessage, *, key: bytes | None, value: bytes & None) -> None:"): _ANNOTATION,
+    (_BINDING, "refusal", "core/ReplaceBinaryOperator_BitOr_BitAnd",
+     "def refusal(project: str, topic: str, allowed: frozenset[str]) -> str & None:"): _ANNOTATION,
+    (_BINDING, "parse_project_topics", "core/ReplaceBinaryOperator_BitOr_BitAnd",
+     ") -> ProjectBinding & None:"): _ANNOTATION,
+    (_BINDING, "parse_project_topics", "core/ReplaceBinaryOperator_Mul_Div",
+     "project_topics: Mapping[str, Sequence[str]], /, event_topic: str, dlq_topic: str"):
+        "every caller (settings, consumer, dead-letter replay, client setup) passes the binding by position"
+        " and both topics by name: the same calls",
+    (_BINDING, "parse_project_topics", "core/ReplaceComparisonOperator_NotEq_IsNot",
+     "if not isinstance(project, str) or not project.strip() or project is not project.strip():"):
+        "CPython's str.strip returns the string itself when there is nothing to strip and a new one"
+        " otherwise, so `is not` holds exactly when `!=` does (the names are str, checked just before)",
+    ("ingest/redaction.py", "redact_event_text", "core/ReplaceTrueWithFalse",
+     "if any(c != m.content for c, m in zip(cleaned_messages, messages, strict=False)):"): _SAME_LENGTH,
+    ("ingest/redaction.py", "redact_event_text", "core/ReplaceTrueWithFalse",
+     "for c, m in zip(cleaned_messages, messages, strict=False)"): _SAME_LENGTH,
     ("sdk/transport/private_dirs.py", "private_dir", "core/ReplaceBinaryOperator_BitOr_BitAnd",
      "def private_dir(path: Path & str) -> Path:"): "an annotation, never evaluated (from __future__ import annotations)",
     ("sdk/transport/private_dirs.py", "private_dir", "core/ReplaceBreakWithContinue", "continue"):

@@ -98,3 +98,20 @@ def test_a_frame_with_no_finished_task_is_an_empty_history() -> None:
     for frame in (pd.DataFrame(rows, columns=list(COLUMNS)), pd.DataFrame(columns=list(COLUMNS))):
         h = build_history(frame)
         assert (h.n_tasks, h.n_attempts, h.policies) == (0, 0, ())
+
+
+def test_the_decision_joined_to_an_attempt_is_its_decision_rows_in_whatever_order_the_rows_come() -> None:
+    """Events read from a file or built in memory (``frame_from_events``) need not be in time
+    order: an attempt row after its decision row must not be read as that attempt's decision
+    (an attempt row carries decision ``none``, a stop: the retry and its wait would be lost)."""
+    rows = [
+        _row("p", "a", "t", 1, "decision", decision="retry_backoff", backoff_ms=250),
+        _row("p", "a", "t", 1, "attempt_failed", error_type="timeout"),
+        _row("p", "a", "t", 2, "task_finished", outcome="succeeded"),
+        _row("p", "a", "t", 2, "attempt_succeeded"),
+    ]
+    h = build_history(pd.DataFrame(rows, columns=list(COLUMNS)))
+    d = DECISION_CODE
+    assert h.decision.tolist() == [d["retry_backoff"], -1]
+    assert h.backoff.tolist() == [250.0, 0.0]
+    assert h.succeeded.tolist() == [True]

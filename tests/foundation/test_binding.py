@@ -107,3 +107,41 @@ def test_the_writers_fallback_keeps_the_bindings_dead_letters_out() -> None:
     encoded = encode_raw(raw)
     batch.add(raw, encoded)
     assert encoded.rows == 1 and len(native_rows(batch)) == encoded.rows
+
+
+def test_a_project_name_with_a_trailing_space_is_refused_too() -> None:
+    """Leading and trailing spaces alike: "acme " would be a tenant no event names."""
+    with pytest.raises(ConfigError, match="without surrounding spaces"):
+        parse({"acme ": ["events.acme"]})
+    with pytest.raises(ConfigError, match="without surrounding spaces"):
+        parse({"acme\t": ["events.acme"]})
+
+
+def test_only_the_dead_letter_topic_itself_is_refused_not_its_neighbours() -> None:
+    """Topics sorting after and before the dead-letter topic's name are event topics."""
+    binding = parse({"alice": [DLQ + ".x", "retrylens.events.dlp", "zeta"]})
+    assert binding is not None
+    assert binding.topics == (EVENTS, "retrylens.events.dlp", DLQ + ".x", "zeta")
+
+
+def test_the_event_topic_bound_to_a_project_is_read_once_and_first() -> None:
+    """Bound to the event topic itself (a value read from JSON: another str object than the
+    setting's), among topics sorting before and after it."""
+    event_topic = "".join(["retrylens.", "events"])  # built at run time, as a setting is
+    binding = parse_project_topics(
+        {"alice": ["a.first", EVENTS, "z.last"]}, event_topic=event_topic, dlq_topic=DLQ
+    )
+    assert binding is not None
+    assert binding.topics == (EVENTS, "a.first", "z.last")
+    assert binding.projects_for(EVENTS) == {"alice"}
+
+
+@pytest.mark.parametrize(("count", "ellipsis"), [(9, False), (10, False), (11, True)])
+def test_a_refusal_lists_at_most_ten_projects_and_says_when_there_are_more(count: int, ellipsis: bool) -> None:
+    allowed = frozenset(f"p{i:02d}" for i in range(count))
+    detail = refusal("z", "t", allowed)
+    assert detail is not None
+    listed = detail.split("allows: ", 1)[1].rstrip(")")
+    names = [n for n in listed.split(", ") if n != "..."]
+    assert names == sorted(allowed)[:10]
+    assert listed.endswith(", ...") is ellipsis
