@@ -241,7 +241,9 @@ def test_a_projects_black_hole_receivers_never_delay_another_projects_page(store
         arrived = time.monotonic() - began
         stop()
         assert len(fired) == 21 and [r["rule_name"] for r in beta.received] == ["beta calls"]
-        assert arrived - evaluated < 1.0, f"beta's page waited {arrived - evaluated:.2f} s behind alpha's receiver"
+        # behind even one of alpha's posts, beta's page would wait its 3 s timeout: 2 s tells
+        # that apart and leaves a loaded machine room to deliver (the bound stood at 1 s)
+        assert arrived - evaluated < 2.0, f"beta's page waited {arrived - evaluated:.2f} s behind alpha's receiver"
         assert all(d.state == "pending" for d in outbox.deliveries(project="alpha"))
     finally:
         hole.close()

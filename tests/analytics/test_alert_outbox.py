@@ -223,7 +223,11 @@ def test_one_lane_has_one_sender_at_a_time(receiver: Receiver) -> None:
     dispatcher = Dispatcher(outbox, clock=clock)
     first = threading.Thread(target=dispatcher.deliver_lane, args=(("p", receiver.url),))
     first.start()
-    time.sleep(0.2)
+    # the first worker holds the lane once its post has reached the receiver (a fixed sleep
+    # of 0.2 s let the second worker go first when a loaded machine started the thread late)
+    deadline = time.monotonic() + 10
+    while not receiver.posts and time.monotonic() < deadline:
+        time.sleep(0.005)
     assert dispatcher.deliver_lane(("p", receiver.url)) == 0
     first.join()
     assert len(receiver.posts) == 1

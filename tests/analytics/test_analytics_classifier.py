@@ -30,8 +30,11 @@ SAMPLE = FIXTURES / "agent_traces_sample.jsonl"
 REAL = Path(__file__).resolve().parents[3] / "shared" / "data" / "agent_traces" / "dev.jsonl"
 
 
-@pytest.fixture
-def synthetic_store(store):
+@pytest.fixture(scope="module")
+def synthetic_store(module_stores):
+    """2,000 synthetic tasks loaded once for the module: its three tests only read them
+    (``train_from_store`` without a model store saves nothing), so one load, not three."""
+    store = module_stores()
     # A fixed time of day: the hour is a feature, so results must not depend on when tests run.
     noon = datetime.now(UTC).replace(hour=12, minute=0, second=0, microsecond=0) - timedelta(days=1)
     events = synthetic_events(2000, seed=3, now=noon)
