@@ -20,11 +20,13 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from kafka import AsyncConsumerRebalanceListener, KafkaConsumer, TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
+from kafka.errors import CommitFailedError, RebalanceInProgressError
 from kafka.future import Future
 from kafka.structs import OffsetAndMetadata
 
@@ -43,6 +45,10 @@ from .status import IngestStatus
 from .writer import BatchWriter
 
 log = logging.getLogger(__name__)
+
+#: A commit the group refuses because it rebalanced under the member: the batch's rows are
+#: stored, its offsets are not; whoever owns the partitions next re-reads them.
+REFUSED_BY_A_REBALANCE = (CommitFailedError, RebalanceInProgressError)
 
 #: What :meth:`IngestConsumer.run` returns (messages read, rows inserted, dead letters, batches).
 ConsumeStats = ChainStats
@@ -75,9 +81,19 @@ class _FlushOnRevoke(AsyncConsumerRebalanceListener):
 
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
         for commit in self._flush():
-            await commit
+            try:
+                await commit
+            except REFUSED_BY_A_REBALANCE as exc:
+                # Lost rather than handed over (this member was already out of the group):
+                # the rows are stored, the next owner re-reads them, the store keeps one.
+                log.warning("commit of the flush refused (%s): the partitions were lost, not handed "
+                            "over; their stored rows will be re-read and deduplicated", type(exc).__name__)
+                continue
             if commit.failed():
                 raise commit.exception
+
+    async def on_partitions_lost(self, lost: set[TopicPartition]) -> None:
+        await self.on_partitions_revoked(lost)
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
         log.info("assigned partitions: %s", sorted((tp.topic, tp.partition) for tp in assigned))
@@ -106,8 +122,11 @@ class IngestConsumer:
         before_commit: Callable[[Batch], None] | None = None,
         threaded_insert: bool = True,
         halt: threading.Event | None = None,
+        consumer_config: Mapping[str, Any] | None = None,
     ) -> None:
         """``before_commit`` runs between the insert and the commit: a seam for crash tests.
+        ``consumer_config``: KafkaConsumer settings over the defaults (tests shorten
+        ``max_poll_interval_ms`` with it, so a slow batch loses its partitions in seconds).
         ``threaded_insert``: insert on a helper thread while the next batch is decoded.
         ``halt``: shared by the members of one process. A member that fails sets it before
         it leaves the group; once it is set no member submits what it polled or commits,
@@ -115,6 +134,7 @@ class IngestConsumer:
         self._settings = settings
         self._threaded_insert = threaded_insert
         self._before_commit = before_commit
+        self._consumer_config = dict(consumer_config or {})
         self._writer = BatchWriter(store)
         self._policy = BurstPolicy(
             InvalidBurstBreaker(settings.dlq_max_consecutive, settings.dlq_max_ratio, settings.dlq_window)
@@ -128,6 +148,8 @@ class IngestConsumer:
         self._partitions = 0
         self._lag: dict[int, int] = {}
         self._rebalance_commits: list[Future] | None = None
+        #: Commits the group refused because it rebalanced under this member (see :meth:`_commit`).
+        self.commit_refusals = 0
         self.stats = ConsumeStats()
         self.status = IngestStatus()
 
@@ -154,7 +176,7 @@ class IngestConsumer:
         """
         settings = self._settings
         ensure_topics(settings)
-        self._consumer = make_consumer(settings, group_id=settings.kafka_group)
+        self._consumer = make_consumer(settings, group_id=settings.kafka_group, **self._consumer_config)
         dlq = DeadLetterPublisher(make_producer(settings), settings.kafka_dlq_topic)
         self._chain = chain = build_chain(
             writer=self._writer,
@@ -239,7 +261,19 @@ class IngestConsumer:
         if self._rebalance_commits is not None:
             self._rebalance_commits.append(self._consumer.commit_async(offsets))
         else:
-            self._consumer.commit(offsets)
+            try:
+                self._consumer.commit(offsets)
+            except REFUSED_BY_A_REBALANCE as exc:
+                # The group moved on while this batch was inserted (a batch slower than
+                # max_poll_interval, or heartbeats starved past the session on a loaded
+                # machine): its rows are stored, its offsets are not, so whichever member
+                # owns the partitions now re-reads them and the store keeps each event once.
+                # Stopping here (what this did before) left the member's work undone; the
+                # next poll rejoins the group instead.
+                self.commit_refusals += 1
+                log.warning("commit refused after a rebalance (%s); the batch's rows are stored and "
+                            "will be re-read and deduplicated; rejoining the group", type(exc).__name__)
+                return
         for tp, meta in offsets.items():
             high = self._consumer.highwater(tp)
             if high is not None:

@@ -9,6 +9,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import orjson
 from factories import make_event
@@ -252,10 +253,12 @@ class CheckedMember:
         *,
         idle_exit_s: float | None = 4,
         before_commit: Callable[[Batch], None] | None = None,
+        consumer_config: dict[str, Any] | None = None,
     ) -> None:
         """``before_commit`` runs after the check (e.g. to crash the member there)."""
         self.idle_exit_s = idle_exit_s
-        self.consumer = IngestConsumer(settings, store, before_commit=StoredBeforeCommit(store, problems, before_commit))
+        self.consumer = IngestConsumer(settings, store, before_commit=StoredBeforeCommit(store, problems, before_commit),
+                                       consumer_config=consumer_config)
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run, daemon=True)
 
