@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 #: the governed loop's machinery: loads with the first governed call, not with the import
 DEFERRED = (
@@ -74,17 +75,22 @@ print(json.dumps({"loaded": after_import, "answer": answer, "calls": len(calls),
 """
 
 
-def test_the_readme_snippet_loads_no_loop_machinery_and_the_first_call_still_retries(
-    tmp_path: Path,
-) -> None:
+def _last_json_line(code: str, tmp_path: Path) -> Any:
+    """Run ``code`` in a fresh interpreter (no PATH, its own data dir); its last line as JSON."""
     out = subprocess.run(
-        [sys.executable, "-c", _SNIPPET],
+        [sys.executable, "-c", code],
         env={"RETRYLENS_DATA_DIR": str(tmp_path), "PATH": ""},
         check=True,
         capture_output=True,
         text=True,
     ).stdout
-    report = json.loads(out.strip().splitlines()[-1])
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_the_readme_snippet_loads_no_loop_machinery_and_the_first_call_still_retries(
+    tmp_path: Path,
+) -> None:
+    report = _last_json_line(_SNIPPET, tmp_path)
     assert [m for m in DEFERRED if m in report["loaded"]] == []
     assert [m for m in DEFERRED_TO_GOVERNOR if m in report["loaded"]] == []
     assert "retrylens.sdk.core.governor" in report["loaded"]  # the snippet did import the governor
@@ -98,14 +104,7 @@ def test_importing_the_sdk_alone_loads_only_its_front_door(tmp_path: Path) -> No
         "import json, sys\nimport retrylens.sdk\n"
         "print(json.dumps(sorted(m for m in sys.modules if m.startswith('retrylens'))))"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        env={"RETRYLENS_DATA_DIR": str(tmp_path), "PATH": ""},
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    assert json.loads(out.strip().splitlines()[-1]) == BARE_IMPORT_LOADS
+    assert _last_json_line(code, tmp_path) == BARE_IMPORT_LOADS
 
 
 def test_one_module_of_the_transport_room_does_not_load_the_emitter(tmp_path: Path) -> None:
@@ -119,14 +118,7 @@ def test_one_module_of_the_transport_room_does_not_load_the_emitter(tmp_path: Pa
         "from retrylens.sdk.transport import Emitter, EmitterSettings, Spool, build_emitter\n"
         "print(json.dumps([loaded, Emitter.__module__, Spool.__module__, build_emitter.__module__]))"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        env={"RETRYLENS_DATA_DIR": str(tmp_path), "PATH": ""},
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    loaded, *modules = json.loads(out.strip().splitlines()[-1])
+    loaded, *modules = _last_json_line(code, tmp_path)
     assert loaded == []
     assert modules == [
         "retrylens.sdk.transport.emitter",
