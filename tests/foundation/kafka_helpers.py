@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import threading
@@ -27,6 +28,18 @@ from retrylens.store import EventStore
 REPO = Path(__file__).resolve().parents[2]
 KAFKA_SH = REPO / "infra" / "kafka" / "kafka.sh"
 CLUSTER_SH = REPO / "infra" / "kafka" / "cluster.sh"
+
+
+def _load_free_ports():  # noqa: ANN202 - a module object
+    """``infra/free_ports.py``, the one search for free broker ports `.ci/run` uses too."""
+    spec = importlib.util.spec_from_file_location("retrylens_infra_free_ports", REPO / "infra" / "free_ports.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+#: A block of consecutive free loopback ports for a private broker or cluster.
+free_port_block = _load_free_ports().free_port_block
 
 
 def fast_payloads(n: int, *, tasks: int = 500) -> list[tuple[bytes, bytes]]:

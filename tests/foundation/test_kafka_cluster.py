@@ -19,7 +19,14 @@ import pytest
 from factories import make_events
 from kafka import KafkaAdminClient
 from kafka.admin import ConfigResource, ConfigResourceType
-from kafka_helpers import LocalCluster, MemberGroup, committed_total, end_offsets_total, wait_for
+from kafka_helpers import (
+    LocalCluster,
+    MemberGroup,
+    committed_total,
+    end_offsets_total,
+    free_port_block,
+    wait_for,
+)
 
 from retrylens.config import Settings
 from retrylens.ingest.kafka_clients import ensure_topics
@@ -41,7 +48,8 @@ MAX_EMIT_S = 1.0
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    port = int(os.environ.get("RETRYLENS_TEST_CLUSTER_PORT", "19292"))
+    # Its nodes listen on port..port+5 (clients, then controllers): a free block unless set.
+    port = int(os.environ.get("RETRYLENS_TEST_CLUSTER_PORT") or free_port_block(2 * 3))
     cluster = LocalCluster(tmp_path_factory.mktemp("kafka-cluster"), port=port, nodes=3)
     try:
         cluster.run("start")

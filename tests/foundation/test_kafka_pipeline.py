@@ -28,6 +28,7 @@ from kafka_helpers import (
     end_offsets,
     end_offsets_total,
     fast_payloads,
+    free_port_block,
     produce,
     read_topic,
     stable_members,
@@ -408,7 +409,7 @@ def test_sigterm_stops_every_member_which_commits_and_exits_cleanly_and_stats_sa
 
 @pytest.fixture
 def private_broker(tmp_path: Path) -> LocalBroker:
-    port = int(os.environ.get("RETRYLENS_TEST_BROKER_PORT", "19192"))
+    port = int(os.environ.get("RETRYLENS_TEST_BROKER_PORT") or free_port_block(2))
     broker = LocalBroker(tmp_path / "kafka2", port=port, controller_port=port + 1)
     broker.run("start")
     yield broker

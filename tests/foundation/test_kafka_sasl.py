@@ -34,7 +34,7 @@ from kafka.admin import (
 )
 from kafka.errors import TopicAuthorizationFailedError
 from kafka_drain import consume_to_end, read_to_end
-from kafka_helpers import LocalBroker
+from kafka_helpers import LocalBroker, free_port_block
 from typer.testing import CliRunner
 
 from retrylens.cli.main import app
@@ -51,7 +51,10 @@ from retrylens.store import EventStore
 
 pytestmark = [pytest.mark.kafka, pytest.mark.clickhouse, pytest.mark.slow]
 
-PORT, CONTROLLER_PORT, TLS_PORT = 9294, 9295, 9297
+#: Client, controller and TLS listeners of the private broker: a free block, so two suites
+#: side by side (two CI runs on one machine) do not start brokers on the same ports.
+PORT = free_port_block(3)
+CONTROLLER_PORT, TLS_PORT = PORT + 1, PORT + 2
 runner = CliRunner()
 PASSWORDS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
 
