@@ -231,10 +231,15 @@ def test_wrong_password_fails_fast_and_clearly_and_the_emitter_keeps_every_event
     })
     emitter = build_emitter(wrong)
     events = make_events(50, project="alice", seed=4)
-    started = time.monotonic()
+    # No emit waits on the broker: the sink's shortest wait on one is its max_block_ms (2 s),
+    # so each emit's wall time stays under 1 s (the 50 emits' total was bounded at 0.5 s, which
+    # a loaded machine's preemptions can pass without any emit waiting).
+    slowest = 0.0
     for event in events:
+        started = time.monotonic()
         assert emitter.emit(event)
-    assert time.monotonic() - started < 0.5
+        slowest = max(slowest, time.monotonic() - started)
+    assert slowest < 1.0
     assert not emitter.flush(4)  # nothing reached Kafka...
     emitter.close(timeout_s=1)
     spool_dir = wrong.effective_spool_dir / "kafka-default"
