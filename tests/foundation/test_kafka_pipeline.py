@@ -65,13 +65,17 @@ def _store_stats(settings: Settings) -> dict:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("members", "events"), [(1, 100_000), (3, 20_000)], ids=["one-member-100k", "three-members-20k"]
+    ("members", "events"), [(1, 30_000), (3, 20_000)], ids=["one-member-30k", "three-members-20k"]
 )
 def test_events_emitted_through_kafka_are_stored_exactly_once(
     kafka_settings: Settings, store: EventStore, members: int, events: int
 ) -> None:
-    """One member reads 100k emitted events after the fact; three members (a stable group
-    before the first emit, 20k events to keep the suite short) read them as they arrive."""
+    """One member reads 30k emitted events after the fact; three members (a stable group
+    before the first emit, 20k events to keep the suite short) read them as they arrive.
+
+    30k, not 100k (until session 18: 13.1 s of CPU, now 3.6): the emits outrun the pump either
+    way, so the queue's overflow and the spool's replay are on the road (asserted for the
+    one-member case: 19,000 of 30,000 went through the spool at load 5, 81,000 of 100,000)."""
     ensure_topics(kafka_settings)
     emitted = make_events(events, tasks=2_000)
     group = MemberGroup(kafka_settings, store, members).start() if members > 1 else None
@@ -81,6 +85,7 @@ def test_events_emitted_through_kafka_are_stored_exactly_once(
     assert emitter.flush(120)
     emitter.close()
     if group is None:
+        assert emitter.stats["spooled_queue_full"] > 0, f"the spool's road was not taken: {emitter.stats}"
         stats = consume_to_end(kafka_settings, IngestConsumer(kafka_settings, store))
         assert (stats.messages >= events, stats.dead_letters) == (True, 0)
     else:
