@@ -1,6 +1,7 @@
 """One tenant attacks, another reads: ``/healthz`` and the other tenant's reads under each attack.
 
-    python bench/attacks.py [--tasks N] [--seconds S] [--rounds R] [--attacks ...] [--json] [--smoke]
+    python bench/attacks.py [--tasks N] [--seconds S] [--rounds R] [--attacks ...] [--setting NAME VALUE]
+                            [--json] [--smoke]
 
 1. A setup process seeds an embedded store with ``N`` synthetic tasks of the ``victim`` project.
 2. ``retrylens serve`` starts on it with two keys: ``victim`` and ``attacker``.
@@ -253,7 +254,8 @@ def run(args: argparse.Namespace) -> dict:
         base = {k: v for k, v in os.environ.items() if not k.startswith("RETRYLENS_")}
         port = _free_port()
         env = {**base, "RETRYLENS_DATA_DIR": str(data_dir), "RETRYLENS_API_KEYS": json.dumps(KEYS),
-               "RETRYLENS_API_PORT": str(port), "RETRYLENS_KAFKA_BOOTSTRAP_SERVERS": ""}
+               "RETRYLENS_API_PORT": str(port), "RETRYLENS_KAFKA_BOOTSTRAP_SERVERS": "",
+               **{f"RETRYLENS_{name.upper()}": value for name, value in args.setting}}
         # this script's own setup (bench/api.py's seeds its own project, which the victim never reads)
         seeded = _result(_child(["setup", str(data_dir), str(args.tasks)], env)) if args.tasks else {"events": 0}
         server = subprocess.Popen([sys.executable, "-m", "retrylens.cli.main", "serve", "--host", "127.0.0.1",
@@ -269,6 +271,7 @@ def run(args: argparse.Namespace) -> dict:
 
             idle = idle_probe()
             out: dict = {"tasks": seeded["events"], "seconds": args.seconds, "rounds": args.rounds, "idle": idle,
+                         "settings": dict(args.setting),
                          "idle_rss_mb": _rss_mb(server.pid), "attacks": {}}
             for kind in args.attacks:
                 rounds = []
@@ -308,6 +311,8 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="A tiny size: the figures mean nothing.")
     parser.add_argument("--json", action="store_true", help="Print one JSON object.")
     parser.add_argument("--attacks", nargs="+", choices=ATTACKS, default=list(ATTACKS), help="Which attacks to run.")
+    parser.add_argument("--setting", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                        help="A server setting (e.g. api_ingest_cpu_share 0.1); repeatable.")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
