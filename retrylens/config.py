@@ -161,14 +161,14 @@ class Settings(BaseSettings):
         "api_ingest_rate_bytes applies.",
     )
     api_ingest_cpu_share: float = Field(
-        default=0.25, ge=0,
+        default=0.05, ge=0,
         description="Per project: the CPU seconds a second (a share of one core) the server may spend parsing, "
         "mapping and judging its OTLP exports once its burst is spent; past it its ingest requests answer 429 "
         "with Retry-After, other projects unaffected (0: no limit; the local token is never limited). Raise it "
         "on a server with more cores or one tenant.",
     )
     api_ingest_cpu_burst_s: float = Field(
-        default=2.0, gt=0,
+        default=0.5, gt=0,
         description="Per project: the CPU seconds of OTLP intake work it may cost at once before "
         "api_ingest_cpu_share applies.",
     )
