@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -230,9 +231,23 @@ def _attacked(url: str, kind: str, args: argparse.Namespace, env: dict[str, str]
                        "smoke" if args.smoke else "full"], env)
     assert attacker.stdout is not None and attacker.stdout.readline().strip() == "ready", kind
     time.sleep(0.5)  # the attack is under way when the probe starts
+    cpu = _cpu_s(pid)
     measured = _p99s(_result(_child(["probe", url, str(args.seconds), str(args.rate)], env)))
+    cpu = _cpu_s(pid) - cpu
     answers = _result(attacker)
-    return {**measured, "attack_answers": answers["statuses"], "rss_mb_after": _rss_mb(pid)}
+    return {**measured, "server_cpu_s": round(cpu, 2), "attack_answers": answers["statuses"],
+            "rss_mb_after": _rss_mb(pid)}
+
+
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) the server and its worker processes have spent so far: what
+    the attack cost the server, steadier than the probes' p99 on a shared machine."""
+    total = 0.0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            total += _cpu_s(int(child))
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return total + (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _ratios(attacked: dict, idle: dict) -> dict:
@@ -245,7 +260,6 @@ def run(args: argparse.Namespace) -> dict:
     ratio against its own idle; the attack's ratio is the median of its rounds'. On a shared
     machine the load moves by more than 2x within a minute: a ratio against an idle measured
     minutes apart says as much about the machine as about the server."""
-    import os
     import signal
     import statistics
 
@@ -267,7 +281,9 @@ def run(args: argparse.Namespace) -> dict:
 
             def idle_probe() -> dict:
                 _quiet(url)
-                return _p99s(_result(_child(["probe", url, str(args.seconds), str(args.rate)], env)))
+                cpu = _cpu_s(server.pid)
+                figures = _p99s(_result(_child(["probe", url, str(args.seconds), str(args.rate)], env)))
+                return {**figures, "server_cpu_s": round(_cpu_s(server.pid) - cpu, 2)}
 
             idle = idle_probe()
             out: dict = {"tasks": seeded["events"], "seconds": args.seconds, "rounds": args.rounds, "idle": idle,
@@ -285,7 +301,8 @@ def run(args: argparse.Namespace) -> dict:
                     rounds.append({"idle": calm, **hit, **_ratios(hit, calm), "load": os.getloadavg()[0]})
                 out["attacks"][kind] = {
                     **{name: round(statistics.median(r[name] for r in rounds), 2)
-                       for name in ("healthz_p99_ms", "victim_read_p99_ms", "healthz_ratio", "victim_read_ratio")},
+                       for name in ("healthz_p99_ms", "victim_read_p99_ms", "healthz_ratio", "victim_read_ratio",
+                                    "server_cpu_s")},
                     "attack_answers": dict(sum((Counter(r["attack_answers"]) for r in rounds), Counter())),
                     "rss_mb_after": rounds[-1]["rss_mb_after"], "rounds": rounds}
             # the machine's own noise: the spread of the idle probes (max / min of their p99s)
