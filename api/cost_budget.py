@@ -33,9 +33,9 @@ from .token_buckets import TokenBuckets
 
 @dataclass
 class CostBudget:
-    """Per-project token buckets of CPU seconds (``rate`` CPU seconds a second, ``burst`` at once);
-    charged from the threads that do the work, checked on the event loop (a lock-free dict of
-    floats: a race loses at most one charge's rounding, never a bucket)."""
+    """Per-project token buckets of CPU seconds (``rate`` CPU seconds a second, ``burst`` at once).
+    The CPU is measured on the threads that do the work, but charged and checked on the event
+    loop only (the route charges once the work is back), so no lock is needed."""
 
     rate: float
     burst: float
