@@ -46,6 +46,7 @@ from . import (
 )
 from .auth import KeyRing, local_token
 from .contract import answer_405_with_every_method, declare_errors
+from .cost_budget import CostBudget
 from .ingest_budget import IngestBudget
 from .middleware import (
     BodySizeLimit,
@@ -100,8 +101,10 @@ def create_app(
     app.state.otlp_book = TraceBook(max_bytes=settings.otlp_memory_bytes)
 
     app.add_middleware(BodySizeLimit, max_bytes=settings.api_max_body_bytes)
+    app.state.cost_budget = (CostBudget(settings.api_ingest_cpu_share, settings.api_ingest_cpu_burst_s)
+                             if settings.api_ingest_cpu_share > 0 else None)
     app.add_middleware(IngestBudget, keyring=app.state.keyring, rate_bytes=settings.api_ingest_rate_bytes,
-                       burst_bytes=settings.api_ingest_burst_bytes)
+                       burst_bytes=settings.api_ingest_burst_bytes, cost=app.state.cost_budget)
     app.add_middleware(RequestMetrics)
     app.add_exception_handler(BodyTooLarge, too_large_handler)
     app.add_exception_handler(RequestValidationError, _validation_error)

@@ -13,7 +13,8 @@ route would forget one:
   unreadable ``Content-Length`` (:class:`.middleware.BodySizeLimit`), and a route with a JSON
   body model **415** for another content type (:func:`.middleware.require_json_body`);
 - an ingest route (``POST /v1/events``, ``/v1/traces``) answers **429** with ``Retry-After`` past
-  its key's byte budget (:class:`.ingest_budget.IngestBudget`);
+  its key's byte budget (:class:`.ingest_budget.IngestBudget`) or its project's CPU budget
+  (:mod:`.cost_budget`);
 - a route with parameters or a body answers **422** with the body
   :func:`.app._validation_error` sends (``detail`` plus ``message``), declared instead of
   FastAPI's default one.
@@ -71,7 +72,9 @@ NOT_JSON = _error("The body was not sent as JSON (Content-Type: application/json
 BAD_LENGTH = _error("The Content-Length header is not a number.")
 INVALID = _error("The request failed validation.", VALIDATION_BODY)
 OVER_BUDGET = _error("This key sent more than its ingest budget (api_ingest_rate_bytes a second after a burst of "
-                     "api_ingest_burst_bytes); send again after Retry-After seconds.",
+                     "api_ingest_burst_bytes), or its project's exports cost more CPU than its share "
+                     "(api_ingest_cpu_share a second after api_ingest_cpu_burst_s); send again after Retry-After "
+                     "seconds.",
                      headers={"Retry-After": {"schema": {"type": "integer"},
                                               "description": "Seconds until the key's budget lets a request in."}})
 

@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import asyncio
 import math
-import time
-from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .auth import KeyRing
+from .cost_budget import CostBudget, payers
+from .token_buckets import TokenBuckets
+
+__all__ = ["INGEST_PATHS", "REFUSAL_HOLD_S", "IngestBudget", "TokenBuckets"]
 
 #: How long a refusal waits before it is answered, at most (see the module docstring).
 REFUSAL_HOLD_S = 1.0
@@ -39,62 +40,36 @@ REFUSAL_HOLD_S = 1.0
 INGEST_PATHS = frozenset({"/v1/events", "/v1/traces"})
 
 
-@dataclass
-class _Bucket:
-    tokens: float
-    at: float
-
-
-@dataclass
-class TokenBuckets:
-    """Per-tenant token buckets of bytes; one event loop uses them (no lock)."""
-
-    rate: float
-    burst: float
-    clock: Callable[[], float] = time.monotonic
-    _buckets: dict[Hashable, _Bucket] = field(default_factory=dict)
-
-    def _refilled(self, tenant: Hashable) -> _Bucket:
-        now = self.clock()
-        bucket = self._buckets.get(tenant)
-        if bucket is None:
-            bucket = self._buckets[tenant] = _Bucket(self.burst, now)
-        else:
-            bucket.tokens = min(self.burst, bucket.tokens + (now - bucket.at) * self.rate)
-            bucket.at = now
-        return bucket
-
-    def wait_s(self, tenant: Hashable) -> float:
-        """0 if ``tenant`` may send now, else the seconds until its debt is repaid."""
-        bucket = self._refilled(tenant)
-        return 0.0 if bucket.tokens >= 0 else -bucket.tokens / self.rate
-
-    def take(self, tenant: Hashable, size: int) -> None:
-        """Take ``size`` bytes from ``tenant``'s bucket (it may go into debt)."""
-        self._refilled(tenant).tokens -= size
-
-
 class IngestBudget:
-    """ASGI middleware: the per-key byte budget of the ingest routes (see the module docstring)."""
+    """ASGI middleware: the per-key byte budget of the ingest routes (see the module docstring),
+    and the per-project CPU budget (:mod:`.cost_budget`) checked with it."""
 
     def __init__(self, app: ASGIApp, keyring: KeyRing, *, rate_bytes: int, burst_bytes: int,
-                 hold_s: float = REFUSAL_HOLD_S) -> None:
+                 cost: CostBudget | None = None, hold_s: float = REFUSAL_HOLD_S) -> None:
         self.app = app
         self.keyring = keyring
         self.buckets = TokenBuckets(float(rate_bytes), float(burst_bytes)) if rate_bytes > 0 else None
+        self.cost = cost
         self.hold_s = hold_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        tenant = self._tenant(scope) if self.buckets is not None else None
+        tenant = self._tenant(scope) if self.buckets is not None or self.cost is not None else None
         if tenant is None:
             await self.app(scope, receive, send)
             return
-        buckets = self.buckets
-        assert buckets is not None
+        buckets, cost = self.buckets, self.cost
+        paying = payers(tenant, _header(scope, b"x-retrylens-project"))
+        if cost is not None and cost.wait_s(paying) > 0:
+            await asyncio.sleep(min(cost.wait_s(paying), self.hold_s))
+            await _too_many(send, cost.wait_s(paying), _over_cost(cost.rate))
+            return
+        if buckets is None:
+            await self.app(scope, receive, send)
+            return
         wait = buckets.wait_s(tenant)
         if wait > 0:
             await asyncio.sleep(min(wait, self.hold_s))
-            await _too_many(send, buckets.wait_s(tenant), buckets.rate)
+            await _too_many(send, buckets.wait_s(tenant), _over_bytes(buckets.rate))
             return
 
         async def counted() -> Message:
@@ -120,10 +95,23 @@ class IngestBudget:
         return who.projects if who is not None else None  # None: unknown key (401 later) or the local token
 
 
-async def _too_many(send: Send, wait_s: float, rate: float) -> None:
+def _header(scope: Scope, name: bytes) -> str | None:
+    value = dict(scope["headers"]).get(name)
+    return value.decode("latin-1") if value else None
+
+
+def _over_bytes(rate: float) -> bytes:
+    return b"this key is over its ingest budget of %d bytes a second (api_ingest_rate_bytes)" % int(rate)
+
+
+def _over_cost(rate: float) -> bytes:
+    return (b"this project is over its ingest budget of %.3g CPU seconds a second (api_ingest_cpu_share)"
+            % rate)
+
+
+async def _too_many(send: Send, wait_s: float, reason: bytes) -> None:
     retry_after = max(1, math.ceil(wait_s))
-    body = (b'{"detail":"this key is over its ingest budget of %d bytes a second (api_ingest_rate_bytes); '
-            b'retry after %d s"}' % (int(rate), retry_after))
+    body = b'{"detail":"%s; retry after %d s"}' % (reason, retry_after)
     await send({"type": "http.response.start", "status": 429,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                             (b"retry-after", str(retry_after).encode())]})

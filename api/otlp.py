@@ -43,8 +43,10 @@ from retrylens.schemas.limits import MAX_NAME_CHARS
 from retrylens.schemas.taxonomy import TRANSIENT_ERROR_TYPES, ErrorType
 
 from .auth import Principal, principal
+from .cost_budget import CostBudget, payers
 from .events import EventIntake, IntakeUnavailable, judge
 from .intake_thread import on_intake_thread
+from .measured import Measured, measured
 from .offload import in_worker
 from .otlp_decode import JSON, PROTOBUF, OtlpDecodeError, OtlpUnsupported, Span
 from .otlp_memory import TraceBook, kept_spans
@@ -277,9 +279,8 @@ def _project(who: Principal, request: Request, spans: list[Span]) -> str:
     return named
 
 
-def ingest_spans(request: Request, who: Principal, spans: list[Span]) -> dict[str, Any]:
-    """Map, judge and deliver; returns how many events were sent and what was rejected."""
-    project = _project(who, request, spans)
+def ingest_spans(request: Request, who: Principal, project: str, spans: list[Span]) -> dict[str, Any]:
+    """Map, judge and deliver ``project``'s spans; returns how many events were sent and what was rejected."""
     book: TraceBook = request.app.state.otlp_book
     prices = {model: (float(p[0]), float(p[1])) for model, p in request.app.state.settings.otlp_prices.items()}
     items: list[dict[str, Any]] = []
@@ -319,17 +320,39 @@ _BODY = {"requestBody": {"required": True, "content": {
 async def ingest_traces(request: Request, who: Principal = Depends(principal)) -> Response:
     body = await request.body()
     content_type = request.headers.get("content-type", "")
-    try:  # inflating and parsing hold the interpreter for as long as the body asks: in the worker process
-        spans = await in_worker(kept_spans, body, content_type, request.headers.get("content-encoding", ""),
-                                request.app.state.settings.api_max_inflated_bytes)
+    cost: CostBudget | None = request.app.state.cost_budget
+    # inflating and parsing hold the interpreter for as long as the body asks: in the worker process
+    parsed = await in_worker(measured, kept_spans, body, content_type, request.headers.get("content-encoding", ""),
+                             request.app.state.settings.api_max_inflated_bytes)
+    try:
+        spans = _spans(parsed)
+        project = _project(who, request, spans) if spans else None
+    except HTTPException:
+        if cost is not None:  # the work was done on the key's behalf, its project not known
+            cost.charge(payers(who.projects, request.headers.get(PROJECT_HEADER)), parsed.cpu_s)
+        raise
+    if project is None:
+        return _answer(content_type, {"events": 0, "rejected": []})
+    # mapping and judging hold the interpreter per event: below the API's priority, one export at a time
+    done = await on_intake_thread(measured, ingest_spans, request, who, project, spans)
+    if cost is not None and who.projects is not None:
+        cost.charge({project}, parsed.cpu_s + done.cpu_s)
+    return _answer(content_type, done.result())
+
+
+def _spans(parsed: Measured[list[Span]]) -> list[Span]:
+    """The parsed spans, or the HTTP error the body's fault answers."""
+    try:
+        return parsed.result()
     except OtlpUnsupported as exc:
         raise HTTPException(415, str(exc)) from exc
     except OtlpTooLarge as exc:
         raise HTTPException(413, str(exc)) from exc
     except OtlpDecodeError as exc:
         raise HTTPException(400, str(exc)) from exc
-    # mapping and judging hold the interpreter per event: below the API's priority, one export at a time
-    result = await on_intake_thread(ingest_spans, request, who, spans) if spans else {"events": 0, "rejected": []}
+
+
+def _answer(content_type: str, result: dict[str, Any]) -> Response:
     rejected = len(result["rejected"])
     if content_type.split(";")[0].strip().lower() == PROTOBUF:
         from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (

@@ -1,6 +1,7 @@
 """One tenant attacks, another reads: ``/healthz`` and the other tenant's reads under each attack.
 
-    python bench/attacks.py [--tasks N] [--seconds S] [--rounds R] [--attacks ...] [--json] [--smoke]
+    python bench/attacks.py [--tasks N] [--seconds S] [--rounds R] [--attacks ...] [--setting NAME VALUE]
+                            [--json] [--smoke]
 
 1. A setup process seeds an embedded store with ``N`` synthetic tasks of the ``victim`` project.
 2. ``retrylens serve`` starts on it with two keys: ``victim`` and ``attacker``.
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -229,9 +231,23 @@ def _attacked(url: str, kind: str, args: argparse.Namespace, env: dict[str, str]
                        "smoke" if args.smoke else "full"], env)
     assert attacker.stdout is not None and attacker.stdout.readline().strip() == "ready", kind
     time.sleep(0.5)  # the attack is under way when the probe starts
+    cpu = _cpu_s(pid)
     measured = _p99s(_result(_child(["probe", url, str(args.seconds), str(args.rate)], env)))
+    cpu = _cpu_s(pid) - cpu
     answers = _result(attacker)
-    return {**measured, "attack_answers": answers["statuses"], "rss_mb_after": _rss_mb(pid)}
+    return {**measured, "server_cpu_s": round(cpu, 2), "attack_answers": answers["statuses"],
+            "rss_mb_after": _rss_mb(pid)}
+
+
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) the server and its worker processes have spent so far: what
+    the attack cost the server, steadier than the probes' p99 on a shared machine."""
+    total = 0.0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            total += _cpu_s(int(child))
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return total + (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _ratios(attacked: dict, idle: dict) -> dict:
@@ -244,7 +260,6 @@ def run(args: argparse.Namespace) -> dict:
     ratio against its own idle; the attack's ratio is the median of its rounds'. On a shared
     machine the load moves by more than 2x within a minute: a ratio against an idle measured
     minutes apart says as much about the machine as about the server."""
-    import os
     import signal
     import statistics
 
@@ -253,7 +268,8 @@ def run(args: argparse.Namespace) -> dict:
         base = {k: v for k, v in os.environ.items() if not k.startswith("RETRYLENS_")}
         port = _free_port()
         env = {**base, "RETRYLENS_DATA_DIR": str(data_dir), "RETRYLENS_API_KEYS": json.dumps(KEYS),
-               "RETRYLENS_API_PORT": str(port), "RETRYLENS_KAFKA_BOOTSTRAP_SERVERS": ""}
+               "RETRYLENS_API_PORT": str(port), "RETRYLENS_KAFKA_BOOTSTRAP_SERVERS": "",
+               **{f"RETRYLENS_{name.upper()}": value for name, value in args.setting}}
         # this script's own setup (bench/api.py's seeds its own project, which the victim never reads)
         seeded = _result(_child(["setup", str(data_dir), str(args.tasks)], env)) if args.tasks else {"events": 0}
         server = subprocess.Popen([sys.executable, "-m", "retrylens.cli.main", "serve", "--host", "127.0.0.1",
@@ -265,10 +281,13 @@ def run(args: argparse.Namespace) -> dict:
 
             def idle_probe() -> dict:
                 _quiet(url)
-                return _p99s(_result(_child(["probe", url, str(args.seconds), str(args.rate)], env)))
+                cpu = _cpu_s(server.pid)
+                figures = _p99s(_result(_child(["probe", url, str(args.seconds), str(args.rate)], env)))
+                return {**figures, "server_cpu_s": round(_cpu_s(server.pid) - cpu, 2)}
 
             idle = idle_probe()
             out: dict = {"tasks": seeded["events"], "seconds": args.seconds, "rounds": args.rounds, "idle": idle,
+                         "settings": dict(args.setting),
                          "idle_rss_mb": _rss_mb(server.pid), "attacks": {}}
             for kind in args.attacks:
                 rounds = []
@@ -282,7 +301,8 @@ def run(args: argparse.Namespace) -> dict:
                     rounds.append({"idle": calm, **hit, **_ratios(hit, calm), "load": os.getloadavg()[0]})
                 out["attacks"][kind] = {
                     **{name: round(statistics.median(r[name] for r in rounds), 2)
-                       for name in ("healthz_p99_ms", "victim_read_p99_ms", "healthz_ratio", "victim_read_ratio")},
+                       for name in ("healthz_p99_ms", "victim_read_p99_ms", "healthz_ratio", "victim_read_ratio",
+                                    "server_cpu_s")},
                     "attack_answers": dict(sum((Counter(r["attack_answers"]) for r in rounds), Counter())),
                     "rss_mb_after": rounds[-1]["rss_mb_after"], "rounds": rounds}
             # the machine's own noise: the spread of the idle probes (max / min of their p99s)
@@ -308,6 +328,8 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="A tiny size: the figures mean nothing.")
     parser.add_argument("--json", action="store_true", help="Print one JSON object.")
     parser.add_argument("--attacks", nargs="+", choices=ATTACKS, default=list(ATTACKS), help="Which attacks to run.")
+    parser.add_argument("--setting", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                        help="A server setting (e.g. api_ingest_cpu_share 0.1); repeatable.")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:

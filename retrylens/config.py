@@ -160,6 +160,18 @@ class Settings(BaseSettings):
         description="Per API key: the bytes of ingest request bodies it may send at once before "
         "api_ingest_rate_bytes applies.",
     )
+    api_ingest_cpu_share: float = Field(
+        default=0.05, ge=0,
+        description="Per project: the CPU seconds a second (a share of one core) the server may spend parsing, "
+        "mapping and judging its OTLP exports once its burst is spent; past it its ingest requests answer 429 "
+        "with Retry-After, other projects unaffected (0: no limit; the local token is never limited). Raise it "
+        "on a server with more cores or one tenant.",
+    )
+    api_ingest_cpu_burst_s: float = Field(
+        default=0.5, gt=0,
+        description="Per project: the CPU seconds of OTLP intake work it may cost at once before "
+        "api_ingest_cpu_share applies.",
+    )
     otlp_memory_bytes: int = Field(
         default=32 * 1_048_576, ge=65_536,
         description="Per project: the most memory the spans of its unfinished OTLP traces may hold; beyond it "

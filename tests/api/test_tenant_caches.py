@@ -33,6 +33,8 @@ STATE = {
     "policies": "reads and writes the store, keeps nothing",
     "started": "the start time",
     "otlp_book": "per project: traces, bounds and LRU order of its own (api.otlp_memory)",
+    "cost_budget": "per project: the CPU seconds its exports may still cost (api.cost_budget; one tenant's "
+                   "spending never another's: tests/api/test_cost_budget.py)",
 }
 #: RiskScorer's attributes → what they hold
 SCORER = {
