@@ -2,7 +2,8 @@
 as "target still to be written" (issue 38 round two, session 16): the tenant binding, the
 invalid-burst breaker, the file dead-letter sink, ingest status, private folders, the wire
 serializer, the Native block and the migrator; and (session 17) the server's redaction of an
-event's free text and embedded mode's spool source.
+event's free text and embedded mode's spool source; and (session 18) the hand-off package and
+its channels.
 
 Each lists the narrowest tests that pin its guarantee; pure tests first, so that ``-x`` stops
 most mutants there.
@@ -24,6 +25,7 @@ TARGETS: dict[str, Target] = {
         "ingest/breaker.py",
         ("record_valid", "record", "check"),
         (
+            "tests/foundation/test_breaker_exact.py",  # pure: every verdict against the definition
             f"{_PARTS}::test_recording_a_clean_run_in_bulk_equals_recording_it_one_by_one",
             f"{_PARTS}::test_the_burst_policy_stops_the_flush_before_any_letter_is_sent",
             f"{_PARTS}::test_tenant_refusals_are_dead_lettered_without_tripping_the_burst_policy",
@@ -42,6 +44,7 @@ TARGETS: dict[str, Target] = {
         "ingest/status.py",
         ("record", "snapshot", "combine_snapshots"),
         (
+            "tests/foundation/test_ingest_status_exact.py",  # pure: every figure at its boundary
             f"{_PARTS}::test_status_says_whether_ingest_keeps_up",
             f"{_PARTS}::test_a_group_keeps_up_only_if_every_member_does_and_its_figures_add_up",
         ),
@@ -78,6 +81,22 @@ TARGETS: dict[str, Target] = {
         # committed at each folder's furthest position, fallback folders left. chDB.
         ("spool_chunks", "_folders", "run_once", "_commit", "drain", "_any_pending"),
         ("tests/foundation/test_spool_ingestor_exact.py",),
+    ),
+    "handoff": Target(
+        "sdk/transport/handoff.py",
+        # What a person receives when a task is handed off: every text cleaned within its limit
+        # unless the channel is raw, and every delivery failure a HandoffError. Pure tests and
+        # a local HTTP receiver first (a second), then the governor's hand-off road.
+        ("_clean", "_clean_json", "to_dict", "redacted", "send", "__init__"),
+        (
+            "tests/sdk/test_handoff_exact.py",
+            "tests/sdk/test_redaction_world.py::test_the_worlds_personal_data_and_secrets_never_reach_the_hand_off_file",
+            "tests/sdk/test_redaction_world.py::test_a_non_latin_name_in_a_packages_outputs_and_errors_never_reaches_the_file",
+            "tests/sdk/test_redaction_world.py::test_the_raw_package_still_holds_the_name_so_the_test_above_proves_something",
+            "tests/sdk/test_sdk_io.py::test_webhook_channel_posts_a_redacted_package",
+            "tests/sdk/test_sdk_io.py::test_file_channel_appends_one_json_line_per_handoff",
+            "tests/sdk/test_sdk_io.py::test_a_failing_channel_still_stops_the_task_and_says_so",
+        ),
     ),
     "migrator": Target(
         "store/migrator.py",

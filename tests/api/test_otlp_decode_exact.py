@@ -42,6 +42,9 @@ def _pb_span(*, code: int = 0, span_id: bytes = SPAN, parent: bytes = b"", start
     exc = span.events.add(name="exception")
     exc.attributes.extend([_kv("exception.type", AnyValue(string_value="RateLimitError")),
                            _kv("exception.message", AnyValue(string_value="slow down"))])
+    for name in ("retry", "error"):  # after the exception, names either side of it: never read
+        late = span.events.add(name=name)
+        late.attributes.append(_kv("exception.type", AnyValue(string_value="NorThisOne")))
     return span
 
 
@@ -66,6 +69,14 @@ def test_a_protobuf_span_is_read_field_by_field() -> None:
     )
     assert spans[1].parent_id == SPAN.hex() and spans[1].span_id == PARENT.hex()
     assert [(s.ok, s.error) for s in spans] == [(False, False), (True, False), (False, True)]
+
+
+def test_a_status_code_the_specification_does_not_define_is_neither_ok_nor_error_in_either_encoding() -> None:
+    """A newer exporter's code (protobuf enums are open: 3 parses as 3) says nothing this
+    version can read: the span's outcome is left unsaid, as UNSET's is, not taken for ERROR."""
+    (pb,) = decode(_pb_body(_pb_span(code=3)), PROTOBUF)
+    (js,) = decode(_json_body(_json_span(status={"code": 3, "message": "code 3"})), JSON)
+    assert (pb.ok, pb.error) == (js.ok, js.error) == (False, False)
 
 
 def test_two_resources_keep_their_own_attributes_in_protobuf() -> None:
@@ -104,6 +115,8 @@ def _json_span(**over: object) -> dict[str, object]:
             {"name": "exception", "attributes": [
                 {"key": "exception.type", "value": {"stringValue": "RateLimitError"}},
                 {"key": "exception.message", "value": {"stringValue": "slow down"}}]},
+            {"name": "retry", "attributes": [{"key": "exception.type", "value": {"stringValue": "NorThisOne"}}]},
+            {"name": "error", "attributes": [{"key": "exception.type", "value": {"stringValue": "NorThisOne"}}]},
         ],
         "status": {"code": 0, "message": "code 0"},
     }
