@@ -127,3 +127,40 @@ def test_a_part_shared_by_events_is_written_alike_each_time() -> None:
     for _ in range(3):
         for event in events:
             assert event_bytes(event) == event.to_json_bytes()
+
+
+def _padded(event: RetryEvent, size: int) -> RetryEvent:
+    """``event`` with its decision reason padded so that its bytes are exactly ``size`` long."""
+    bare = len(event_bytes(event.model_copy(update={"decision_reason": ""})))
+    return event.model_copy(update={"decision_reason": "r" * (size - bare)})
+
+
+def test_an_event_of_exactly_the_byte_limit_is_written_and_one_byte_more_is_refused() -> None:
+    from retrylens.errors import EventTooLargeError
+    from retrylens.schemas.limits import MAX_EVENT_BYTES
+
+    event = governed_events()[0]
+    assert len(event_bytes(_padded(event, MAX_EVENT_BYTES))) == MAX_EVENT_BYTES
+    with pytest.raises(EventTooLargeError):
+        event_bytes(_padded(event, MAX_EVENT_BYTES + 1))
+
+
+def test_the_kept_bytes_of_parts_stay_bounded_in_count_and_size() -> None:
+    """A long-lived agent makes parts without end: at most 256 are kept, none over 4 KiB, and
+    each event is still written as pydantic writes it."""
+    import orjson
+
+    from retrylens.schemas.event import ContextMessage, ContextSnapshot
+    from retrylens.sdk.transport import serializer
+
+    event = governed_events()[0]
+    for i in range(600):
+        part = ContextSnapshot(message_count=i, last_messages=[
+            ContextMessage(role="user", content="c" * (1_300 + i % 100)) for _ in range(3)])  # ~3.9-4.2 KiB written
+        with_part = event.model_copy(update={"context_snapshot": part})
+        assert event_bytes(with_part) == with_part.to_json_bytes()
+        assert len(serializer._FRAGMENTS) <= 256
+    sizes = [len(orjson.dumps(fragment)) for _, fragment in serializer._FRAGMENTS.values()]
+    assert max(sizes) <= 4_096
+    assert any(len(orjson.dumps(part.__dict__, default=serializer._part)) > 4_096 for part in [
+        ContextSnapshot(message_count=1, last_messages=[ContextMessage(role="user", content="c" * 1_399)] * 3)])
