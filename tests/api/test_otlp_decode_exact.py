@@ -8,6 +8,8 @@ attribute type, the exception event, and the refusals with their reasons.
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue, KeyValueList
@@ -79,6 +81,15 @@ def test_a_status_code_the_specification_does_not_define_is_neither_ok_nor_error
     assert (pb.ok, pb.error) == (js.ok, js.error) == (False, False)
 
 
+def test_protobuf_without_the_otlp_extra_is_refused_as_unsupported(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An install without opentelemetry-proto (the ``otlp`` extra) answers "send JSON", not a 500:
+    the import is blocked the way Python marks a module as absent (None in sys.modules)."""
+    body = _pb_body(_pb_span())
+    monkeypatch.setitem(sys.modules, "opentelemetry.proto.collector.trace.v1.trace_service_pb2", None)
+    with pytest.raises(OtlpUnsupported, match="protobuf OTLP needs the otlp extra"):
+        decode(body, PROTOBUF)
+
+
 def test_two_resources_keep_their_own_attributes_in_protobuf() -> None:
     request = ExportTraceServiceRequest()
     request.ParseFromString(_pb_body(_pb_span(), service="one") + _pb_body(_pb_span(span_id=PARENT), service="two"))
@@ -88,7 +99,7 @@ def test_two_resources_keep_their_own_attributes_in_protobuf() -> None:
 
 def test_protobuf_times_run_up_to_the_stores_latest_and_ids_must_be_whole() -> None:
     assert decode(_pb_body(_pb_span(start=LATEST_NS - 1, end=LATEST_NS - 1)), PROTOBUF)[0].end_ns == LATEST_NS - 1
-    for start, end in ((LATEST_NS, 1), (1, LATEST_NS)):
+    for start, end in ((LATEST_NS, 1), (1, LATEST_NS), (LATEST_NS + 1, 1), (1, LATEST_NS + 1)):
         with pytest.raises(OtlpDecodeError, match="before 2200"):
             decode(_pb_body(_pb_span(start=start, end=end)), PROTOBUF)
     for bad in (dict(trace_id=TRACE[:15]), dict(trace_id=bytes(16)), dict(span_id=SPAN + b"\x01"),
