@@ -292,6 +292,10 @@ EQUIVALENT: Equivalent = {
     ("api/otlp_decode.py", "_pb_id", "core/ReplaceComparisonOperator_NotEq_IsNot", "if len(raw) is not size or not any(raw):"):
         "the sizes are 8 and 16, small ints CPython keeps one object each of (-5 to 256): a length equal to"
         " one is that same object, so `is not` holds exactly when `!=` does",
+    ("api/otlp_decode.py", "_hex_id", "core/ReplaceComparisonOperator_NotEq_IsNot",
+     'if len(text) is not size or not set(text) <= _HEX or set(text) == {"0"}:'):
+        "the sizes are 16 and 32, small ints CPython keeps one object each of (-5 to 256): a length equal to"
+        " one is that same object, so `is not` holds exactly when `!=` does",
     ("api/otlp_decode.py", "decode", "core/ReplaceBinaryOperator_Mul_Div",
      'def decode(body: bytes, content_type: str, content_encoding: str = "", /, max_inflated: int | None = None)'
      " -> list[Span]:"): _POSITIONAL,
