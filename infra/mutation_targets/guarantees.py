@@ -298,7 +298,9 @@ EQUIVALENT: Equivalent = {
         " one is that same object, so `is not` holds exactly when `!=` does",
     ("api/otlp_decode.py", "decode", "core/ReplaceBinaryOperator_Mul_Div",
      'def decode(body: bytes, content_type: str, content_encoding: str = "", /, max_inflated: int | None = None)'
-     " -> list[Span]:"): _POSITIONAL,
+     " -> list[Span]:"):
+        "the keyword-only `*` as `/`: its one caller (api/otlp_memory.py) and the tests pass the body, type and"
+        " encoding by position and max_inflated by name: the same calls",
     ("api/otlp_decode.py", "decode", "core/ReplaceBinaryOperator_BitOr_BitAnd",
      'def decode(body: bytes, content_type: str, content_encoding: str = "", *, max_inflated: int & None = None)'
      " -> list[Span]:"): _ANNOTATION,
