@@ -120,6 +120,11 @@ _INGESTOR = "ingest/spool_ingestor.py"
 _ASCENDING = "a spool reads its records in order, segments ascending: a later record's segment is never smaller"
 
 EQUIVALENT: Equivalent = {
+    ("ingest/breaker.py", "record", "core/ReplaceComparisonOperator_Eq_GtE",
+     "if len(self._recent) >= self.window and self._invalid_in_window / self.window > self.max_ratio:"):
+        "the verdicts are a deque with maxlen=window: its length never passes the window, so >= is ==",
+    ("ingest/breaker.py", "record", "core/ReplaceBinaryOperator_BitOr_BitAnd",
+     "def record(self, valid: bool) -> str & None:"): _ANNOTATION,
     (_INGESTOR, "spool_chunks", "core/NumberReplacer", "run[ -1].position.segment,"):
         "a run is cut where the segment changes: its first and last records share one segment",
     (_INGESTOR, "spool_chunks", "core/ReplaceComparisonOperator_Eq_GtE",

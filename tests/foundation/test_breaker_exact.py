@@ -82,3 +82,13 @@ def test_a_clean_chunk_breaks_a_run_of_invalid_messages_and_an_empty_one_does_no
     breaker.record_valid(0)  # no verdict at all: the run goes on
     breaker.record_valid(-1)
     assert breaker.record(False) == "3 consecutive invalid messages (limit 3)"
+
+
+def test_a_window_as_large_as_the_default_forgets_what_leaves_it() -> None:
+    """The default window is 2,000 (``dlq_window``): past CPython's cached small ints, a length
+    equal to the window is another int object, so it must be compared by value."""
+    breaker = InvalidBurstBreaker(max_consecutive=10_000, max_ratio=0.5, window=2_000)
+    for valid in [False] * 1_000 + [True] * 1_000 + [True] * 1_000:  # the invalid thousand leaves
+        assert breaker.record(valid) is None
+    assert breaker.record(False) is None  # 1 of 2,000 invalid, not 1,001
+    assert breaker._invalid_in_window == 1
