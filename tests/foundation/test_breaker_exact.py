@@ -92,3 +92,10 @@ def test_a_window_as_large_as_the_default_forgets_what_leaves_it() -> None:
         assert breaker.record(valid) is None
     assert breaker.record(False) is None  # 1 of 2,000 invalid, not 1,001
     assert breaker._invalid_in_window == 1
+
+
+def test_a_window_as_large_as_the_default_trips_on_its_ratio() -> None:
+    breaker = InvalidBurstBreaker(max_consecutive=10_000, max_ratio=0.5, window=2_000)
+    answers = [breaker.record(valid) for valid in [True] * 1_000 + [False] * 1_001]
+    assert answers[:-1] == [None] * 2_000  # 1,000 of 2,000 is the limit, not over it
+    assert answers[-1] == "1001 of the last 2000 messages invalid (limit 50%)"
