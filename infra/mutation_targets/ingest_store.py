@@ -123,6 +123,9 @@ EQUIVALENT: Equivalent = {
     ("ingest/breaker.py", "record", "core/ReplaceComparisonOperator_Eq_GtE",
      "if len(self._recent) >= self.window and self._invalid_in_window / self.window > self.max_ratio:"):
         "the verdicts are a deque with maxlen=window: its length never passes the window, so >= is ==",
+    ("ingest/breaker.py", "record", "core/ReplaceComparisonOperator_Eq_GtE",
+     "if len(self._recent) >= self.window and not self._recent[0]:"):
+        "the verdicts are a deque with maxlen=window: its length never passes the window, so >= is ==",
     ("ingest/breaker.py", "record", "core/ReplaceBinaryOperator_BitOr_BitAnd",
      "def record(self, valid: bool) -> str & None:"): _ANNOTATION,
     (_INGESTOR, "spool_chunks", "core/NumberReplacer", "run[ -1].position.segment,"):
