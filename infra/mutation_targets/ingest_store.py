@@ -119,7 +119,33 @@ _ANNOTATION = "an annotation, never evaluated (from __future__ import annotation
 _INGESTOR = "ingest/spool_ingestor.py"
 _ASCENDING = "a spool reads its records in order, segments ascending: a later record's segment is never smaller"
 
+_STATUS = "ingest/status.py"
+_ONE_COMMIT = "with one commit the first is the last: its lag minus its own lag is 0, the value for none"
+_NO_BATCH = ("a member with no batch in its window has mean_batch_rows 0, so its product is 0 whatever its"
+             " batch count is taken as")
+_TENTHS = ("each member's eps is already rounded to one decimal: their sum is a multiple of 0.1 up to float"
+           " noise far below 0.005, so rounding it to two decimals gives the same number as to one")
+
 EQUIVALENT: Equivalent = {
+    **{(_STATUS, "snapshot", op, "lag_trend = commits[-1].lag - commits[0].lag if len(commits) " + cond + " else 0"):
+       _ONE_COMMIT for op, cond in (("core/NumberReplacer", "> 0"), ("core/ReplaceComparisonOperator_Gt_GtE", ">= 1"))},
+    **{(_STATUS, "combine_snapshots", "core/NumberReplacer",
+        'rows_in_window = sum(float(s["mean_batch_rows"] or 0) * int(s["batches_in_window"] or ' + n + ") for s in snapshots)"):
+       _NO_BATCH for n in ("1", "-1")},
+    (_STATUS, "combine_snapshots", "core/NumberReplacer",
+     '"eps": round(sum(float(s["eps"] or 0) for s in snapshots), 2),'): _TENTHS,
+    (_STATUS, "record", "core/ReplaceBinaryOperator_Mul_Div",
+     "def record(self, /, messages: int, rows: int, lag: int, insert_s: float) -> None:"):
+        "every caller (the consumer after a commit, the tests) passes every figure by name: the same calls",
+    (_STATUS, "snapshot", "core/ReplaceBinaryOperator_BitOr_BitAnd",
+     "def snapshot(self) -> dict[str, float & int | bool | None]:"): _ANNOTATION,
+    (_STATUS, "snapshot", "core/ReplaceBinaryOperator_BitOr_BitAnd",
+     "def snapshot(self) -> dict[str, float | int | bool & None]:"): _ANNOTATION,
+    (_STATUS, "snapshot", "core/ReplaceBinaryOperator_BitOr_BitAnd",
+     "def snapshot(self) -> dict[str, float | int & bool | None]:"): _ANNOTATION,
+    **{(_STATUS, "combine_snapshots", "core/ReplaceBinaryOperator_BitOr_BitAnd",
+        f"def combine_snapshots(snapshots: list[dict[str, {t}]]) -> dict:"): _ANNOTATION
+       for t in ("float & int | bool | None", "float | int & bool | None", "float | int | bool & None")},
     ("ingest/breaker.py", "record", "core/ReplaceComparisonOperator_Eq_GtE",
      "if len(self._recent) >= self.window and self._invalid_in_window / self.window > self.max_ratio:"):
         "the verdicts are a deque with maxlen=window: its length never passes the window, so >= is ==",

@@ -74,6 +74,7 @@ def test_keeping_up_is_a_lag_within_five_seconds_of_throughput_or_a_shrinking_on
     assert _verdict(messages=100, lag=25) is True
     assert _verdict(messages=100, lag=26) is False
     assert _verdict(messages=100, lag=30, then_lag=26) is True  # shrinking
+    assert _verdict(messages=100, lag=27, then_lag=26) is True  # shrinking by one message is shrinking
     assert _verdict(messages=100, lag=26, then_lag=26) is False  # standing still is not shrinking
     # nothing read: one message behind is the floor, two are falling behind
     assert _verdict(messages=0, lag=1) is True
@@ -96,3 +97,40 @@ def test_a_group_adds_its_members_up_and_skips_what_a_member_has_not_got() -> No
                      "keeping_up": True, "members": snapshots}
     assert combine_snapshots([idle.snapshot(), idle.snapshot()]) == {**EMPTY, "members": [EMPTY, EMPTY]}
     assert combine_snapshots([]) == {**EMPTY, "members": []}
+
+
+def _three_commits() -> IngestStatus:
+    status, at = _status()
+    for t, messages, rows, lag, insert_s in ((110, 100, 100, 10, 0.0123456), (120, 300, 101, 20, 0.0456789),
+                                             (130, 400, 301, 5, 0.001234)):
+        at(t)
+        status.record(messages=messages, rows=rows, lag=lag, insert_s=insert_s)
+    return status
+
+
+def test_figures_are_rounded_to_one_decimal_and_the_trend_runs_from_the_first_commit_to_the_last() -> None:
+    # 800 messages over 30 s; 502 rows in 3 batches; the last insert took 1.234 ms; lag 10 -> 20 -> 5
+    assert _three_commits().snapshot() == {"messages": 800, "rows": 502, "eps": 26.7, "lag": 5, "lag_trend": -5,
+                                           "batches_in_window": 3, "mean_batch_rows": 167.3, "last_insert_ms": 1.2,
+                                           "keeping_up": True}
+
+
+def test_a_member_whose_batches_held_no_valid_row_weighs_in_the_groups_mean() -> None:
+    invalid_only, at = _status()
+    at(110)
+    invalid_only.record(messages=4, rows=0, lag=0, insert_s=0.002)  # a batch of dead letters only
+    at(120)
+    group = combine_snapshots([_three_commits().snapshot(), invalid_only.snapshot()])
+    # eps 26.7 + 0.2; rows in the window 167.3 * 3 + 0 * 1 over 4 batches
+    assert (group["eps"], group["mean_batch_rows"], group["batches_in_window"]) == (26.9, 125.5, 4)
+    assert (group["lag"], group["lag_trend"], group["last_insert_ms"]) == (5, -5, 2.0)
+
+
+def test_a_long_running_status_keeps_only_its_windows_commits() -> None:
+    """A consumer runs for weeks: the commits it keeps are the last window's, not all of them."""
+    status, at = _status()
+    for second in range(1, 1_001):
+        at(100 + second)
+        status.record(messages=1, rows=1, lag=0, insert_s=0.001)
+    assert len(status._commits) == 31  # the commits of the last 30 s, both ends included
+    assert status.snapshot()["batches_in_window"] == 31 and status.snapshot()["messages"] == 1_000
