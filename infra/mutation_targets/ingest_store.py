@@ -126,7 +126,18 @@ _NO_BATCH = ("a member with no batch in its window has mean_batch_rows 0, so its
 _TENTHS = ("each member's eps is already rounded to one decimal: their sum is a multiple of 0.1 up to float"
            " noise far below 0.005, so rounding it to two decimals gives the same number as to one")
 
+_SERIALIZER = "sdk/transport/serializer.py"
+
 EQUIVALENT: Equivalent = {
+    (_SERIALIZER, "_part", "core/ReplaceComparisonOperator_LtE_Lt",
+     "if len(written) < _FRAGMENT_MAX_BYTES:  # a large snapshot is not kept (nor its bytes)"):
+        "whether a part of exactly 4,096 written bytes is kept changes no byte written (a kept fragment is those"
+        " bytes) and keeps the bound (no kept part over 4 KiB); only the edge's side, which nothing promises",
+    (_SERIALIZER, "_part", "core/ReplaceComparisonOperator_GtE_Eq", "if len(_FRAGMENTS) == _FRAGMENTS_SIZE:"):
+        "the kept parts grow one at a time and are cleared on reaching the size, so the count never passes it",
+    (_SERIALIZER, "_part", "core/ReplaceComparisonOperator_Is_Eq", "if known is not None and known[0] == value:"):
+        "the entry keeps its part alive, so an id found is that same part's: `==` on an object and itself holds"
+        " exactly when `is` does",
     **{(_STATUS, "snapshot", op, "lag_trend = commits[-1].lag - commits[0].lag if len(commits) " + cond + " else 0"):
        _ONE_COMMIT for op, cond in (("core/NumberReplacer", "> 0"), ("core/ReplaceComparisonOperator_Gt_GtE", ">= 1"))},
     **{(_STATUS, "combine_snapshots", "core/NumberReplacer",
