@@ -127,8 +127,11 @@ _TENTHS = ("each member's eps is already rounded to one decimal: their sum is a 
            " noise far below 0.005, so rounding it to two decimals gives the same number as to one")
 
 _SERIALIZER = "sdk/transport/serializer.py"
+_HANDOFF = "sdk/transport/handoff.py"
 
 EQUIVALENT: Equivalent = {
+    (_HANDOFF, "__init__", "core/ReplaceBinaryOperator_BitOr_BitAnd",
+     "def __init__(self, path: str & Path, *, raw: bool = False) -> None:"): _ANNOTATION,
     (_SERIALIZER, "_part", "core/ReplaceComparisonOperator_LtE_Lt",
      "if len(written) < _FRAGMENT_MAX_BYTES:  # a large snapshot is not kept (nor its bytes)"):
         "whether a part of exactly 4,096 written bytes is kept changes no byte written (a kept fragment is those"

@@ -168,3 +168,13 @@ def test_a_webhook_posts_the_package_with_its_headers_and_refuses_any_answer_pas
 def test_a_webhook_nobody_answers_raises_a_handoff_error() -> None:
     with pytest.raises(HandoffError, match="unreachable"):
         WebhookChannel("http://127.0.0.1:9/handoff", timeout_s=0.5).send(_package())
+
+
+def test_raw_is_only_ever_asked_for_by_name() -> None:
+    """An unredacted channel must say so where it is built (``raw=True``): a stray positional
+    True, or a path or callback passed by name to a channel that reads it first, is refused."""
+    for build in (lambda: CallbackChannel(print, True), lambda: FileChannel("handoffs.jsonl", True),  # type: ignore[misc]
+                  lambda: WebhookChannel("http://127.0.0.1:9/handoff", 2.0)):  # type: ignore[misc]
+        with pytest.raises(TypeError):
+            build()
+    assert CallbackChannel(fn=print).fn is print and FileChannel(path="h.jsonl").path == Path("h.jsonl")
