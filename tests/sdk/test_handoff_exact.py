@@ -160,9 +160,16 @@ def test_a_webhook_posts_the_package_with_its_headers_and_refuses_any_answer_pas
     assert headers["X-Team"] == "ops" and body == _package().to_dict()
     WebhookChannel(receiver, raw=True).send(_package())
     assert _Receiver.received[-1][1]["inputs"] == f"refund order 7 for {NAME}"
-    _Receiver.status = 300
-    with pytest.raises(HandoffError, match="answered 300"):
-        WebhookChannel(receiver).send(_package())
+    for status in (300, 404, 503):
+        _Receiver.status = status
+        with pytest.raises(HandoffError, match=f"answered {status}"):
+            WebhookChannel(receiver).send(_package())
+
+
+def test_a_webhook_waits_two_seconds_unless_told_otherwise() -> None:
+    """The governor stops the task whatever the channel does; the documented default bounds how
+    long a stalled receiver holds the hand-off."""
+    assert WebhookChannel("http://127.0.0.1:9/handoff").timeout_s == 2.0
 
 
 def test_a_webhook_nobody_answers_raises_a_handoff_error() -> None:
