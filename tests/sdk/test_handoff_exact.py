@@ -110,7 +110,7 @@ def test_a_file_channel_appends_sorted_lines_to_its_file_or_a_file_in_its_folder
     assert FileChannel(folder).path == folder / "handoffs.jsonl"
     assert FileChannel(f"{tmp_path}/new/").path == tmp_path / "new" / "handoffs.jsonl"
     assert FileChannel(tmp_path / "queue.jsonl").path == tmp_path / "queue.jsonl"
-    channel = FileChannel(tmp_path / "deep" / "queue.jsonl")
+    channel = FileChannel(tmp_path / "two" / "deep" / "queue.jsonl")  # folders made, parents too
     channel.send(_package(task_id="a"))
     channel.send(_package(task_id="b"))
     lines = channel.path.read_text(encoding="utf-8").splitlines()
