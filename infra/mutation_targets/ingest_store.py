@@ -132,6 +132,10 @@ _HANDOFF = "sdk/transport/handoff.py"
 EQUIVALENT: Equivalent = {
     (_HANDOFF, "__init__", "core/ReplaceBinaryOperator_BitOr_BitAnd",
      "def __init__(self, path: str & Path, *, raw: bool = False) -> None:"): _ANNOTATION,
+    (_HANDOFF, "__init__", "core/ReplaceBinaryOperator_BitOr_BitAnd", "headers: dict[str, str] & None = None,"):
+        _ANNOTATION,
+    (_HANDOFF, "_clean", "core/ReplaceBinaryOperator_BitOr_BitAnd",
+     "def _clean(text: str, limit: int & None = None) -> str:"): _ANNOTATION,
     (_SERIALIZER, "_part", "core/ReplaceComparisonOperator_LtE_Lt",
      "if len(written) < _FRAGMENT_MAX_BYTES:  # a large snapshot is not kept (nor its bytes)"):
         "whether a part of exactly 4,096 written bytes is kept changes no byte written (a kept fragment is those"

@@ -184,4 +184,6 @@ def test_raw_is_only_ever_asked_for_by_name() -> None:
                   lambda: WebhookChannel("http://127.0.0.1:9/handoff", 2.0)):  # type: ignore[misc]
         with pytest.raises(TypeError):
             build()
+    with pytest.raises(TypeError):
+        _package().to_dict(True)  # type: ignore[misc]
     assert CallbackChannel(fn=print).fn is print and FileChannel(path="h.jsonl").path == Path("h.jsonl")
