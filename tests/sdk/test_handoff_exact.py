@@ -146,7 +146,7 @@ class _Receiver(BaseHTTPRequestHandler):
 def receiver() -> Iterator[str]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
     _Receiver.received, _Receiver.status = [], 200
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)  # a quick shutdown
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}/handoff"
     server.shutdown()
