@@ -130,6 +130,8 @@ _SERIALIZER = "sdk/transport/serializer.py"
 _HANDOFF = "sdk/transport/handoff.py"
 
 EQUIVALENT: Equivalent = {
+    ("store/migrator.py", "applied_versions", "core/NumberReplacer", "return {int(row[ -1]) for row in rows}"):
+        "the query selects one column: row[-1] is row[0]",
     (_HANDOFF, "__init__", "core/ReplaceBinaryOperator_BitOr_BitAnd",
      "def __init__(self, path: str & Path, *, raw: bool = False) -> None:"): _ANNOTATION,
     (_HANDOFF, "__init__", "core/ReplaceBinaryOperator_BitOr_BitAnd", "headers: dict[str, str] & None = None,"):

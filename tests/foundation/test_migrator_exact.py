@@ -72,8 +72,8 @@ def _ledger(m: Migrator) -> list[tuple[int, str]]:
 def test_discovery_orders_by_number_and_skips_modules_that_are_not_numbered(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _plant(tmp_path, monkeypatch, THREE)
-    assert [(m.version, m.name) for m in discover()] == [(1, "one"), (2, "two"), (3, "three")]
+    _plant(tmp_path, monkeypatch, {**THREE, "m0300_late": (300, _CREATE)})  # past CPython's cached ints
+    assert [(m.version, m.name) for m in discover()] == [(1, "one"), (2, "two"), (3, "three"), (300, "late")]
 
 
 def test_a_module_numbered_unlike_its_migration_or_a_number_used_twice_is_refused(
@@ -81,6 +81,9 @@ def test_a_module_numbered_unlike_its_migration_or_a_number_used_twice_is_refuse
 ) -> None:
     _plant(tmp_path / "a", monkeypatch, {"m0001_one": (1, _CREATE), "m0002_two": (3, _CREATE)})
     with pytest.raises(MigrationError, match="m0002_two declares version 3"):
+        discover()
+    _plant(tmp_path / "c", monkeypatch, {"m0001_one": (1, _CREATE), "m0003_three": (2, _CREATE)})
+    with pytest.raises(MigrationError, match="m0003_three declares version 2"):
         discover()
     _plant(tmp_path / "b", monkeypatch, {"m0001_one": (1, _CREATE), "m0001_again": (1, _CREATE)})
     with pytest.raises(MigrationError, match="two migrations are numbered 1"):
