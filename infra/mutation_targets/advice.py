@@ -51,4 +51,10 @@ TARGETS: dict[str, Target] = {
     ),
 }
 
-EQUIVALENT: Equivalent = {}
+EQUIVALENT: Equivalent = {
+    ("analytics/advice_book.py", "build_advice_book", "core/ReplaceBinaryOperator_BitOr_BitAnd",
+     "def build_advice_book(store: EventStore, where: Slice = Slice(), segments: Segments & None = None)"
+     " -> dict[str, Any]:"): "an annotation, never evaluated (from __future__ import annotations)",
+    ("analytics/advice_book.py", "book_for_projects", "core/ReplaceBinaryOperator_BitOr_BitAnd",
+     "def book_for_projects(book: dict[str, Any], projects: frozenset[str] & None) -> dict[str, Any]:"):
+        "an annotation, never evaluated (from __future__ import annotations)",}

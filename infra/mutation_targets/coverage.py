@@ -40,7 +40,6 @@ EXEMPT: dict[str, str] = {
     "(the planted words found, calibrated risk on held-out tasks) is measured on planted data "
     "(tests/analytics/test_risk_model_planted_words.py, test_analytics_classifier_validation.py)",
     "sdk/transport/client.py": "the RetryLens API client (moved into the transport room, issue 35): it carries requests to the API, no events to the store",
-    "sdk/transport/handoff.py": "target still to be written: hand-off packages and channels (moved into the transport room, issue 35); what they may contain is pinned by the redaction tests of the hand-off road",
     "ingest/consumer.py": _BROKER + "what it hands on and commits is the chain target's",
     "ingest/dlq.py": _BROKER + "the dead-letter topic's produce",
     "ingest/encode_pool.py": "process-pool plumbing; the order of its results is pinned by the chain target's poll",

@@ -285,4 +285,23 @@ EQUIVALENT: Equivalent = {
     ("api/precheck_log.py", "add", "core/ReplaceComparisonOperator_GtE_Eq", "if len(self._rows) == self._max:"):
         "rows are added one at a time and never beyond the bound, so the count reaches it exactly before it"
         " could pass it (a failed flush puts back only rows that were in the buffer)",
+    ("api/otlp_decode.py", "_hex_id", "core/ReplaceComparisonOperator_Eq_LtE",
+     'if len(text) != size or not set(text) <= _HEX or set(text) <= {"0"}:'):
+        "the length is checked first (16 or 32 characters), so the set of characters is never empty:"
+        " a subset of {'0'} is {'0'} itself",
+    ("api/otlp_decode.py", "_pb_id", "core/ReplaceComparisonOperator_NotEq_IsNot", "if len(raw) is not size or not any(raw):"):
+        "the sizes are 8 and 16, small ints CPython keeps one object each of (-5 to 256): a length equal to"
+        " one is that same object, so `is not` holds exactly when `!=` does",
+    ("api/otlp_decode.py", "_hex_id", "core/ReplaceComparisonOperator_NotEq_IsNot",
+     'if len(text) is not size or not set(text) <= _HEX or set(text) == {"0"}:'):
+        "the sizes are 16 and 32, small ints CPython keeps one object each of (-5 to 256): a length equal to"
+        " one is that same object, so `is not` holds exactly when `!=` does",
+    ("api/otlp_decode.py", "decode", "core/ReplaceBinaryOperator_Mul_Div",
+     'def decode(body: bytes, content_type: str, content_encoding: str = "", /, max_inflated: int | None = None)'
+     " -> list[Span]:"):
+        "the keyword-only `*` as `/`: its one caller (api/otlp_memory.py) and the tests pass the body, type and"
+        " encoding by position and max_inflated by name: the same calls",
+    ("api/otlp_decode.py", "decode", "core/ReplaceBinaryOperator_BitOr_BitAnd",
+     'def decode(body: bytes, content_type: str, content_encoding: str = "", *, max_inflated: int & None = None)'
+     " -> list[Span]:"): _ANNOTATION,
 }

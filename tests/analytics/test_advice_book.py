@@ -83,3 +83,30 @@ def test_the_books_per_class_recovery_and_spend_are_the_fleets_truth_and_drive_t
         first_failed[tally.agent] = first_failed.get(tally.agent, 0) + hit
     assert {k.split("/")[1]: v["first_failed"] for k, v in book["agents"].items()} == first_failed
     assert book["version"] == 5 and sum(first_failed.values()) > 50
+
+
+def test_the_books_recovery_after_k_failures_is_the_fleets_truth(store: EventStore) -> None:
+    """Per k (1 to 6): the tasks that failed at least k times, and how many of them succeeded."""
+    fleet = _recorded_fleet(store)
+    support = build_advice_book(store)["agents"]["shop/support-agent"]
+    truth: dict[str, list[int]] = {}
+    for tally in fleet.tallies:  # type: ignore[attr-defined]
+        if tally.agent != "support-agent":
+            continue
+        fails = len({a.number for a in tally.log if a.failed})
+        for k in range(1, min(fails, 6) + 1):
+            entry = truth.setdefault(str(k), [0, 0])
+            entry[0] += 1
+            entry[1] += tally.outcome.value == "succeeded"
+    assert truth and support["recovery"] == truth
+
+
+def test_a_project_key_sees_only_its_projects_entries_and_no_pooled_effects() -> None:
+    from retrylens.analytics.advice_book import book_for_projects
+
+    book = {"agents": {"shop/a": 1, "other/b": 2}, "refs": {"shop/r": 3, "other/r": 4},
+            "segments": {"shop/a": 5, "other/b": 6}, "effects": {"retry": 0.1}, "retired": ["x"]}
+    assert book_for_projects(book, frozenset({"shop"})) == {
+        "agents": {"shop/a": 1}, "refs": {"shop/r": 3}, "segments": {"shop/a": 5}, "retired": ["x"]}
+    assert book_for_projects(book, None) is book
+    assert book_for_projects({}, frozenset({"shop"})) == {"agents": {}, "refs": {}, "segments": {}}

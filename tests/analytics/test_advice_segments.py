@@ -11,7 +11,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from retrylens.analytics.advice import AgentEvidence, advise, build_advice_book
-from retrylens.analytics.advice_segments import MIN_SEGMENT_TASKS, risk_segments
+from retrylens.analytics.advice_evidence import degrade_bar
+from retrylens.analytics.advice_segments import MIN_SEGMENT_TASKS, Segments, risk_segments
 from retrylens.analytics.fingerprints import FingerprintStats
 from retrylens.simulation import load_scenario, run_fleet
 from retrylens.store import EventStore
@@ -111,3 +112,22 @@ def test_a_project_key_sees_its_own_projects_segments_only() -> None:
             "segments": {"shop/pay": {"bar": 0.2}, "other/pay": {"bar": 0.1}}}
     assert book_for_projects(book, frozenset({"shop"}))["segments"] == {"shop/pay": {"bar": 0.2}}
     assert book_for_projects(book, None)["segments"] == book["segments"]
+
+
+def _one_agent(high: int, low: int, *, at_bar: bool = False) -> tuple[float, Segments]:
+    """``high`` tasks at risk 0.99 (or exactly at the agent's bar), ``low`` at 0.0; half failed."""
+    n = high + low
+    labels = [i % 2 for i in range(n)]
+    bar, _ = degrade_bar(AgentEvidence(tasks=n, succeeded=n - sum(labels)))
+    risks = [bar if at_bar else 0.99] * high + [0.0] * low
+    return bar, risk_segments(["p/a"] * n, [f"t{i}" for i in range(n)], risks, labels)
+
+
+def test_an_agent_gets_segments_with_exactly_the_minimum_on_each_side_and_none_with_one_less() -> None:
+    m = MIN_SEGMENT_TASKS
+    bar, both = _one_agent(m, m)
+    assert 0.0 < bar < 0.99 and both.high["p/a"] == frozenset(f"t{i}" for i in range(m))
+    for high, low in ((m - 1, m + 5), (m + 5, m - 1)):
+        assert "p/a" not in _one_agent(high, low)[1].high
+    _, at_bar = _one_agent(m, m, at_bar=True)  # a risk exactly at the bar is over it
+    assert len(at_bar.high["p/a"]) == m

@@ -8,6 +8,8 @@ attribute type, the exception event, and the refusals with their reasons.
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue, KeyValueList
@@ -42,6 +44,9 @@ def _pb_span(*, code: int = 0, span_id: bytes = SPAN, parent: bytes = b"", start
     exc = span.events.add(name="exception")
     exc.attributes.extend([_kv("exception.type", AnyValue(string_value="RateLimitError")),
                            _kv("exception.message", AnyValue(string_value="slow down"))])
+    for name in ("retry", "error"):  # after the exception, names either side of it: never read
+        late = span.events.add(name=name)
+        late.attributes.append(_kv("exception.type", AnyValue(string_value="NorThisOne")))
     return span
 
 
@@ -68,6 +73,23 @@ def test_a_protobuf_span_is_read_field_by_field() -> None:
     assert [(s.ok, s.error) for s in spans] == [(False, False), (True, False), (False, True)]
 
 
+def test_a_status_code_the_specification_does_not_define_is_neither_ok_nor_error_in_either_encoding() -> None:
+    """A newer exporter's code (protobuf enums are open: 3 parses as 3) says nothing this
+    version can read: the span's outcome is left unsaid, as UNSET's is, not taken for ERROR."""
+    (pb,) = decode(_pb_body(_pb_span(code=3)), PROTOBUF)
+    (js,) = decode(_json_body(_json_span(status={"code": 3, "message": "code 3"})), JSON)
+    assert (pb.ok, pb.error) == (js.ok, js.error) == (False, False)
+
+
+def test_protobuf_without_the_otlp_extra_is_refused_as_unsupported(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An install without opentelemetry-proto (the ``otlp`` extra) answers "send JSON", not a 500:
+    the import is blocked the way Python marks a module as absent (None in sys.modules)."""
+    body = _pb_body(_pb_span())
+    monkeypatch.setitem(sys.modules, "opentelemetry.proto.collector.trace.v1.trace_service_pb2", None)
+    with pytest.raises(OtlpUnsupported, match="protobuf OTLP needs the otlp extra"):
+        decode(body, PROTOBUF)
+
+
 def test_two_resources_keep_their_own_attributes_in_protobuf() -> None:
     request = ExportTraceServiceRequest()
     request.ParseFromString(_pb_body(_pb_span(), service="one") + _pb_body(_pb_span(span_id=PARENT), service="two"))
@@ -77,7 +99,7 @@ def test_two_resources_keep_their_own_attributes_in_protobuf() -> None:
 
 def test_protobuf_times_run_up_to_the_stores_latest_and_ids_must_be_whole() -> None:
     assert decode(_pb_body(_pb_span(start=LATEST_NS - 1, end=LATEST_NS - 1)), PROTOBUF)[0].end_ns == LATEST_NS - 1
-    for start, end in ((LATEST_NS, 1), (1, LATEST_NS)):
+    for start, end in ((LATEST_NS, 1), (1, LATEST_NS), (LATEST_NS + 1, 1), (1, LATEST_NS + 1)):
         with pytest.raises(OtlpDecodeError, match="before 2200"):
             decode(_pb_body(_pb_span(start=start, end=end)), PROTOBUF)
     for bad in (dict(trace_id=TRACE[:15]), dict(trace_id=bytes(16)), dict(span_id=SPAN + b"\x01"),
@@ -104,6 +126,8 @@ def _json_span(**over: object) -> dict[str, object]:
             {"name": "exception", "attributes": [
                 {"key": "exception.type", "value": {"stringValue": "RateLimitError"}},
                 {"key": "exception.message", "value": {"stringValue": "slow down"}}]},
+            {"name": "retry", "attributes": [{"key": "exception.type", "value": {"stringValue": "NorThisOne"}}]},
+            {"name": "error", "attributes": [{"key": "exception.type", "value": {"stringValue": "NorThisOne"}}]},
         ],
         "status": {"code": 0, "message": "code 0"},
     }

@@ -172,3 +172,22 @@ def test_the_ingestor_never_cuts_a_frame_an_agent_is_still_writing(settings: Set
     assert SpoolIngestor(settings, store).drain() == 1
     assert tail.stat().st_size == size
     assert store.count_rows() == 1
+
+
+@pytest.mark.clickhouse
+def test_a_run_that_fails_part_way_leaves_nothing_behind_to_be_stored_twice(settings: Settings, store: EventStore) -> None:
+    """A folder read after another fails (a real fault: a segment that cannot be opened). The
+    first folder's chunk is already in the open batch, uncommitted; the next run reads it again
+    from its cursor, so the failed run's batch must be forgotten, or its rows are stored twice.
+    (A failed insert never leaves one: the batch is handed on whole before the insert.)"""
+    _spool(settings, "a-agent", ["a0"])
+    broken = settings.effective_spool_dir / "b-agent" / f"{0:012d}.log"
+    broken.mkdir(parents=True)  # where a segment file should be, a folder: reading it fails
+    ingestor = SpoolIngestor(settings, store)
+    with pytest.raises(IsADirectoryError):
+        ingestor.run_once()
+    assert store.count_rows() == 0
+    broken.rmdir()
+    _spool(settings, "b-agent", ["b0"])
+    assert ingestor.run_once() == 2
+    assert store.count_rows() == 2 and ingestor.rows == 2

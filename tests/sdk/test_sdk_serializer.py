@@ -127,3 +127,83 @@ def test_a_part_shared_by_events_is_written_alike_each_time() -> None:
     for _ in range(3):
         for event in events:
             assert event_bytes(event) == event.to_json_bytes()
+
+
+def _padded(event: RetryEvent, size: int) -> RetryEvent:
+    """``event`` with its decision reason padded so that its bytes are exactly ``size`` long."""
+    bare = len(event_bytes(event.model_copy(update={"decision_reason": ""})))
+    return event.model_copy(update={"decision_reason": "r" * (size - bare)})
+
+
+def test_an_event_of_exactly_the_byte_limit_is_written_and_one_byte_more_is_refused() -> None:
+    from retrylens.errors import EventTooLargeError
+    from retrylens.schemas.limits import MAX_EVENT_BYTES
+
+    event = governed_events()[0]
+    assert len(event_bytes(_padded(event, MAX_EVENT_BYTES))) == MAX_EVENT_BYTES
+    with pytest.raises(EventTooLargeError):
+        event_bytes(_padded(event, MAX_EVENT_BYTES + 1))
+
+
+def test_the_kept_bytes_of_parts_stay_bounded_in_count_and_size() -> None:
+    """A long-lived agent makes parts without end: at most 256 are kept, none over 4 KiB, and
+    each event is still written as pydantic writes it."""
+    import orjson
+
+    from retrylens.schemas.event import ContextMessage, ContextSnapshot
+    from retrylens.sdk.transport import serializer
+
+    event = governed_events()[0]
+    for i in range(600):
+        part = ContextSnapshot(message_count=i, last_messages=[
+            ContextMessage(role="user", content="c" * (1_300 + i % 100)) for _ in range(3)])  # ~3.9-4.2 KiB written
+        with_part = event.model_copy(update={"context_snapshot": part})
+        assert event_bytes(with_part) == with_part.to_json_bytes()
+        assert len(serializer._FRAGMENTS) <= 256
+    sizes = [len(orjson.dumps(fragment)) for _, fragment in serializer._FRAGMENTS.values()]
+    assert max(sizes) <= 4_096
+    assert any(len(orjson.dumps(part.__dict__, default=serializer._part)) > 4_096 for part in [
+        ContextSnapshot(message_count=1, last_messages=[ContextMessage(role="user", content="c" * 1_399)] * 3)])
+
+
+def _parts(event: RetryEvent) -> list[object]:
+    return [v for v in event.__dict__.values() if hasattr(type(v), "__pydantic_fields__")]
+
+
+def test_every_part_of_an_event_is_kept_and_its_kept_bytes_are_what_is_written_next_time() -> None:
+    """Parts are written once and their bytes reused: the kept fragment, not the part, is what
+    the next event carrying the same part gets (seen by planting a marked fragment)."""
+    import orjson
+
+    from retrylens.sdk.transport import serializer
+
+    event = max(governed_events(), key=lambda e: len(_parts(e)))
+    parts = _parts(event)
+    assert len(parts) >= 3
+    serializer._FRAGMENTS.clear()
+    try:
+        event_bytes(event)
+        assert all(id(p) in serializer._FRAGMENTS and serializer._FRAGMENTS[id(p)][0] is p for p in parts)
+        agent = event.agent
+        serializer._FRAGMENTS[id(agent)] = (agent, orjson.Fragment(b'{"name":"kept","role":""}'))
+        assert orjson.loads(event_bytes(event))["agent"] == {"name": "kept", "role": ""}
+    finally:
+        serializer._FRAGMENTS.clear()
+
+
+class _Foreign:
+    """Not a part: an object someone put on an event, with a private attribute pydantic omits."""
+
+    def __init__(self) -> None:
+        self.message_count = 1
+        self._hidden = "internal"
+
+
+def test_a_foreign_object_on_an_event_is_written_as_pydantic_writes_it() -> None:
+    import warnings
+
+    event = governed_events()[0].model_copy(update={"context_snapshot": _Foreign()})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # pydantic warns that the field holds an unexpected type
+        expected = event.to_json_bytes()
+        assert event_bytes(event) == expected and b"internal" not in expected
