@@ -109,6 +109,11 @@ def _seed_over_http(url: str) -> None:
             time.sleep(0.5)
 
 
+# The run's own bound (the subprocess's timeout) is the test's: pytest-timeout's suite-wide
+# 300 s fired first when two CI runs shared the 2 cores (both runs of session 18's pair, at
+# load 11-13: the only failure of either locked lane), so the mark lets the subprocess's
+# 840 s decide; on a quiet machine the walk takes ~1-2 min.
+@pytest.mark.timeout(900)
 def test_schemathesis_with_all_checks_passes_against_a_real_server(shared_server, tmp_path):
     """Every check, against a seeded project: the document states every range, format and status the server has."""
     _seed_over_http(shared_server)
@@ -119,7 +124,7 @@ def test_schemathesis_with_all_checks_passes_against_a_real_server(shared_server
         [str(cli), "--config-file", str(config), "run", f"{shared_server}/openapi.json", "--checks", "all",
          "-H", f"X-API-Key: {KEYS['acme']}", "--max-examples", "3", "--generation-deterministic", "--no-color",
          "--request-timeout", "30"],
-        capture_output=True, text=True, timeout=480, cwd=tmp_path)
+        capture_output=True, text=True, timeout=840, cwd=tmp_path)
     assert "1 dictionary / 1 entry" in run.stdout, run.stdout[:2000]  # the config was read
     assert run.returncode == 0, run.stdout[-8000:] + run.stderr[-2000:]
     assert " passed" in run.stdout and "failures" not in run.stdout, run.stdout[-2000:]

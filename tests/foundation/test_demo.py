@@ -16,6 +16,10 @@ from rich.console import Console
 from retrylens.cli import demo_cmds
 from retrylens.config import Settings
 
+#: A demo subprocess may take up to its own 600 s: its bound, not pytest-timeout's suite-wide 300 s,
+#: decides on a loaded machine (two CI runs side by side).
+pytestmark = pytest.mark.timeout(900)
+
 
 def _demo(env: dict[str, str], *args: str) -> dict:
     result = subprocess.run(

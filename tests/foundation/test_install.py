@@ -17,6 +17,10 @@ from pathlib import Path
 
 import pytest
 
+#: An install subprocess may take up to its own 600 s: its bound, not pytest-timeout's suite-wide 300 s,
+#: decides on a loaded machine (two CI runs side by side).
+pytestmark = pytest.mark.timeout(900)
+
 REPO = Path(__file__).resolve().parents[2]
 README = (REPO / "README.md").read_text()
 SDK_INSTALL_LIMIT_MB = 100
