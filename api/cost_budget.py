@@ -30,6 +30,9 @@ from dataclasses import dataclass, field
 
 from .token_buckets import TokenBuckets
 
+#: The header a key for several projects names the one its request is for (OTLP and the budgets).
+PROJECT_HEADER = "x-retrylens-project"
+
 
 @dataclass
 class CostBudget:

@@ -28,7 +28,7 @@ import math
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .auth import KeyRing
-from .cost_budget import CostBudget, payers
+from .cost_budget import PROJECT_HEADER, CostBudget, payers
 from .token_buckets import TokenBuckets
 
 __all__ = ["INGEST_PATHS", "REFUSAL_HOLD_S", "IngestBudget", "TokenBuckets"]
@@ -58,11 +58,13 @@ class IngestBudget:
             await self.app(scope, receive, send)
             return
         buckets, cost = self.buckets, self.cost
-        paying = payers(tenant, _header(scope, b"x-retrylens-project"))
-        if cost is not None and cost.wait_s(paying) > 0:
-            await asyncio.sleep(min(cost.wait_s(paying), self.hold_s))
-            await _too_many(send, cost.wait_s(paying), _over_cost(cost.rate))
-            return
+        if cost is not None:
+            paying = payers(tenant, _header(scope, PROJECT_HEADER.encode()))
+            in_debt = cost.wait_s(paying)
+            if in_debt > 0:
+                await asyncio.sleep(min(in_debt, self.hold_s))
+                await _too_many(send, cost.wait_s(paying), _over_cost(cost.rate))
+                return
         if buckets is None:
             await self.app(scope, receive, send)
             return

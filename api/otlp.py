@@ -43,7 +43,7 @@ from retrylens.schemas.limits import MAX_NAME_CHARS
 from retrylens.schemas.taxonomy import TRANSIENT_ERROR_TYPES, ErrorType
 
 from .auth import Principal, principal
-from .cost_budget import CostBudget, payers
+from .cost_budget import PROJECT_HEADER, CostBudget, payers
 from .events import EventIntake, IntakeUnavailable, judge
 from .intake_thread import on_intake_thread
 from .measured import Measured, measured
@@ -55,7 +55,6 @@ router = APIRouter(prefix="/v1", tags=["ingest"])
 
 NAMESPACE = uuid.UUID("5f0c7d0e-5a1e-4c3a-9a59-0e1a7f0d2b41")
 INFERRED = "inferred from OTLP"
-PROJECT_HEADER = "x-retrylens-project"
 AGENT_KINDS = frozenset({"invoke_agent", "create_agent", "invoke_workflow", "AGENT", "CHAIN", "workflow", "agent"})
 OPERATION_KINDS = frozenset({"LLM", "TOOL", "EMBEDDING", "RETRIEVER", "RERANKER"})
 

@@ -17,7 +17,7 @@ class _Bucket:
 
 @dataclass
 class TokenBuckets:
-    """Per-tenant token buckets of bytes; one event loop uses them (no lock)."""
+    """Per-tenant token buckets (of bytes, or of CPU seconds); one event loop uses them (no lock)."""
 
     rate: float
     burst: float

@@ -31,12 +31,18 @@ def test_nothing_read_yet_is_keeping_up_with_no_figures() -> None:
     assert status.snapshot() == EMPTY
 
 
-def test_each_figure_of_a_snapshot() -> None:
+def _two_batches() -> IngestStatus:
+    """A status with 300 then 500 messages read, at 110 and 120 s (the lag halving)."""
     status, at = _status()
     at(110)
     status.record(messages=300, rows=200, lag=100, insert_s=0.0125)
     at(120)
     status.record(messages=500, rows=301, lag=50, insert_s=0.02)
+    return status
+
+
+def test_each_figure_of_a_snapshot() -> None:
+    status = _two_batches()
     # 800 messages over the 20 s since start (less than the window), the lag halving
     assert status.snapshot() == {"messages": 800, "rows": 501, "eps": 40.0, "lag": 50, "lag_trend": -50,
                                  "batches_in_window": 2, "mean_batch_rows": 250.5, "last_insert_ms": 20.0,
@@ -82,11 +88,7 @@ def test_keeping_up_is_a_lag_within_five_seconds_of_throughput_or_a_shrinking_on
 
 
 def test_a_group_adds_its_members_up_and_skips_what_a_member_has_not_got() -> None:
-    busy, at = _status()
-    at(110)
-    busy.record(messages=300, rows=200, lag=100, insert_s=0.0125)
-    at(120)
-    busy.record(messages=500, rows=301, lag=50, insert_s=0.02)
+    busy = _two_batches()
     idle, _ = _status()
     one, _ = _status()
     one.record(messages=60, rows=60, lag=7, insert_s=0.5)  # at 100: 60 messages over 1e-9 s
