@@ -138,7 +138,7 @@ def _name_at(
         if following == "l":  # "mr. o'neill": one word, whatever its case
             return (start, words[i + 1][1]), i + 2
         if kind == "T" and following in "CUI":
-            end = _run_end(text, words, i + 1)
+            end = _given_name_after(text, words, _run_end(text, words, i + 1))
             return (start, words[end][1]), end + 1
     if kind not in "CUI":
         return None, i + 1
@@ -150,8 +150,24 @@ def _name_at(
     end = _run_end(text, words, i)
     kinds = {words[k][2] for k in range(i, end + 1)}
     if end > i and "C" in kinds:
+        end = _given_name_after(text, words, end)
         return (start, words[end][1]), end + 1
     return None, end + 1
+
+
+def _given_name_after(text: str, words: list[tuple[int, int, str]], end: int) -> int:
+    """``end``, or the given name after it when a name ending at ``end`` is a surname
+    followed by ", " and one capitalised word that is no name on its own: a salutation
+    before "Last, First" (``Dear Chen, Mei``) must not leave the given name behind. Two
+    names in a row (``Mei Chen, Ana Silva``) and lists (``Chen, Adyen, Worldpay``) are
+    left as they are."""
+    if end + 1 >= len(words) or _gap(text, words, end) != ", ":
+        return end
+    if words[end][2] != "C" or words[end + 1][2] != "C":
+        return end
+    if _run_end(text, words, end + 1) != end + 1 or _gap(text, words, end + 1).startswith(","):
+        return end
+    return end + 1
 
 
 def _run_end(text: str, words: list[tuple[int, int, str]], end: int) -> int:

@@ -81,6 +81,12 @@ EDGES = {
         "moved to Zendesk. Stripe declined",
     ),
     "Last, First after a colon": ("refund failed: Chen, Mei", "refund failed: [NAME]"),
+    "Last, First after a salutation": ("refund failed: Dear Chen, Mei", "refund failed: [NAME]"),
+    "Last, First after a title": ("refund failed for Dr Chen, Mei", "refund failed for [NAME]"),
+    "a name, then a list": (
+        "refunds for Mei Chen, Stripe, Adyen",
+        "refunds for [NAME], Stripe, Adyen",
+    ),
     "Last, First with two given names": (
         "refund failed for Álvarez, José Luis",
         "refund failed for [NAME]",
