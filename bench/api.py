@@ -200,7 +200,7 @@ def main() -> None:
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
 
-    with tempfile.TemporaryDirectory(prefix="retrylens-bench-api-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="retrylens-bench-api-", ignore_cleanup_errors=True) as tmp:
         data_dir = Path(tmp)
         seeded = _run_child(["--child", "setup", str(data_dir), str(args.tasks)], _env(data_dir, _free_port()))
         rounds = [_round_figures(_serve_and_load(data_dir, args)) for _ in range(args.rounds)]

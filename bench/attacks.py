@@ -263,7 +263,7 @@ def run(args: argparse.Namespace) -> dict:
     import signal
     import statistics
 
-    with tempfile.TemporaryDirectory(prefix="retrylens-attacks-") as folder:
+    with tempfile.TemporaryDirectory(prefix="retrylens-attacks-", ignore_cleanup_errors=True) as folder:
         data_dir = Path(folder)
         base = {k: v for k, v in os.environ.items() if not k.startswith("RETRYLENS_")}
         port = _free_port()

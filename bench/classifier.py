@@ -69,7 +69,7 @@ def folds_won(rows: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
 
 def fleet_examples(tasks: int, seed: int) -> list[Any]:
     """Training examples of a simulated fleet (default scenario), read back from a fresh store."""
-    with tempfile.TemporaryDirectory(prefix="retrylens-bench-clf-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="retrylens-bench-clf-", ignore_cleanup_errors=True) as tmp:
         settings = load_settings(data_dir=Path(tmp) / "data", clickhouse_dsn=f"chdb://{tmp}/chdb",
                                  clickhouse_database="bench_classifier", kafka_bootstrap_servers="")
         store = open_store(settings)

@@ -134,7 +134,7 @@ def main() -> None:
     if args.smoke:
         args.repeat = 1
     sizes = {"10k": 1_000, "1m": 2_000} if args.smoke else SIZES
-    with tempfile.TemporaryDirectory(prefix="retrylens-bench-dashboard-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="retrylens-bench-dashboard-", ignore_cleanup_errors=True) as tmp:
         result = run(args.repeat, Path(tmp), sizes)
     if args.json:
         print(json.dumps(result))

@@ -101,7 +101,7 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="200 tasks, one round")
     args = parser.parse_args()
     tasks, rounds = (200, 1) if args.smoke else (args.tasks, args.rounds)
-    with tempfile.TemporaryDirectory(prefix="fit-time-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="fit-time-", ignore_cleanup_errors=True) as tmp:
         rows = examples(tasks, args.seed, Path(tmp))
     cut = int(len(rows) * 0.8)
     keywords = [without_hashes(e) for e in rows]

@@ -258,7 +258,7 @@ def main() -> None:
     seeds = [int(s) for s in args.seeds.split(",") if s]
     began = time.perf_counter()
     jobs = [(path, seed) for path in args.scenario or scenarios() for seed in seeds]
-    with tempfile.TemporaryDirectory(prefix="precheck-ab-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="precheck-ab-", ignore_cleanup_errors=True) as tmp:
         calls = [
             (
                 path,

@@ -244,7 +244,7 @@ def main() -> None:
     if args.child:
         print(json.dumps(in_process(Path(args.child[0]), int(args.child[1]), args.child[2])))
         return
-    with tempfile.TemporaryDirectory(prefix="retrylens-bench-stages-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="retrylens-bench-stages-", ignore_cleanup_errors=True) as tmp:
         data_dir = Path(tmp)
         env = bench_api._env(data_dir, bench_api._free_port())
         bench_api._run_child(["--child", "setup", str(data_dir), str(args.tasks)], env)

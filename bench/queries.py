@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.smoke:
         args.events, args.repeat = 5_000, 1
-    with tempfile.TemporaryDirectory(prefix="retrylens-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="retrylens-bench-", ignore_cleanup_errors=True) as tmp:
         settings = load_settings(
             data_dir=Path(tmp), clickhouse_database="bench", kafka_bootstrap_servers=""
         )
