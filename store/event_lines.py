@@ -48,13 +48,16 @@ LINE_STRUCTURE = ", ".join(
 #: :data:`LINE_STRUCTURE` as an SQL string literal (for ``input(...)`` and ``file(...)``).
 LINE_STRUCTURE_SQL = "'" + LINE_STRUCTURE.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
+# The parts are extracted only for the row's flat columns, so each type names only the fields
+# a column reads (named tuples are matched by key; the others are skipped, not built): the
+# context snapshot's messages and digests, most of an event's bytes, are stored as the part's
+# text and were built into arrays of strings on every insert only to be dropped.
 _ERROR = "Tuple(message String, code String, status Nullable(UInt16), stack_digest Nullable(String))"
 _CONTEXT = (
-    "Tuple(message_count UInt32, token_count UInt32, message_digests Array(String), "
-    "last_messages Array(Tuple(role String, content String)), pollution_score Float64, is_delta Bool, "
+    "Tuple(message_count UInt32, token_count UInt32, pollution_score Float64, "
     "trailing_errors UInt32, recent_error_share Float64, repeated_tool_calls UInt32)"
 )
-_EFFECTS = "Array(Tuple(tool String, idempotency_key String, status String, rollback Nullable(String)))"
+_EFFECTS = "Array(Tuple(idempotency_key String))"
 _AGENT = "Tuple(name String, role String)"
 #: The row's values, in :data:`~.event_table.JSON_INSERT_COLUMN_NAMES` order.
 _VALUES: dict[str, str] = {
@@ -90,7 +93,7 @@ _VALUES: dict[str, str] = {
     "repeated_tool_calls": "_context.repeated_tool_calls",
     "context_snapshot": "ifNull(context_snapshot, '')",
     "side_effects": "if(side_effects = '[]', '', side_effects)",
-    "side_effect_keys": "arrayMap(e -> e.2, _effects)",
+    "side_effect_keys": "arrayMap(e -> e.1, _effects)",
     "decision": "decision",
     "decision_reason": "decision_reason",
     "backoff_ms": "backoff_ms",
