@@ -144,7 +144,19 @@ def line_prefix(topic: str, partition: int) -> bytes:
 
 
 def event_line(event: RetryEvent | WireEvent, prefix: bytes, offset: int) -> bytes:
-    """One validated event (the fast decoder's struct or the pydantic model) as a line.
+    """One validated event (the fast decoder's struct or the pydantic model) as a line
+    (without its newline): what :func:`append_event_line` appends, on its own."""
+    block = bytearray()
+    append_event_line(block, event, prefix, offset)
+    return bytes(block[:-1])
+
+
+def append_event_line(block: bytearray, event: RetryEvent | WireEvent, prefix: bytes, offset: int) -> None:
+    """Append one validated event's line and its newline to ``block`` (a chunk's lines).
+
+    The line is written in place: msgspec encodes the event straight into the block, whose
+    opening ``{`` then becomes the comma after the position, so no line is built, sliced
+    or joined on its own (this runs once per event on the consumer's thread).
 
     The parts stored as JSON text must read as the Native road writes them (orjson).
     msgspec writes every string, integer, boolean and null as orjson does, and every float
@@ -154,13 +166,22 @@ def event_line(event: RetryEvent | WireEvent, prefix: bytes, offset: int) -> byt
     written by orjson and spliced in as raw JSON.
     """
     if isinstance(event, BaseModel):  # lax input the fast decoder left to pydantic: rare
-        return b"%s%d,%s" % (prefix, offset, orjson.dumps(event.model_dump(mode="json"))[1:])
+        block += b"%s%d,%s\n" % (prefix, offset, orjson.dumps(event.model_dump(mode="json"))[1:])
+        return
+    block += prefix
+    block += b"%d" % offset
+    start = len(block)
     features = event.input_features
     if not features:
-        return b"%s%d,%s" % (prefix, offset, _ENCODER.encode(event)[1:])
-    try:
-        event.input_features = msgspec.Raw(orjson.dumps(features))  # type: ignore[assignment]
-        body = _ENCODER.encode(event)
-    finally:
-        event.input_features = features
-    return b"%s%d,%s" % (prefix, offset, body[1:])
+        _ENCODER.encode_into(event, block, -1)
+    else:
+        try:
+            event.input_features = msgspec.Raw(orjson.dumps(features))  # type: ignore[assignment]
+            _ENCODER.encode_into(event, block, -1)
+        finally:
+            event.input_features = features
+    block[start] = _COMMA  # the body's "{": the line goes on after the position
+    block += b"\n"
+
+
+_COMMA = ord(",")
