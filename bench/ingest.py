@@ -314,6 +314,14 @@ def main() -> None:
     )
     parser.add_argument("--workers", type=int, default=1, help="ingest workers of the e2e_workers consumer")
     parser.add_argument(
+        "--batch-rows",
+        type=int,
+        default=10_000,
+        help="rows per insert (batch_max_rows; default 10,000, the setting every figure of this "
+        "bench was measured with): each insert costs the store a fixed ~50-65 ms of CPU with the "
+        "materialized views, whatever its size (bench/RESULTS.md, session 19)",
+    )
+    parser.add_argument(
         "--without-redaction",
         action="store_true",
         help="an experiment, not a product road: skip the server's redaction of event text "
@@ -330,8 +338,8 @@ def main() -> None:
         from retrylens.ingest import processor
 
         processor.redact_event_text = lambda event: event  # type: ignore[assignment]
-    if args.events < 1 or args.naive_events < 1 or args.workers < 1:
-        parser.error("--events, --naive-events and --workers must be positive")
+    if args.events < 1 or args.naive_events < 1 or args.workers < 1 or args.batch_rows < 1:
+        parser.error("--events, --naive-events, --workers and --batch-rows must be positive")
     data_dir = Path(tempfile.mkdtemp(prefix="retrylens-bench-"))
     # the brokers through the environment, as the product reads them (an init argument named
     # by the field is refused by pydantic-settings 2.4, the declared floor, for an aliased field)
@@ -339,7 +347,7 @@ def main() -> None:
     settings = load_settings(
         data_dir=data_dir,
         clickhouse_database="bench",
-        batch_max_rows=10_000,
+        batch_max_rows=args.batch_rows,
         batch_max_seconds=1.0,
     )
     kinds = ["fleet", "failures"] if args.payload == "both" else [args.payload]
@@ -347,6 +355,7 @@ def main() -> None:
     results: dict[str, object] = {
         "events": args.events,
         "workers": args.workers,
+        "batch_rows": args.batch_rows,
         "redaction": not args.without_redaction,
     }
     for kind in kinds:
