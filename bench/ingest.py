@@ -55,7 +55,7 @@ from retrylens.ingest.processor import SourceRef, ValidEvent, process, validate 
 from retrylens.ingest.writer import insert_event_lines  # noqa: E402
 from retrylens.schemas import RetryEvent  # noqa: E402
 from retrylens.store import open_store  # noqa: E402
-from retrylens.store.event_lines import event_line, line_prefix  # noqa: E402
+from retrylens.store.event_lines import append_event_line, line_prefix  # noqa: E402
 from retrylens.store.event_table import event_row  # noqa: E402
 from retrylens.store.native_block import encode_native  # noqa: E402
 
@@ -207,7 +207,7 @@ def stage_cpu_us(settings: Settings, kind: str, n: int | None = None) -> dict[st
     prefix = line_prefix("t", 0)
     return {
         "validate_us": round(best(lambda: [validate(v, s) for v, s in zip(values, sources, strict=True)]), 2),
-        "line_us": round(best(lambda: [event_line(e, prefix, 1) for e in events]), 2),
+        "line_us": round(best(lambda: _lines_in_place(events, prefix)), 2),
         "insert_us": round(
             best(
                 lambda: insert_event_lines(store, [chunk.block], rows=chunk.rows, dedup_token=f"stage-{next(tokens)}")
@@ -218,6 +218,14 @@ def stage_cpu_us(settings: Settings, kind: str, n: int | None = None) -> dict[st
         "native_encode_us": round(best(lambda: encode_native(rows)), 2),
         "pydantic_validate_us": round(best(lambda: [RetryEvent.model_validate_json(v) for v in values]), 2),
     }
+
+
+def _lines_in_place(events: list, prefix: bytes) -> bytes:
+    """The event lines of ``events`` as the decode step writes them: into one buffer."""
+    block = bytearray()
+    for event in events:
+        append_event_line(block, event, prefix, 1)
+    return bytes(block)
 
 
 def end_to_end(settings: Settings, n: int, workers: int, *, threaded_insert: bool = True) -> tuple[float, float]:
@@ -314,6 +322,14 @@ def main() -> None:
     )
     parser.add_argument("--workers", type=int, default=1, help="ingest workers of the e2e_workers consumer")
     parser.add_argument(
+        "--batch-rows",
+        type=int,
+        default=10_000,
+        help="rows per insert (batch_max_rows; default 10,000, the setting every figure of this "
+        "bench was measured with): each insert costs the store a fixed ~50-65 ms of CPU with the "
+        "materialized views, whatever its size (bench/RESULTS.md, session 19)",
+    )
+    parser.add_argument(
         "--without-redaction",
         action="store_true",
         help="an experiment, not a product road: skip the server's redaction of event text "
@@ -330,8 +346,8 @@ def main() -> None:
         from retrylens.ingest import processor
 
         processor.redact_event_text = lambda event: event  # type: ignore[assignment]
-    if args.events < 1 or args.naive_events < 1 or args.workers < 1:
-        parser.error("--events, --naive-events and --workers must be positive")
+    if args.events < 1 or args.naive_events < 1 or args.workers < 1 or args.batch_rows < 1:
+        parser.error("--events, --naive-events, --workers and --batch-rows must be positive")
     data_dir = Path(tempfile.mkdtemp(prefix="retrylens-bench-"))
     # the brokers through the environment, as the product reads them (an init argument named
     # by the field is refused by pydantic-settings 2.4, the declared floor, for an aliased field)
@@ -339,7 +355,7 @@ def main() -> None:
     settings = load_settings(
         data_dir=data_dir,
         clickhouse_database="bench",
-        batch_max_rows=10_000,
+        batch_max_rows=args.batch_rows,
         batch_max_seconds=1.0,
     )
     kinds = ["fleet", "failures"] if args.payload == "both" else [args.payload]
@@ -347,6 +363,7 @@ def main() -> None:
     results: dict[str, object] = {
         "events": args.events,
         "workers": args.workers,
+        "batch_rows": args.batch_rows,
         "redaction": not args.without_redaction,
     }
     for kind in kinds:

@@ -48,13 +48,16 @@ LINE_STRUCTURE = ", ".join(
 #: :data:`LINE_STRUCTURE` as an SQL string literal (for ``input(...)`` and ``file(...)``).
 LINE_STRUCTURE_SQL = "'" + LINE_STRUCTURE.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
+# The parts are extracted only for the row's flat columns, so each type names only the fields
+# a column reads (named tuples are matched by key; the others are skipped, not built): the
+# context snapshot's messages and digests, most of an event's bytes, are stored as the part's
+# text and were built into arrays of strings on every insert only to be dropped.
 _ERROR = "Tuple(message String, code String, status Nullable(UInt16), stack_digest Nullable(String))"
 _CONTEXT = (
-    "Tuple(message_count UInt32, token_count UInt32, message_digests Array(String), "
-    "last_messages Array(Tuple(role String, content String)), pollution_score Float64, is_delta Bool, "
+    "Tuple(message_count UInt32, token_count UInt32, pollution_score Float64, "
     "trailing_errors UInt32, recent_error_share Float64, repeated_tool_calls UInt32)"
 )
-_EFFECTS = "Array(Tuple(tool String, idempotency_key String, status String, rollback Nullable(String)))"
+_EFFECTS = "Array(Tuple(idempotency_key String))"
 _AGENT = "Tuple(name String, role String)"
 #: The row's values, in :data:`~.event_table.JSON_INSERT_COLUMN_NAMES` order.
 _VALUES: dict[str, str] = {
@@ -90,7 +93,7 @@ _VALUES: dict[str, str] = {
     "repeated_tool_calls": "_context.repeated_tool_calls",
     "context_snapshot": "ifNull(context_snapshot, '')",
     "side_effects": "if(side_effects = '[]', '', side_effects)",
-    "side_effect_keys": "arrayMap(e -> e.2, _effects)",
+    "side_effect_keys": "arrayMap(e -> e.1, _effects)",
     "decision": "decision",
     "decision_reason": "decision_reason",
     "backoff_ms": "backoff_ms",
@@ -141,7 +144,19 @@ def line_prefix(topic: str, partition: int) -> bytes:
 
 
 def event_line(event: RetryEvent | WireEvent, prefix: bytes, offset: int) -> bytes:
-    """One validated event (the fast decoder's struct or the pydantic model) as a line.
+    """One validated event (the fast decoder's struct or the pydantic model) as a line
+    (without its newline): what :func:`append_event_line` appends, on its own."""
+    block = bytearray()
+    append_event_line(block, event, prefix, offset)
+    return bytes(block[:-1])
+
+
+def append_event_line(block: bytearray, event: RetryEvent | WireEvent, prefix: bytes, offset: int) -> None:
+    """Append one validated event's line and its newline to ``block`` (a chunk's lines).
+
+    The line is written in place: msgspec encodes the event straight into the block, whose
+    opening ``{`` then becomes the comma after the position, so no line is built, sliced
+    or joined on its own (this runs once per event on the consumer's thread).
 
     The parts stored as JSON text must read as the Native road writes them (orjson).
     msgspec writes every string, integer, boolean and null as orjson does, and every float
@@ -151,13 +166,22 @@ def event_line(event: RetryEvent | WireEvent, prefix: bytes, offset: int) -> byt
     written by orjson and spliced in as raw JSON.
     """
     if isinstance(event, BaseModel):  # lax input the fast decoder left to pydantic: rare
-        return b"%s%d,%s" % (prefix, offset, orjson.dumps(event.model_dump(mode="json"))[1:])
+        block += b"%s%d,%s\n" % (prefix, offset, orjson.dumps(event.model_dump(mode="json"))[1:])
+        return
+    block += prefix
+    block += b"%d" % offset
+    start = len(block)
     features = event.input_features
     if not features:
-        return b"%s%d,%s" % (prefix, offset, _ENCODER.encode(event)[1:])
-    try:
-        event.input_features = msgspec.Raw(orjson.dumps(features))  # type: ignore[assignment]
-        body = _ENCODER.encode(event)
-    finally:
-        event.input_features = features
-    return b"%s%d,%s" % (prefix, offset, body[1:])
+        _ENCODER.encode_into(event, block, -1)
+    else:
+        try:
+            event.input_features = msgspec.Raw(orjson.dumps(features))  # type: ignore[assignment]
+            _ENCODER.encode_into(event, block, -1)
+        finally:
+            event.input_features = features
+    block[start] = _COMMA  # the body's "{": the line goes on after the position
+    block += b"\n"
+
+
+_COMMA = ord(",")

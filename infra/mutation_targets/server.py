@@ -111,7 +111,7 @@ TARGETS: dict[str, Target] = {
     ),
     "event_lines": Target(
         "store/event_lines.py",
-        ("lines_select", "line_prefix", "event_line"),
+        ("lines_select", "line_prefix", "event_line", "append_event_line"),
         (
             "tests/foundation/test_event_line_guarantees.py",
             # The SELECT that turns lines into rows runs only in ClickHouse: one line insert.
@@ -210,6 +210,12 @@ EQUIVALENT: Equivalent = {
         "event_line",
         "core/ReplaceBinaryOperator_BitOr_BitAnd",
         "def event_line(event: RetryEvent & WireEvent, prefix: bytes, offset: int) -> bytes:",
+    ): _ANNOTATION,
+    (
+        "store/event_lines.py",
+        "append_event_line",
+        "core/ReplaceBinaryOperator_BitOr_BitAnd",
+        "def append_event_line(block: bytearray, event: RetryEvent & WireEvent, prefix: bytes, offset: int) -> None:",
     ): _ANNOTATION,
     (
         "ingest/chain.py",

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 import orjson
 from factories import make_event
 
 from retrylens.ingest.encoder import encode_chunk
 from retrylens.schemas import RetryEvent
+from retrylens.schemas.wire import decode_wire
 
 FEATURES: dict[str, Any] = {"tokens_estimate": 1e18, "steps": 3, "tool": "search"}
 WITH_FEATURES = make_event(input_features=FEATURES).to_json_bytes()
@@ -56,3 +58,37 @@ def test_an_event_without_features_writes_them_empty() -> None:
     (line,) = _lines([WITHOUT_FEATURES])
     assert b'"input_features":{},' in line
     assert orjson.loads(line)["decision_reason"] == "plain"
+
+
+#: Text a line must carry exactly: quotes, backslashes, control characters, every width of
+#: UTF-8, a JSON-looking string and a field at its length limit.
+HOSTILE = [
+    'say "hi" \\ then \\"quote\\"',
+    "tab\there\nnewline\r\x00nul\x1f\x7f",
+    "é ü ß — 中文 ✓ 😀 \u2028\u2029",
+    '{"_t":"forged","_o":-1}',
+    "x" * 512,
+]
+
+
+def test_a_chunks_block_is_each_events_line_hostile_text_included() -> None:
+    """The chunk's block is written in place (msgspec straight into one buffer): it must be,
+    byte for byte, the events' lines one after the other, each ending with a newline."""
+    values = [
+        make_event(
+            task_id=f"task-{i}", decision_reason=text, error_detail={"message": text, "code": "E"},
+            input_features={"note": text[:200], "big": 1e18} if i % 2 else {},
+        ).to_json_bytes()
+        for i, text in enumerate(HOSTILE)
+    ] + [LAX]
+    chunk = encode_chunk("events", 3, list(range(40, 40 + len(values))), values)
+    assert chunk.rows == len(values) and chunk.block.endswith(b"\n")
+    lines = chunk.block.split(b"\n")[:-1]
+    assert [orjson.loads(line) for line in lines] == [_expected(value, 40 + i) for i, value in enumerate(values)]
+    # byte for byte what the struct encodes, after its position (the line format of issue 25)
+    prefix = b'{"_t":"events","_p":3,"_o":'
+    for offset, (line, value) in enumerate(zip(lines[: len(HOSTILE)], values, strict=False), start=40):
+        event = decode_wire(value, fill_event_id=False)
+        features = event.input_features
+        event.input_features = msgspec.Raw(orjson.dumps(features)) if features else features
+        assert line == b"%s%d,%s" % (prefix, offset, msgspec.json.encode(event)[1:])

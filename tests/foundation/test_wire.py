@@ -560,6 +560,19 @@ def test_the_decoder_accepts_a_hex_field_exactly_when_its_pattern_holds(value: s
     assert (decode_wire(_with(path, value)) is not None) == (re.search(_HEX_PATHS[path], value) is not None)
 
 
+@pytest.mark.parametrize("path", sorted(_HEX_PATHS, key=str))
+@pytest.mark.parametrize("escaped", ["\\ud800", "\\udc00" * 16, "0" * 15 + "\\ud83d\\ude00", "\\u0661" * 16])
+def test_a_hex_field_with_an_escaped_surrogate_or_foreign_digit_is_refused_not_raised(
+    escaped: str, path: tuple[Any, ...]
+) -> None:
+    """The hex check deletes the hex digits from the fields' bytes: a non-ASCII digit, a
+    surrogate pair or a lone surrogate (which strict UTF-8 cannot encode) must be a refusal,
+    never an exception, whichever step refuses it."""
+    raw = _with(path, "PLACEHOLDER").replace(b"PLACEHOLDER", escaped.encode())
+    assert decode_wire(raw) is None
+    assert isinstance(process(raw, SOURCE), InvalidMessage)
+
+
 @pytest.mark.parametrize(
     "ts",
     ["2026-12-06T17:10:50.840000Z", "2026-12-06T17:10:50.840Z", "2026-12-06T17:10:50Z", "2026-12-06T17:10:50.840123Z",
