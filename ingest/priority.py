@@ -5,11 +5,13 @@ but in one interpreter only the thread holding the interpreter lock runs Python.
 that holds the lock and is then descheduled in favour of other work keeps every other thread of
 the process waiting for the lock: the event loop answering ``/healthz`` and the reads' threads
 wait as long as the kernel keeps the low-priority holder off the CPU (a priority inversion).
-Measured (session 19, ``bench/RESULTS.md``): beside two CPU burners, a thread waking every 5 ms
-waited p99 139-175 ms for the lock when a Python thread busy 10 ms in 40 ran at niceness 10,
-41-44 ms when it ran at 0; under the OTLP flood the server's niced ingest and intake threads held
-the lock in garbage collections of 30-90 ms wall (a generation-0 pass takes well under 1 ms on
-the CPU).
+Measured (session 19, ``bench/RESULTS.md``, ``bench/gil_inversion.py``): beside two CPU burners
+in its scheduling group, a thread waking every 5 ms waited p99 139-293 ms for the lock when a
+Python thread busy 10 ms in 40 ran at niceness 10, 41-78 ms when it ran at 0 (without burners in
+the group the niced thread did no harm: the inversion needs higher-priority CPU work beside it,
+which a server under load has in its own engine threads); under the OTLP flood the server's
+niced ingest and intake threads held the lock in garbage collections of 30-90 ms wall (a
+generation-0 pass takes well under 1 ms of CPU).
 
 So the server's Python threads (spool ingestor, Kafka consumer, intake thread, sealer, alerts)
 stay at the API's priority: their Python work is bounded by the lock anyway, and the lock is
