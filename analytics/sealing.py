@@ -216,18 +216,14 @@ def start_sealer(
     *,
     grace: timedelta = DEFAULT_GRACE,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-    on_start: Callable[[], object] | None = None,
 ) -> Callable[[], None]:
     """Run :func:`seal_rollups` every ``interval_s`` seconds in a daemon thread; returns ``stop()``.
 
     A failing pass is logged and retried at the next tick; ``stop()`` waits for a running pass.
-    ``on_start``: called first in the thread (the server lowers its priority there).
     """
     stopped = threading.Event()
 
     def loop() -> None:
-        if on_start is not None:
-            on_start()
         while not stopped.is_set():
             try:
                 seal_rollups(store, now=clock(), grace=grace)

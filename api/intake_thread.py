@@ -1,13 +1,14 @@
-"""One thread below the API's priority for the intake work an OTLP export asks of the server's own
-process: mapping its spans to events, judging them, appending them to the spool.
+"""One thread for the intake work an OTLP export asks of the server's own process: mapping its
+spans to events, judging them, appending them to the spool.
 
-That work used to run in the request thread pool the API's reads run in, at their priority and on
-as many of its threads as requests arrived: under one tenant's flood of exports it took a core at
-the reads' weight (and pool threads the reads wait for). Here it runs one export at a time on a
-thread of its own at :data:`~retrylens.ingest.priority.INGEST_NICENESS` (the ingest threads' and
-the worker process's): a flood queues behind its own exports, and the CPU it takes is what the
-reads leave. Inflating and parsing the body happen before, in the worker process
-(:mod:`.offload`); storing the events after, in the ingest thread.
+That work used to run in the request thread pool the API's reads run in, on as many of its
+threads as requests arrived: under one tenant's flood of exports it took pool threads the reads
+wait for. Here it runs one export at a time on a thread of its own: a flood queues behind its own
+exports. The thread stays at the API's priority: it runs Python, and a niced thread holding the
+interpreter lock stalled the event loop whenever the kernel left it waiting
+(:mod:`retrylens.ingest.priority`); what it can take is one interpreter's share, handed back
+every switch interval. Inflating and parsing the body happen before, in the worker process
+(:mod:`.offload`, niced: an interpreter of its own); storing the events after, in the ingest thread.
 """
 
 from __future__ import annotations
@@ -18,8 +19,6 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
-
-from retrylens.ingest.priority import lower_this_thread
 
 T = TypeVar("T")
 
@@ -33,7 +32,7 @@ def _executor() -> ThreadPoolExecutor:
     global _pool
     with _lock:
         if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=THREAD_NAME, initializer=lower_this_thread)
+            _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=THREAD_NAME)
         return _pool
 
 

@@ -332,7 +332,7 @@ async def ingest_traces(request: Request, who: Principal = Depends(principal)) -
         raise
     if project is None:
         return _answer(content_type, {"events": 0, "rejected": []})
-    # mapping and judging hold the interpreter per event: below the API's priority, one export at a time
+    # mapping and judging hold the interpreter per event: off the event loop, one export at a time
     done = await on_intake_thread(measured, ingest_spans, request, who, project, spans)
     if cost is not None and who.projects is not None:
         cost.charge({project}, parsed.cpu_s + done.cpu_s)

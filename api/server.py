@@ -31,7 +31,6 @@ from retrylens.analytics.alert_outbox import Outbox
 from retrylens.analytics.alerts import run_periodically
 from retrylens.analytics.sealing import start_sealer
 from retrylens.config import Settings
-from retrylens.ingest.priority import lower_this_thread
 from retrylens.ingest.spool_ingestor import SpoolIngestor
 from retrylens.store import EventStore, open_store
 
@@ -57,7 +56,8 @@ class IngestThreads:
     It inserts on a store connection of its own (``open_store(apart=True)``), never on the
     API's: an embedded client runs one call at a time, so a tenant's read used to wait behind
     another tenant's insert (seconds each under an OTLP flood, 13 of 42 reads in one run). Its
-    threads run below the API's priority (:func:`~retrylens.ingest.priority.lower_this_thread`)."""
+    inserts run on engine threads below the API's priority; its own threads, which run Python,
+    at the API's (:mod:`retrylens.ingest.priority`)."""
 
     def __init__(self, settings: Settings, store: EventStore, *, spool_interval_s: float = 0.5) -> None:
         self.settings = settings
@@ -79,7 +79,6 @@ class IngestThreads:
 
     def _consume(self) -> None:
         assert self.consumer is not None
-        lower_this_thread()
         try:
             self.consumer.run()
         except Exception as exc:  # noqa: BLE001 - report on /healthz; the API keeps serving
@@ -109,32 +108,23 @@ class IngestThreads:
         return out
 
 
-def _below_the_api(target: Callable[..., None]) -> Callable[..., None]:
-    """``target`` run on a thread lowered first (:func:`~retrylens.ingest.priority.lower_this_thread`)."""
-
-    def run(**kwargs: Any) -> None:
-        lower_this_thread()
-        target(**kwargs)
-
-    return run
-
-
 def start_maintenance(store: EventStore, settings: Settings) -> Callable[[], None]:
     """Seal closed rollup buckets, evaluate alert rules and post their pages; returns ``stop()``.
 
     Evaluation queues pages in the outbox of the data directory; the dispatcher posts them
     from threads of its own, so a slow receiver never holds up evaluation or another project.
-    Sealing and evaluation run below the API's priority, as ingestion does: a sealing pass
-    recomputes every bucket a flood's events touched (seconds of CPU a minute under one), and
-    it must take the CPU the reads leave, not half of it."""
-    stop_sealer = start_sealer(store, interval_s=settings.maintenance_interval_s, on_start=lower_this_thread)
+    A sealing pass recomputes every bucket a flood's events touched (seconds of CPU a minute
+    under one): its statements run on ``store``'s engine threads, below the API's priority when
+    ``store`` is a store apart; the threads themselves run Python and stay at the API's
+    (:mod:`retrylens.ingest.priority`)."""
+    stop_sealer = start_sealer(store, interval_s=settings.maintenance_interval_s)
     outbox = Outbox.in_data_dir(settings.data_dir)
     dispatcher = Dispatcher(outbox, allowed_hosts=settings.alert_webhook_hosts,
                             timeout_s=settings.alert_delivery_timeout_s)
     stop_dispatch = dispatcher.start()
     stop_alerts = threading.Event()
     alerts = threading.Thread(
-        target=_below_the_api(run_periodically),
+        target=run_periodically,
         kwargs={"store": store, "interval_s": settings.maintenance_interval_s, "stop": stop_alerts,
                 "webhook_url": settings.alert_webhook_url, "outbox": outbox, "dashboard_url": settings.dashboard_url,
                 "on_enqueue": dispatcher.wake},

@@ -22,7 +22,6 @@ from .batch import Batch
 from .chain import build_chain
 from .dead_letter_file import DEAD_LETTER_FILE, DeadLetterFile
 from .encoder import RawChunk
-from .priority import lower_this_thread
 from .writer import BatchWriter
 
 log = logging.getLogger(__name__)
@@ -122,8 +121,7 @@ class SpoolIngestor:
     def start(self, interval_s: float = 0.5) -> None:
         """Ingest in a background thread until :meth:`stop`."""
 
-        def loop() -> None:
-            lower_this_thread()  # a flood of events must not take the CPU from the API's reads
+        def loop() -> None:  # at the caller's priority: it runs Python beside the API (see .priority)
             while not self._stop.is_set():
                 try:
                     if not self.run_once():

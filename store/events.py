@@ -37,7 +37,7 @@ class EventStore:
         #: An in-process chDB engine (inserts read files) rather than a ClickHouse server.
         self.client_is_embedded = isinstance(client, ChdbClient)
         #: The niceness of the engine threads that run this store's writes (0: the engine's own).
-        #: A niced ingest thread alone does not lower them: an embedded insert runs on the engine's
+        #: The calling thread's niceness does not lower them: an embedded insert runs on the engine's
         #: pooled threads (its parsing, materialized views and squashing), which a thread at niceness
         #: 0 started, so a flood's inserts took the CPU from the API's reads at full priority.
         self.engine_niceness = engine_niceness
@@ -109,8 +109,9 @@ class EventStore:
 def caller_niceness_kept() -> Iterator[None]:
     """Give the calling thread back its niceness after an engine call: a query run with
     ``os_thread_priority`` sets it on every thread that runs it, the caller's included, and
-    resets it to 0 (not to what it was) when done, which would leave a niced ingest thread's
-    Python work at full priority."""
+    resets it to 0 (not to what it was) when done, which would leave a caller run under ``nice``
+    at full priority afterwards (the server's own threads run at the API's priority, 0 here:
+    :mod:`retrylens.ingest.priority`)."""
     if not sys.platform.startswith("linux"):
         yield
         return
@@ -125,7 +126,8 @@ def caller_niceness_kept() -> Iterator[None]:
 
 
 #: The niceness of the engine threads that run a background store's inserts
-#: (``open_store(apart=True)``): the same as the ingest threads' (:mod:`retrylens.ingest.priority`).
+#: (``open_store(apart=True)``): the same as the parse worker's; the threads that call them run Python
+#: and stay at the API's priority (:mod:`retrylens.ingest.priority`).
 BACKGROUND_INSERT_NICENESS = 10
 
 

@@ -58,9 +58,9 @@ def test_embedded_road_end_to_end_through_the_servers_spool_ingestor(api_setting
             # ClickHouse makes an insert's `events` rows readable before its materialized views'
             # rows (the rollup's open set among them), and the insert returns only once every
             # view has its rows; in between, a read saw 111 events and an empty open set (0 tasks
-            # where the exact read gave 20; tests/foundation/test_view_visibility.py). The spool
-            # ingest thread runs at nice +10 (below the API): on a busy machine it gets a small
-            # share of a core, so it is given long (the loop ends as soon as the rows are in).
+            # where the exact read gave 20; tests/foundation/test_view_visibility.py). The
+            # insert's engine threads run at nice +10 (below the API): on a busy machine they get
+            # a small share of a core, so it is given long (the loop ends as soon as the rows are in).
             deadline = time.monotonic() + 120
             while ingest.status()["spool_rows"] < len(events) and time.monotonic() < deadline:
                 time.sleep(0.1)

@@ -1,12 +1,14 @@
-"""The server's ingest threads insert on a connection of their own, below the API's priority:
-a tenant's read never queues behind another tenant's insert."""
+"""The server's ingest threads insert on a connection of their own: a tenant's read never queues
+behind another tenant's insert. They run Python at the API's priority (only the engine's threads of
+their inserts are niced): a niced thread holding the interpreter lock stalls the event loop."""
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from apitest_support import GLOBEX
@@ -15,7 +17,7 @@ from fastapi.testclient import TestClient
 from retrylens.api.app import create_app
 from retrylens.api.server import IngestThreads
 from retrylens.config import Settings
-from retrylens.ingest.priority import INGEST_NICENESS, thread_niceness
+from retrylens.ingest.priority import thread_niceness
 from retrylens.store import EventStore
 
 pytestmark = pytest.mark.clickhouse
@@ -49,69 +51,84 @@ def test_a_read_does_not_wait_for_a_long_call_of_the_ingest_threads(api_settings
         threads.stop()
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a thread's own niceness is Linux's")
-def test_the_spool_ingest_thread_runs_below_the_api(api_settings: Settings, store: EventStore) -> None:
+LINUX_ONLY = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a thread's own niceness is Linux's")
+
+
+def _noting_niceness(target: Callable[..., Any], seen: list[tuple[str, int]]) -> Callable[..., Any]:
+    """``target``, noting the niceness of the thread that runs it while it runs."""
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        seen.append((threading.current_thread().name, thread_niceness()))
+        return target(*args, **kwargs)
+
+    return run
+
+
+def _wait_for(seen: list[tuple[str, int]], what: str) -> None:
+    deadline = time.monotonic() + 30  # a thread starting on a loaded machine
+    while not seen and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert seen, f"{what} never ran"
+
+
+@LINUX_ONLY
+def test_the_spool_ingest_thread_runs_python_at_the_apis_priority(api_settings: Settings, store: EventStore,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """It shares the interpreter lock with the event loop: niced, it held the lock while the kernel
+    left it waiting, and healthz waited with it (``retrylens.ingest.priority``). Its inserts' engine
+    threads are still niced (``test_store_connections``)."""
+    from retrylens.ingest.spool_ingestor import SpoolIngestor
+
+    seen: list[tuple[str, int]] = []
+    monkeypatch.setattr(SpoolIngestor, "run_once", _noting_niceness(SpoolIngestor.run_once, seen))
     mine = thread_niceness()
     threads = IngestThreads(api_settings, store, spool_interval_s=0.05)
     threads.start()
     try:
-        assert threads.spool is not None and threads.spool._thread is not None
-        tid = threads.spool._thread.native_id
-        assert tid is not None
-        deadline = time.monotonic() + 30  # a thread starting on a loaded machine
-        while os.getpriority(os.PRIO_PROCESS, tid) == mine and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert os.getpriority(os.PRIO_PROCESS, tid) == min(19, mine + INGEST_NICENESS)
-        assert thread_niceness() == mine  # the API's thread keeps its priority
+        _wait_for(seen, "the spool ingestor")
+        time.sleep(0.2)  # a few passes
     finally:
         threads.stop()
+    assert {niceness for name, niceness in seen if name == "retrylens-spool-ingestor"} == {mine}
+    assert thread_niceness() == mine
 
 
-def _niceness_of(thread: threading.Thread, unlike: int) -> int:
-    """The thread's niceness once it has set it (a thread starting on a loaded machine)."""
-    tid = thread.native_id
-    assert tid is not None
-    deadline = time.monotonic() + 30
-    while os.getpriority(os.PRIO_PROCESS, tid) == unlike and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return os.getpriority(os.PRIO_PROCESS, tid)
+@LINUX_ONLY
+def test_sealing_and_alert_evaluation_run_python_at_the_apis_priority(api_settings: Settings, store: EventStore,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sealing pass's statements run on the engine's threads (niced on the store apart the server
+    gives it); the threads that issue them run Python beside the event loop, at its priority."""
+    import retrylens.analytics.sealing as sealing
+    import retrylens.api.server as server
 
-
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a thread's own niceness is Linux's")
-def test_sealing_and_alert_evaluation_run_below_the_api(api_settings: Settings, store: EventStore) -> None:
-    """A sealing pass recomputes every bucket a flood's events touched: it must take the CPU the
-    reads leave (it ran at the API's priority, seconds a minute under a flood)."""
-    from retrylens.api.server import start_maintenance
-
+    sealed: list[tuple[str, int]] = []
+    evaluated: list[tuple[str, int]] = []
+    monkeypatch.setattr(sealing, "seal_rollups", _noting_niceness(sealing.seal_rollups, sealed))
+    monkeypatch.setattr(server, "run_periodically", _noting_niceness(server.run_periodically, evaluated))
     mine = thread_niceness()
-    stop = start_maintenance(store, api_settings)
+    stop = server.start_maintenance(store, api_settings)
     try:
-        named = {t.name: t for t in threading.enumerate()}
-        for name in ("retrylens-rollup-sealer", "retrylens-alerts"):
-            assert _niceness_of(named[name], mine) == min(19, mine + INGEST_NICENESS), name
-        assert thread_niceness() == mine
+        _wait_for(sealed, "the sealer")
+        _wait_for(evaluated, "the alert evaluation")
     finally:
         stop()
+    assert sealed[0] == ("retrylens-rollup-sealer", mine)
+    assert evaluated[0] == ("retrylens-alerts", mine)
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a thread's own niceness is Linux's")
-def test_an_otlp_exports_intake_runs_on_its_own_thread_below_the_api(api_settings: Settings, store: EventStore,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    """Mapping and judging an export's events ran in the request pool at the reads' priority, as
-    many at once as exports arrived; they run on one intake thread at the ingest threads' niceness."""
+@LINUX_ONLY
+def test_an_otlp_exports_intake_runs_on_its_own_thread_at_the_apis_priority(
+        api_settings: Settings, store: EventStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Mapping and judging an export's events ran in the request pool, as many at once as exports
+    arrived; they run on one intake thread, one export at a time. It runs Python beside the event
+    loop: niced, it stalled healthz whenever the kernel left it waiting with the interpreter lock."""
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
     import retrylens.api.otlp as otlp
     from retrylens.api.intake_thread import THREAD_NAME
 
-    judged_on: list[threading.Thread] = []
-    real_judge = otlp.judge
-
-    def judge_and_note_the_thread(*args: object, **kwargs: object) -> object:  # the real judge, watched
-        judged_on.append(threading.current_thread())
-        return real_judge(*args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(otlp, "judge", judge_and_note_the_thread)
+    judged: list[tuple[str, int]] = []
+    monkeypatch.setattr(otlp, "judge", _noting_niceness(otlp.judge, judged))  # the real judge, watched
     export = ExportTraceServiceRequest()
     span = export.resource_spans.add().scope_spans.add().spans.add(
         trace_id=(7).to_bytes(16, "big"), span_id=b"\x01" * 8, name="chat",
@@ -122,6 +139,5 @@ def test_an_otlp_exports_intake_runs_on_its_own_thread_below_the_api(api_setting
         answer = client.post("/v1/traces", content=export.SerializeToString(),
                              headers={**GLOBEX, "Content-Type": "application/x-protobuf"})
         assert answer.status_code == 200, answer.text
-        assert [t.name.startswith(THREAD_NAME) for t in judged_on] == [True]
-        assert _niceness_of(judged_on[0], mine) == min(19, mine + INGEST_NICENESS)
+    assert [(name.startswith(THREAD_NAME), niceness) for name, niceness in judged] == [(True, mine)]
     assert thread_niceness() == mine
