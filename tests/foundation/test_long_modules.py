@@ -4,7 +4,7 @@ that declares itself long.
 CI's workers get whole modules in collection order, which ``tests/conftest.py`` makes
 ``LONG_MODULES`` first. A module missing from the table is ordered by its number of tests, so a
 heavy module of one or two tests starts last and ends the lane alone (session 19: the planted-word
-A/B, 81 s of CPU, ended the locked lane 34 s after every other worker was idle). A test allowed
+A/B, one test of 82 s, ended the locked lane 34 s after every other worker was idle). A test allowed
 more than pytest-timeout's suite-wide 300 s (``@pytest.mark.timeout(900)``) says by that mark that
 it is long, so its module must be in the table.
 """
