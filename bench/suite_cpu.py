@@ -9,7 +9,11 @@ whatever else runs. Two parts:
   an xdist worker) appends one JSON line per test to ``<dir>/<worker>.jsonl``: its file,
   wall seconds and CPU seconds over setup + call + teardown (a module fixture's teardown
   counts in the file's last test), and when it started and ended (``time.time()``), so a
-  worker's idle tail at the end of a run shows. Loaded with ``-p suite_cpu`` and this
+  worker's idle tail at the end of a run shows. A worker's session fixtures (a shared server,
+  a browser) are torn down, and their processes reaped, in the teardown of its last test: that
+  teardown (with the last test's and module's own) is a row of its own (file
+  ``SESSION_TEARDOWN``), not the last test's cost (session 19 read a one-test module's 13 s of
+  CPU as 81 s). Loaded with ``-p suite_cpu`` and this
   folder on ``PYTHONPATH``::
 
       RETRYLENS_SUITE_CPU_DIR=/tmp/run-a PYTHONPATH=bench PYTEST_ARGS="-p suite_cpu" make test
@@ -34,6 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ENV_DIR = "RETRYLENS_SUITE_CPU_DIR"
+#: the ``file`` of a worker's last teardown row (its session fixtures' stop and reaped processes)
+SESSION_TEARDOWN = "<session teardown>"
 
 
 def _cpu_seconds() -> float:
@@ -50,6 +56,23 @@ except ImportError:  # the report needs no pytest
     pytest = None  # type: ignore[assignment]
 
 if pytest is not None:
+    #: the last test's teardown, measured apart: (started, wall, cpu)
+    _last_teardown: list[tuple[float, float, float]] = []
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+        if nextitem is not None or not os.environ.get(ENV_DIR):
+            yield
+            return
+        started, wall0, cpu0 = time.time(), time.perf_counter(), _cpu_seconds()
+        yield
+        _last_teardown.append((started, time.perf_counter() - wall0, _cpu_seconds() - cpu0))
+
+    def _write(out_dir: str, row: dict[str, object]) -> None:
+        path = Path(out_dir) / f"{row['worker']}.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(row) + "\n")
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
@@ -57,21 +80,27 @@ if pytest is not None:
         if not out_dir:
             yield
             return
+        _last_teardown.clear()
         started, wall0, cpu0 = time.time(), time.perf_counter(), _cpu_seconds()
         yield
-        row = {
+        wall, cpu, ended = time.perf_counter() - wall0, _cpu_seconds() - cpu0, time.time()
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        if _last_teardown:  # the worker's last test: its teardown stopped the session fixtures
+            td_started, td_wall, td_cpu = _last_teardown.pop()
+            wall, cpu = wall - td_wall, cpu - td_cpu
+            _write(out_dir, {"file": SESSION_TEARDOWN, "test": SESSION_TEARDOWN, "worker": worker,
+                             "wall": round(td_wall, 4), "cpu": round(td_cpu, 4),
+                             "start": round(td_started, 3), "end": round(ended, 3)})
+            ended = td_started
+        _write(out_dir, {
             "file": item.nodeid.split("::", 1)[0],
             "test": item.nodeid,
-            "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
-            "wall": round(time.perf_counter() - wall0, 4),
-            "cpu": round(_cpu_seconds() - cpu0, 4),
+            "worker": worker,
+            "wall": round(wall, 4),
+            "cpu": round(cpu, 4),
             "start": round(started, 3),
-            "end": round(time.time(), 3),
-        }
-        path = Path(out_dir) / f"{row['worker']}.jsonl"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("a", encoding="utf-8") as f:
-            f.write(json.dumps(row) + "\n")
+            "end": round(ended, 3),
+        })
 
 
 # --- the report ------------------------------------------------------------------------------
@@ -109,7 +138,7 @@ def load(directory: Path) -> Run:
             except json.JSONDecodeError as exc:
                 raise SystemExit(f"{path}:{line_no}: not a JSON row ({exc})") from None
             cost = run.files.setdefault(row["file"], FileCost())
-            cost.tests += 1
+            cost.tests += row["file"] != SESSION_TEARDOWN
             cost.wall += row["wall"]
             cost.cpu += row["cpu"]
             first, last, busy = run.workers.get(row["worker"], (row["start"], row["end"], 0.0))

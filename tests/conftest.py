@@ -30,6 +30,7 @@ for _threads in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 threadpoolctl.threadpool_limits(int(os.environ["OPENBLAS_NUM_THREADS"]), user_api="blas")
 threadpoolctl.threadpool_limits(int(os.environ["OMP_NUM_THREADS"]), user_api="openmp")
 
+from long_modules import LONG_MODULES  # noqa: E402
 from store_template import open_copied_store  # noqa: E402
 
 from retrylens.config import Settings, load_settings  # noqa: E402
@@ -157,38 +158,6 @@ def kafka_settings(settings: Settings, kafka_bootstrap: str) -> Settings:
             "kafka_topic_partitions": 4,
         }
     )
-
-
-# The modules that take longest, longest first (one locked run of session 12's branch, its
-# module wall seconds summed per test). infra/test.sh hands whole modules to two pytest-xdist
-# workers in collection order (--dist loadfile --no-loadscope-reorder), so these start first
-# and the many short modules fill the end: no worker sits idle while the other finishes a
-# long module it began late. A heavy module of few tests ordered by size would come last (the
-# one-test Kafka-cluster module, 24 s, was a worker's last 24 s while the other sat idle 16 s).
-LONG_MODULES = (
-    "tests/foundation/test_kafka_pipeline.py",
-    "tests/bench/test_bench_smoke.py",  # session 16: 29 bench processes, 116 s of CPU without the Kafka one
-    "tests/api/test_api_schemathesis.py",
-    "tests/foundation/test_kafka_sasl.py",
-    "tests/api/test_cli_beside_server.py",
-    "tests/foundation/test_demo.py",
-    "tests/dashboard/test_dashboard_layout_browser.py",
-    "tests/analytics/test_analytics_classifier.py",
-    "tests/foundation/test_kafka_cluster.py",
-    "tests/evaluation/test_eval_ground_truth.py",
-    "tests/analytics/test_analytics_levels.py",
-    "tests/dashboard/test_dashboard_pages.py",
-    "tests/analytics/test_analytics_sealing.py",
-    "tests/foundation/test_consumer_group.py",
-    "tests/api/test_api_serve.py",
-    "tests/analytics/test_analytics_injection.py",
-    "tests/analytics/test_truth_harness.py",
-    "tests/analytics/test_fit_threads.py",
-    "tests/api/test_api_precheck.py",
-    "tests/evaluation/test_rules_vectorised.py",
-    "tests/foundation/test_store.py",
-    "tests/api/test_otlp_attempts.py",
-)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from source_trees import tree
+from source_trees import tree, trees
 
 pytestmark = pytest.mark.source_only  # it checks itself too
 
@@ -71,7 +71,19 @@ def _foreign_imports(path: Path, seen: set[Path]) -> list[str]:
     return found
 
 
-MARKED = sorted(p for p in TESTS.rglob("test_*.py") if _marked_source_only(p))
+def _modules_marked_source_only() -> list[Path]:
+    """The test modules whose tree names ``source_only``, parsed in ONE child interpreter.
+
+    Only files whose text contains the word can name the attribute, so only those are
+    parsed (and all at once): this runs at collection, in every xdist worker of both lanes,
+    and parsing the 270 modules one child interpreter each cost ~14 s of CPU per collection.
+    """
+    candidates = [p for p in TESTS.rglob("test_*.py") if "source_only" in p.read_text(encoding="utf-8")]
+    trees(candidates)  # warms tree()'s cache: one child for all
+    return sorted(p for p in candidates if _marked_source_only(p))
+
+
+MARKED = _modules_marked_source_only()
 
 
 def test_some_modules_are_marked() -> None:
@@ -89,3 +101,21 @@ def test_the_check_sees_an_installed_import_behind_a_helper(tmp_path: Path) -> N
     module.write_text("import pytest\nfrom helper_mod import x\npytestmark = pytest.mark.source_only\n")
     assert _marked_source_only(module)
     assert _foreign_imports(module, set()) == ["helper_mod.py: numpy"]
+
+
+def test_finding_the_marked_modules_starts_one_child_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
+    """MARKED is worked out at collection, in every xdist worker of both CI lanes: one child
+    interpreter parses the candidates (a child per test module cost ~14 s of CPU each time)."""
+    import source_trees
+
+    started: list[list[str]] = []
+    real_run = source_trees.subprocess.run
+
+    def counting_run(args: list[str], **kwargs: object) -> object:
+        started.append(args)
+        return real_run(args, **kwargs)
+
+    monkeypatch.setattr(source_trees, "_cache", {})  # nothing parsed yet, as at collection
+    monkeypatch.setattr(source_trees.subprocess, "run", counting_run)
+    assert _modules_marked_source_only() == MARKED
+    assert len(started) == 1
