@@ -22,6 +22,7 @@ import multiprocessing
 import multiprocessing.connection
 import os
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -92,10 +93,28 @@ def warm_up() -> Future[None]:
     return _executor().submit(_ready)
 
 
-def shutdown() -> None:
-    """Stop the worker (the server's shutdown; a later call starts a new one)."""
+#: How long the server's shutdown waits for the worker to finish the body it is parsing. Its
+#: work is a request's, never durable state (the request's client re-sends what got no answer),
+#: so past this the worker is killed rather than the shutdown hung: a hostile body, or a worker
+#: starved on a loaded machine, once held an app's shutdown past five minutes.
+SHUTDOWN_WAIT_S = 10.0
+
+
+def shutdown(wait_s: float = SHUTDOWN_WAIT_S) -> None:
+    """Stop the worker (the server's shutdown; a later call starts a new one): pending work is
+    cancelled, running work gets ``wait_s`` seconds, then the worker is killed."""
     global _pool
     with _lock:
         pool, _pool = _pool, None
-    if pool is not None:
-        pool.shutdown(wait=True, cancel_futures=True)
+    if pool is None:
+        return
+    # The executor's own processes (CPython keeps them by pid): shutdown(wait=True) has no bound,
+    # and interpreter exit joins the executor's manager thread, which waits for them too.
+    workers = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    deadline = time.monotonic() + wait_s
+    for worker in workers:
+        worker.join(max(0.0, deadline - time.monotonic()))
+        if worker.is_alive():
+            worker.kill()
+            worker.join(5)

@@ -53,3 +53,16 @@ def test_a_worker_ends_when_its_server_is_killed():
         time.sleep(0.1)
     os.kill(worker, signal.SIGKILL)
     raise AssertionError("the worker outlived its server by 30 s")
+
+
+def test_shutdown_kills_a_worker_still_busy_past_its_bound():
+    """A server's shutdown must not wait on whatever the worker is parsing (it had no bound: an
+    app's lifespan shutdown once hung past five minutes on a loaded machine)."""
+    import time
+
+    offload.warm_up().result(timeout=120)  # the worker is up
+    job = offload._executor().submit(time.sleep, 30)
+    time.sleep(0.5)  # the job reached the worker
+    offload.shutdown(wait_s=0.5)
+    assert not (job.done() and job.exception() is None), "shutdown waited for the job to finish"
+    assert asyncio.run(offload.in_worker(abs, -3)) == 3  # a later call starts a new worker
