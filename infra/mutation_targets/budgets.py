@@ -1,0 +1,41 @@
+"""Mutation targets of the tenant budgets: a key over its bytes, or a project over its CPU seconds,
+is refused (429, a hold, ``Retry-After``) before its body is read, every other tenant untouched,
+the local token never charged, and the CPU charged is what the work measured (issue 36's budget,
+pinned by issue 38 round two's "every module that carries a guarantee").
+
+The pure exact file first (the middleware on a hand-turned clock, ~0.2 s), so ``-x`` stops most
+mutants there; then the chDB tests of the same guarantee through the real app.
+"""
+
+from __future__ import annotations
+
+from .target import Equivalent, Target
+
+_EXACT = "tests/api/test_ingest_budget_exact.py"
+_COST = "tests/api/test_cost_budget.py"
+_BYTES = "tests/api/test_ingest_budget.py"
+
+TARGETS: dict[str, Target] = {
+    "token_buckets": Target(
+        "api/token_buckets.py",
+        ("_refilled", "wait_s", "take"),
+        (_EXACT, _BYTES, _COST),
+    ),
+    "cost_budget": Target(
+        "api/cost_budget.py",
+        ("__post_init__", "wait_s", "charge", "payers"),
+        (_EXACT, _COST),
+    ),
+    "ingest_budget": Target(
+        "api/ingest_budget.py",
+        ("__init__", "__call__", "counted", "_tenant", "_header", "_over_bytes", "_over_cost", "_too_many"),
+        (_EXACT, _BYTES, _COST),
+    ),
+    "measured": Target(
+        "api/measured.py",
+        ("result", "measured"),
+        (_EXACT, _COST),
+    ),
+}
+
+EQUIVALENT: Equivalent = {}
