@@ -38,4 +38,9 @@ TARGETS: dict[str, Target] = {
     ),
 }
 
-EQUIVALENT: Equivalent = {}
+EQUIVALENT: Equivalent = {
+    ("api/token_buckets.py", "wait_s", "core/ReplaceComparisonOperator_GtE_Gt",
+     "return 0.0 if bucket.tokens > 0 else -bucket.tokens / self.rate"):
+        "at exactly 0 tokens it returns -0.0 / rate, which is -0.0: equal to 0.0, not > 0, and ceil(-0.0) is 0, "
+        "so every caller (the middleware's `> 0` and Retry-After, CostBudget's max with default 0.0) reads it as 0",
+}
