@@ -38,7 +38,21 @@ TARGETS: dict[str, Target] = {
     ),
 }
 
+_ANNOTATION = "an annotation, never evaluated (from __future__ import annotations)"
+_CAPPED = ("a charge of zero takes nothing, and a negative one (thread_time never goes back, so none is measured) "
+           "is undone by the bucket's cap on its next read or take (min(burst, ...) in _refilled): no wait_s differs")
+
 EQUIVALENT: Equivalent = {
+    ("api/cost_budget.py", "payers", "core/ReplaceBinaryOperator_BitOr_BitAnd",
+     "def payers(projects: frozenset[str] & None, named: str | None) -> frozenset[str]:"): _ANNOTATION,
+    ("api/cost_budget.py", "payers", "core/ReplaceBinaryOperator_BitOr_BitAnd",
+     "def payers(projects: frozenset[str] | None, named: str & None) -> frozenset[str]:"): _ANNOTATION,
+    ("api/cost_budget.py", "charge", "core/ReplaceComparisonOperator_LtE_Eq",
+     "if not projects or cpu_s == 0:"): _CAPPED,
+    ("api/cost_budget.py", "charge", "core/ReplaceComparisonOperator_LtE_Lt",
+     "if not projects or cpu_s < 0:"): _CAPPED,
+    ("api/cost_budget.py", "charge", "core/NumberReplacer",
+     "if not projects or cpu_s <= -1:"): _CAPPED,
     ("api/token_buckets.py", "wait_s", "core/ReplaceComparisonOperator_GtE_Gt",
      "return 0.0 if bucket.tokens > 0 else -bucket.tokens / self.rate"):
         "at exactly 0 tokens it returns -0.0 / rate, which is -0.0: equal to 0.0, not > 0, and ceil(-0.0) is 0, "

@@ -98,7 +98,7 @@ def test_no_payers_wait_nothing_and_a_cost_with_no_payer_or_no_cpu_charges_no_on
     assert budget.wait_s(frozenset()) == 0.0  # the local token's payers: none
     budget.charge(frozenset(), 5.0)  # nothing to divide by, nobody charged
     budget.charge({"shop"}, 0.0)
-    budget.charge({"shop"}, -3.0)  # a negative measure never adds tokens past the burst
+    budget.charge({"shop"}, -3.0)  # none is ever measured; the bucket's cap would undo it anyway
     budget.charge({"shop"}, 1.25)
     assert budget.wait_s({"shop"}) == pytest.approx(0.5)  # 0.25 s of debt at 0.5 a second
     budget.charge({"finance"}, 0.5)  # half a CPU second is charged, not rounded away
