@@ -42,7 +42,42 @@ _ANNOTATION = "an annotation, never evaluated (from __future__ import annotation
 _CAPPED = ("a charge of zero takes nothing, and a negative one (thread_time never goes back, so none is measured) "
            "is undone by the bucket's cap on its next read or take (min(burst, ...) in _refilled): no wait_s differs")
 
+#: the receive messages of an http scope (the ASGI specification): the request's body parts and the disconnect
+_MESSAGES = ('an http scope receives only "http.request" and "http.disconnect" (ASGI), and the disconnect has no '
+             "body: taking len(b\"\") = 0 bytes from it changes no bucket")
+_NEVER_NEGATIVE = "a wait is never negative (0.0, or minus a negative token count over a positive rate): != 0 is > 0"
+
 EQUIVALENT: Equivalent = {
+    ("api/ingest_budget.py", "_header", "core/ReplaceBinaryOperator_BitOr_BitAnd",
+     "def _header(scope: Scope, name: bytes) -> str & None:"): _ANNOTATION,
+    ("api/ingest_budget.py", "_tenant", "core/ReplaceBinaryOperator_BitOr_BitAnd",
+     "def _tenant(self, scope: Scope) -> frozenset[str] & None:"): _ANNOTATION,
+    ("api/ingest_budget.py", "__init__", "core/ReplaceBinaryOperator_BitOr_BitAnd",
+     "cost: CostBudget & None = None, hold_s: float = REFUSAL_HOLD_S,"): _ANNOTATION,
+    ("api/ingest_budget.py", "counted", "core/ReplaceComparisonOperator_Eq_LtE",
+     'if message["type"] <= "http.request":'): _MESSAGES + ' ("http.disconnect" sorts before)',
+    ("api/ingest_budget.py", "counted", "core/ReplaceComparisonOperator_Eq_GtE",
+     'if message["type"] >= "http.request":'): _MESSAGES + ' ("http.disconnect" sorts before, so it is not taken)',
+    ("api/ingest_budget.py", "counted", "core/ReplaceComparisonOperator_Eq_IsNot",
+     'if message["type"] is not "http.request":'):
+        _MESSAGES + '; "http.request" holds a dot, so CPython does not intern it and the server\'s message '
+        "(built from its own constant) is never this module's object: `is not` is true for both messages",
+    ("api/ingest_budget.py", "_tenant", "core/ReplaceComparisonOperator_NotEq_IsNot",
+     'if scope["type"] is not "http" or scope.get("method") != "POST" or scope.get("path") not in INGEST_PATHS:'):
+        '"http" is an identifier-like literal, which CPython interns: the server\'s scope type is this object '
+        "exactly when it is equal",
+    ("api/ingest_budget.py", "_tenant", "core/ReplaceComparisonOperator_NotEq_Gt",
+     'if scope["type"] > "http" or scope.get("method") != "POST" or scope.get("path") not in INGEST_PATHS:'):
+        'the ASGI scope types are "http", "lifespan" and "websocket": both others sort after "http", so > is != '
+        "(tests/api/test_ingest_budget_exact.py passes both through)",
+    ("api/ingest_budget.py", "__call__", "core/ReplaceComparisonOperator_Gt_NotEq",
+     "if in_debt != 0:"): _NEVER_NEGATIVE + " (CostBudget.wait_s: a max of such waits, default 0.0)",
+    ("api/ingest_budget.py", "__call__", "core/ReplaceComparisonOperator_Gt_NotEq",
+     "if wait != 0:"): _NEVER_NEGATIVE + " (TokenBuckets.wait_s)",
+    ("api/ingest_budget.py", "__init__", "core/ReplaceComparisonOperator_Gt_NotEq",
+     "self.buckets = TokenBuckets(float(rate_bytes), float(burst_bytes), clock) if rate_bytes != 0 else None"):
+        "a negative rate never reaches it: the server's one source, Settings.api_ingest_rate_bytes, is ge=0 "
+        "(a negative value is refused at start-up), so rate_bytes != 0 is rate_bytes > 0 for every rate it gets",
     ("api/cost_budget.py", "payers", "core/ReplaceBinaryOperator_BitOr_BitAnd",
      "def payers(projects: frozenset[str] & None, named: str | None) -> frozenset[str]:"): _ANNOTATION,
     ("api/cost_budget.py", "payers", "core/ReplaceBinaryOperator_BitOr_BitAnd",
