@@ -103,8 +103,9 @@ def test_each_queued_page_wakes_the_dispatcher_once_and_its_history_row_awaits_d
     fired = evaluate_alerts(store, now=DURING, outbox=outbox, webhook_url="http://127.0.0.1:9/default",
                             on_enqueue=lambda: woken.append(1))
     assert len(fired) == 2 and len(woken) == 2
-    assert sorted((d.receiver, d.trusted) for d in outbox.deliveries()) == [
-        ("http://127.0.0.1:9/default", True), ("http://127.0.0.1:9/own", False)]
+    # each page in its rule's project's lane (one project's receivers never hold up another's)
+    assert sorted((d.project, d.receiver, d.trusted) for d in outbox.deliveries()) == [
+        ("alpha", "http://127.0.0.1:9/default", True), ("alpha", "http://127.0.0.1:9/own", False)]
     assert [h[-1] for h in _history(store)] == [False, False]  # queued, not yet delivered
 
 
