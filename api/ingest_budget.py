@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
+from collections.abc import Awaitable, Callable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -42,15 +44,21 @@ INGEST_PATHS = frozenset({"/v1/events", "/v1/traces"})
 
 class IngestBudget:
     """ASGI middleware: the per-key byte budget of the ingest routes (see the module docstring),
-    and the per-project CPU budget (:mod:`.cost_budget`) checked with it."""
+    and the per-project CPU budget (:mod:`.cost_budget`) checked with it.
+
+    ``clock`` (the byte buckets') and ``sleep`` (the refusal's hold) are injected so that a test
+    turns time by hand and reads each hold and ``Retry-After`` exactly, without sleeping."""
 
     def __init__(self, app: ASGIApp, keyring: KeyRing, *, rate_bytes: int, burst_bytes: int,
-                 cost: CostBudget | None = None, hold_s: float = REFUSAL_HOLD_S) -> None:
+                 cost: CostBudget | None = None, hold_s: float = REFUSAL_HOLD_S,
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
         self.app = app
         self.keyring = keyring
-        self.buckets = TokenBuckets(float(rate_bytes), float(burst_bytes)) if rate_bytes > 0 else None
+        self.buckets = TokenBuckets(float(rate_bytes), float(burst_bytes), clock) if rate_bytes > 0 else None
         self.cost = cost
         self.hold_s = hold_s
+        self.sleep = sleep
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         tenant = self._tenant(scope) if self.buckets is not None or self.cost is not None else None
@@ -62,7 +70,7 @@ class IngestBudget:
             paying = payers(tenant, _header(scope, PROJECT_HEADER.encode()))
             in_debt = cost.wait_s(paying)
             if in_debt > 0:
-                await asyncio.sleep(min(in_debt, self.hold_s))
+                await self.sleep(min(in_debt, self.hold_s))
                 await _too_many(send, cost.wait_s(paying), _over_cost(cost.rate))
                 return
         if buckets is None:
@@ -70,7 +78,7 @@ class IngestBudget:
             return
         wait = buckets.wait_s(tenant)
         if wait > 0:
-            await asyncio.sleep(min(wait, self.hold_s))
+            await self.sleep(min(wait, self.hold_s))
             await _too_many(send, buckets.wait_s(tenant), _over_bytes(buckets.rate))
             return
 

@@ -32,12 +32,29 @@ TARGETS: dict[str, Target] = {
         "analytics/alerts.py",
         # When a rule fires or resolves, what is queued and stored, the resolution of a rule
         # deleted or disabled while firing. chDB tests: about a minute a mutant on a quiet machine.
+        # The exact file first (stored rows, reasons, log levels, wake-ups; session 19).
         ("evaluate_rule", "_record", "_retire"),
-        ("tests/analytics/test_alert_delivery.py",),
+        ("tests/analytics/test_alert_evaluation_exact.py", "tests/analytics/test_alert_delivery.py"),
     ),
 }
 
 EQUIVALENT: Equivalent = {
+    ("analytics/alerts.py", "_record", "core/ReplaceComparisonOperator_Eq_LtE",
+     'level = logging.WARNING if change.status <= "firing" else logging.INFO'):
+        'a notification is "firing" or "resolved", and "resolved" sorts after "firing": <= is ==',
+    ("analytics/alerts.py", "_retire", "core/ReplaceComparisonOperator_NotEq_Gt",
+     'if state["status"] > "firing" or state["rule_id"] in live or state["rule_id"] not in stored:'):
+        '_record stores only "firing" and "resolved", and "resolved" sorts after "firing": > is !=',
+    ("analytics/alerts.py", "evaluate_rule", "core/ReplaceBinaryOperator_Mul_Div",
+     "def evaluate_rule(store: EventStore, rule: AlertRule, /, now: datetime, delivery: Delivery) -> list[Notification]:"):
+        "its one caller (evaluate_alerts) passes the store and rule by position and now and delivery by name",
+    ("analytics/alerts.py", "_record", "core/ReplaceComparisonOperator_Eq_Is",
+     'level = logging.WARNING if change.status is "firing" else logging.INFO'):
+        "a notification's status is one of the literals _notification writes, which CPython interns: "
+        "`is` holds exactly when `==` does",
+    ("analytics/alerts.py", "evaluate_rule", "core/ReplaceComparisonOperator_Eq_LtE",
+     'firing = {s["slice_value"]: s for s in alert_states(store, rule.rule_id) if s["status"] <= "firing"}'):
+        '_record stores only "firing" and "resolved", and "resolved" sorts after "firing": <= is ==',
     ("analytics/alert_outbox.py", "open_incident", "core/NumberReplacer",
      "return str(row[ -1])"): "the query selects one column: row[-1] is row[0]",
     ("analytics/alert_outbox.py", "record_failure", "core/ReplaceBinaryOperator_BitOr_BitAnd",

@@ -14,6 +14,11 @@ GUARANTEE_FOLDERS: tuple[str, ...] = ("ingest", "store", "sdk/transport")
 
 #: Guarantee modules outside those folders: what is acknowledged, stored or shown as a verdict.
 GUARANTEE_MODULES: tuple[str, ...] = (
+    # the tenant budgets: a tenant in debt refused, the others untouched, the local token never charged
+    "api/cost_budget.py",
+    "api/ingest_budget.py",
+    "api/measured.py",
+    "api/token_buckets.py",
     "api/otlp.py",
     "api/otlp_decode.py",
     "api/precheck_log.py",

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from retrylens.analytics.advice import advise, build_advice_book
+from retrylens.analytics.advice_evidence import OUTPUT_FAILURES
 from retrylens.analytics.fingerprints import FingerprintStats
 from retrylens.simulation import load_scenario, run_fleet
 from retrylens.store import EventStore
@@ -46,6 +47,55 @@ def _truth_of_classes(fleet: object, agent: str) -> tuple[dict[str, list[int]], 
                     a.cost_usd for a in tally.log if a.number > first
                 )
     return out, spent
+
+
+#: decisions after which no retry follows (the book's retries query leaves them out)
+_NOT_A_RETRY = ("give_up", "handoff_human", "cancel_chain", "none", "")
+
+
+def _truth_of_retries_after_output_failures(fleet: object) -> dict[str, dict[str, object]]:
+    """Per ``project/agent`` and per kind of retry after an output failure (simplified, i.e. decided
+    ``degrade_precision``, or any other): the retries that ran, how many of them succeeded, and
+    what the attempts from each retry to the task's end spent (sum, sum of squares)."""
+    out: dict[str, dict[str, object]] = {}
+    for tally in fleet.tallies:  # type: ignore[attr-defined]
+        numbers = {a.number: a for a in tally.log}
+        for failed in tally.log:
+            after = numbers.get(failed.number + 1)
+            if (not failed.failed or failed.error_type not in OUTPUT_FAILURES
+                    or failed.decision in _NOT_A_RETRY or after is None):
+                continue
+            agent = out.setdefault(f"{tally.project}/{tally.agent}", {"relaxed_n": 0, "relaxed_ok": 0, "other_n": 0, "other_ok": 0,
+                                                 "relaxed_spent": [0.0, 0.0], "other_spent": [0.0, 0.0]})
+            prefix = "relaxed" if failed.decision == "degrade_precision" else "other"
+            spent = sum(a.cost_usd for a in tally.log if a.number > failed.number)
+            agent[f"{prefix}_n"] += 1  # type: ignore[operator]
+            agent[f"{prefix}_ok"] += not after.failed  # type: ignore[operator]
+            total = agent[f"{prefix}_spent"]
+            agent[f"{prefix}_spent"] = [total[0] + spent, total[1] + spent**2]  # type: ignore[index]
+    return out
+
+
+def test_the_books_retries_after_an_output_failure_simplified_or_not_are_the_fleets_truth(store: EventStore) -> None:
+    """What the degrade advice weighs: after an output failure, how often a simplified retry and
+    any other retry succeeded, and what each spent to the task's end, per agent."""
+    fleet = _recorded_fleet(store)
+    agents = build_advice_book(store)["agents"]
+    truth = _truth_of_retries_after_output_failures(fleet)
+    fields = ("relaxed_n", "relaxed_ok", "other_n", "other_ok")
+    assert {k: {f: v[f] for f in fields} for k, v in agents.items() if v["relaxed_n"] or v["other_n"]} \
+        == {agent: {f: t[f] for f in fields} for agent, t in truth.items()}
+    for agent, t in truth.items():
+        book = agents[agent]
+        for kind in ("relaxed", "other"):
+            expected = t[f"{kind}_spent"] if t[f"{kind}_n"] else None
+            assert (book[f"{kind}_spent"] is None) is (expected is None), (agent, kind)
+            if expected is not None:
+                assert book[f"{kind}_spent"] == pytest.approx(expected, rel=1e-9, abs=1e-12), (agent, kind)
+    # the fleet has both kinds, each with successes and failures, for more than one agent
+    assert len(truth) > 1 and all(sum(t[f] for t in truth.values()) > 10 for f in fields)  # type: ignore[misc]
+    assert 0 < sum(t["relaxed_ok"] for t in truth.values()) < sum(t["relaxed_n"] for t in truth.values())  # type: ignore[misc]
+    assert 0 < sum(t["other_ok"] for t in truth.values()) < sum(t["other_n"] for t in truth.values())  # type: ignore[misc]
 
 
 def test_the_books_per_class_recovery_and_spend_are_the_fleets_truth_and_drive_the_cap_advice(

@@ -10,6 +10,7 @@ import orjson
 import pytest
 from apitest_support import ACME, GLOBEX
 from fastapi.testclient import TestClient
+from manual_clock import ManualClock
 
 from retrylens.api.app import create_app
 from retrylens.api.cost_budget import CostBudget, payers
@@ -18,16 +19,8 @@ from retrylens.config import Settings
 from retrylens.store import EventStore
 
 
-class _Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_a_project_spends_only_its_own_bucket_and_repays_its_debt_at_the_rate() -> None:
-    clock = _Clock()
+    clock = ManualClock()
     budget = CostBudget(rate=0.25, burst=1.0, clock=clock)
     budget.charge({"shop"}, 1.5)  # one export may take the bucket into debt
     assert budget.wait_s({"shop"}) == pytest.approx(2.0)  # 0.5 s of debt at 0.25 s a second

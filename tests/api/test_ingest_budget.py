@@ -7,6 +7,7 @@ import time
 import pytest
 from apitest_support import ACME, GLOBEX
 from fastapi.testclient import TestClient
+from manual_clock import ManualClock
 
 from retrylens.analytics.synthetic import synthetic_events
 from retrylens.api.app import create_app
@@ -15,16 +16,8 @@ from retrylens.config import Settings
 from retrylens.store import EventStore
 
 
-class _Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_a_bucket_lets_a_burst_in_then_charges_the_debt_at_the_rate() -> None:
-    clock = _Clock()
+    clock = ManualClock()
     buckets = TokenBuckets(rate=1000.0, burst=4000.0, clock=clock)
     assert buckets.wait_s("a") == 0
     buckets.take("a", 3000)

@@ -6,22 +6,17 @@ back the blip's failure); only a dependency that stays failing opens the breaker
 
 from __future__ import annotations
 
+from manual_clock import ManualClock
+
 from retrylens.sdk.core.breaker import BreakerState, CircuitBreaker
 from retrylens.sdk.core.policy import BreakerPolicy
 
 DEFAULTS = BreakerPolicy()  # window 20, min_calls 10, failure_ratio 0.5, open_s 30
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
 
 def test_a_dead_dependency_opens_after_min_calls_failures() -> None:
-    breaker = CircuitBreaker(DEFAULTS, Clock())
+    breaker = CircuitBreaker(DEFAULTS, ManualClock(0.0))
     for _ in range(DEFAULTS.min_calls - 1):
         breaker.record(False)
     assert breaker.state is BreakerState.CLOSED
@@ -30,7 +25,7 @@ def test_a_dead_dependency_opens_after_min_calls_failures() -> None:
 
 
 def test_failing_every_other_call_opens_when_nothing_recovers() -> None:
-    breaker = CircuitBreaker(DEFAULTS, Clock())
+    breaker = CircuitBreaker(DEFAULTS, ManualClock(0.0))
     for _ in range(5):
         breaker.record(False)
         breaker.record(True)
@@ -38,7 +33,7 @@ def test_failing_every_other_call_opens_when_nothing_recovers() -> None:
 
 
 def test_a_blip_and_its_recovery_are_one_success() -> None:
-    breaker = CircuitBreaker(DEFAULTS, Clock())
+    breaker = CircuitBreaker(DEFAULTS, ManualClock(0.0))
     for _ in range(50):
         breaker.record(False)
         breaker.record(True, recovers=True)
@@ -49,7 +44,7 @@ def test_a_blip_and_its_recovery_are_one_success() -> None:
 def test_a_recovery_takes_back_one_failure_only() -> None:
     """Two failures then a recovery: one failure stays (a dependency failing most tries
     still opens, even if every task gets through in the end)."""
-    breaker = CircuitBreaker(DEFAULTS, Clock())
+    breaker = CircuitBreaker(DEFAULTS, ManualClock(0.0))
     for _ in range(5):
         breaker.record(False)
         breaker.record(False)
@@ -58,13 +53,13 @@ def test_a_recovery_takes_back_one_failure_only() -> None:
 
 
 def test_a_recovery_with_no_failure_left_in_the_window_is_a_plain_success() -> None:
-    breaker = CircuitBreaker(DEFAULTS, Clock())
+    breaker = CircuitBreaker(DEFAULTS, ManualClock(0.0))
     breaker.record(True, recovers=True)
     assert breaker.outcomes() == [True]
 
 
 def test_a_recovering_probe_closes_a_half_open_breaker() -> None:
-    clock = Clock()
+    clock = ManualClock(0.0)
     breaker = CircuitBreaker(DEFAULTS, clock)
     for _ in range(DEFAULTS.min_calls):
         breaker.record(False)
@@ -75,7 +70,7 @@ def test_a_recovering_probe_closes_a_half_open_breaker() -> None:
 
 
 def test_a_disabled_breaker_always_allows() -> None:
-    breaker = CircuitBreaker(BreakerPolicy(enabled=False), Clock())
+    breaker = CircuitBreaker(BreakerPolicy(enabled=False), ManualClock(0.0))
     for _ in range(30):
         breaker.record(False)
     assert breaker.allow()
