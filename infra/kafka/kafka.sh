@@ -165,6 +165,28 @@ broker_answers() {
     --list >/dev/null 2>&1
 }
 
+# The group coordinator answers: FindCoordinator creates the offsets topic, and a group's
+# describe is answered (here: "not found") only once its partition is loaded. Without this
+# wait the first consumer group of a run raced that creation: at load 17-20 two of a CI run's
+# first Kafka tests saw no assignment within 120 s ("NotCoordinatorError").
+coordinator_answers() {
+  KAFKA_TOOL_TIMEOUT=25 run_tool org.apache.kafka.tools.consumer.group.ConsumerGroupCommand \
+    --bootstrap-server "$BOOTSTRAP" --command-config "$CONF_DIR/tools-client.properties" \
+    --describe --group retrylens-ready 2>&1 | grep -q "GroupIdNotFound\|does not exist"
+}
+
+wait_coordinator() {
+  local start=$SECONDS deadline=$((SECONDS + 60))
+  while (( SECONDS < deadline )); do
+    if coordinator_answers; then
+      log "group coordinator ready after $((SECONDS - start))s"
+      return 0
+    fi
+    sleep 0.5
+  done
+  log "group coordinator not ready within 60s; going on (consumers retry FindCoordinator)"
+}
+
 write_config() {
   mkdir -p "$CONF_DIR" "$LOG_DIR" "$RUN_DIR" "$KAFKA_DATA_DIR"
   cat >"$SERVER_PROPS" <<EOF
@@ -438,6 +460,7 @@ wait_ready() {
     fi
     if port_open "$KAFKA_PORT" && broker_answers; then
       log "broker ready on $BOOTSTRAP (pid $pid) after $((SECONDS - start))s"
+      wait_coordinator
       return 0
     fi
     sleep 0.5
