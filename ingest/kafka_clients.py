@@ -100,6 +100,11 @@ def make_consumer(settings: Settings, *, group_id: str, **overrides: Any) -> Kaf
         # kafka-python backs off up to 30 s between attempts to reach a lost broker, so
         # after an outage the group came back up to 30 s after the broker did (measured).
         "reconnect_backoff_max_ms": 2_000,
+        # A member assigned nothing because the group's leader did not yet know a new topic's
+        # partitions ("No partition metadata for topic") gets them at the next metadata refresh,
+        # which triggers a rebalance: kafka-python's default refresh of 5 min left such a group
+        # idle (three loaded CI runs: no assignment within 120 s on a topic created just before).
+        "metadata_max_age_ms": 10_000,
         "bootstrap_timeout_ms": _bootstrap_ms(settings),
         **security(settings),
     }
