@@ -53,7 +53,7 @@ EXEMPT: dict[str, str] = {
     "ingest/metrics.py": "Prometheus metric declarations only",
     "ingest/heap.py": "collects and freezes a consumer process's start-up heap: a speed measure, no data kept or decided "
     "(its effect is measured in bench/ingest.py; tests/foundation/test_ingest_heap.py holds that garbage is collected first)",
-    "ingest/priority.py": "lowers a thread's scheduling priority: no data kept (tests/api/test_ingest_threads_apart.py)",
+    "ingest/priority.py": "reads a thread's niceness (which threads may be niced is its docstring): no data kept, nothing decided (tests/api/test_ingest_threads_apart.py)",
     "sdk/transport/build.py": "wiring: which sink and spool folder an emitter gets",
     "sdk/transport/kafka.py": _BROKER + "the acknowledged-prefix count of a produce",
     "sdk/transport/settings.py": "reading settings from the environment: no data kept",
