@@ -37,7 +37,7 @@ LINE_FORMAT = "JSONEachRow"
 
 
 def insert_event_lines(store: EventStore, blocks: Sequence[bytes], *, rows: int, dedup_token: str | None) -> None:
-    """One atomic INSERT of event lines (:func:`~retrylens.store.event_lines.event_line`).
+    """One atomic INSERT of event lines (:func:`~retrylens.store.event_lines.append_event_line`).
 
     ``INSERT INTO events SELECT … FROM input(…)`` on a ClickHouse server; in chDB, whose
     insert path wants a file anyway, ``… FROM file(…)`` over a temporary file.

@@ -143,14 +143,6 @@ def line_prefix(topic: str, partition: int) -> bytes:
     return b'{"_t":' + _ENCODER.encode(topic) + b',"_p":%d,"_o":' % partition
 
 
-def event_line(event: RetryEvent | WireEvent, prefix: bytes, offset: int) -> bytes:
-    """One validated event (the fast decoder's struct or the pydantic model) as a line
-    (without its newline): what :func:`append_event_line` appends, on its own."""
-    block = bytearray()
-    append_event_line(block, event, prefix, offset)
-    return bytes(block[:-1])
-
-
 def append_event_line(block: bytearray, event: RetryEvent | WireEvent, prefix: bytes, offset: int) -> None:
     """Append one validated event's line and its newline to ``block`` (a chunk's lines).
 

@@ -111,7 +111,7 @@ TARGETS: dict[str, Target] = {
     ),
     "event_lines": Target(
         "store/event_lines.py",
-        ("lines_select", "line_prefix", "event_line", "append_event_line"),
+        ("lines_select", "line_prefix", "append_event_line"),
         (
             "tests/foundation/test_event_line_guarantees.py",
             # The SELECT that turns lines into rows runs only in ClickHouse: one line insert.
@@ -205,12 +205,6 @@ EQUIVALENT: Equivalent = {
         "def _values(event: RetryEvent | WireEvent, /, topic: str, partition: int, offset: int) -> list[Any]:",
     ): "the keyword-only `*` as `/`: the one caller (event_row) passes the event by position and the"
     " topic, partition and offset by keyword",
-    (
-        "store/event_lines.py",
-        "event_line",
-        "core/ReplaceBinaryOperator_BitOr_BitAnd",
-        "def event_line(event: RetryEvent & WireEvent, prefix: bytes, offset: int) -> bytes:",
-    ): _ANNOTATION,
     (
         "store/event_lines.py",
         "append_event_line",
